@@ -1,0 +1,202 @@
+/*
+ * zsm: the public C API, kernel names (include/linux/zsmalloc.h), usable from C and C++.
+ *
+ * A pool packs variable-sized objects (1 byte .. one page) into size classes 16 bytes
+ * apart (with 4 KiB pages), each class served by "zspages": short chains of pages in which
+ * objects sit back to back and may span a page boundary. A store returns a handle, an opaque
+ * nonzero unsigned long that stays valid while zs_compact() moves the object. The bytes behind
+ * a handle are reached only through zs_obj_read_begin()/zs_obj_read_end() and zs_obj_write().
+ *
+ * Errors: calls that return a handle return 0 and set errno; pool creation returns NULL and
+ * sets errno. Every call may be made from any thread on the same pool.
+ *
+ * Differences from the kernel are listed in README.md ("What differs from the kernel").
+ */
+#ifndef ZSM_ZSMALLOC_H
+#define ZSM_ZSMALLOC_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct zs_pool;
+
+/* Cumulative pool statistics, as the kernel's struct zs_pool_stats. */
+struct zs_pool_stats {
+	unsigned long pages_compacted; /* pages freed by zs_compact() over the pool's life */
+};
+
+/*
+ * A source of pages for a pool. alloc_page returns one page of the pool's page size, aligned
+ * to that size, or NULL when it has none; free_page takes back a page alloc_page returned.
+ * Both may be called from any thread, but the pool serialises its calls into one source.
+ * Tests wrap the default source to fail on the N-th page.
+ */
+struct zs_page_source {
+	void *(*alloc_page)(void *ctx);
+	void (*free_page)(void *ctx, void *page);
+	void *ctx;
+};
+
+/*
+ * Pool configuration. A zero-filled struct asks for every default.
+ */
+struct zs_pool_config {
+	size_t page_size;          /* 4096 (default, 0), 16384 or 65536 */
+	unsigned int chain_size;   /* max pages per zspage, 4..16; 0 = 8 (CONFIG_ZSMALLOC_CHAIN_SIZE) */
+	unsigned long max_pages;   /* memory limit in pages: allocation fails with ENOMEM past it; 0 = none */
+	const struct zs_page_source *page_source; /* NULL = a reserved virtual range owned by the pool */
+};
+
+/* Kernel constants for 4 KiB pages and the default chain of 8. */
+#define ZS_HANDLE_SIZE 8u            /* in-object header of a non-huge object */
+#define ZS_MIN_ALLOC_SIZE 32u
+#define ZS_MIN_CHAIN_SIZE 4u
+#define ZS_MAX_CHAIN_SIZE 16u
+#define ZS_DEFAULT_CHAIN_SIZE 8u
+#define ZS_NR_FULLNESS_GROUPS 12    /* ZS_INUSE_RATIO_0, _10 .. _99, _100 */
+
+/*
+ * Create a pool with the default configuration (4 KiB pages, chain 8). Returns NULL with
+ * errno set (ENOMEM) on failure. `name` is copied; NULL is treated as "".
+ */
+struct zs_pool *zs_create_pool(const char *name);
+
+/*
+ * Create a pool from `cfg` (NULL = defaults). Returns NULL with errno EINVAL for a page size
+ * other than 4096/16384/65536 or a chain size outside 4..16, ENOMEM when memory is short.
+ */
+struct zs_pool *zs_create_pool_ex(const char *name, const struct zs_pool_config *cfg);
+
+/*
+ * Destroy a pool and everything in it: every page goes back to the page source and every
+ * handle becomes invalid. Live objects are allowed (a cache tearing down); NULL is a no-op.
+ */
+void zs_destroy_pool(struct zs_pool *pool);
+
+/* The name the pool was created with. */
+const char *zs_pool_name(struct zs_pool *pool);
+
+/*
+ * Allocate an object of `size` bytes (contents undefined). Returns a nonzero handle, or 0
+ * with errno EINVAL (NULL pool or size 0), ENOSPC (size above one page) or ENOMEM (no page,
+ * or the pool's memory limit reached).
+ */
+unsigned long zs_malloc(struct zs_pool *pool, size_t size);
+
+/*
+ * zs_malloc() and zs_obj_write() in one call, under one lock acquisition: allocate `size`
+ * bytes and copy them from `src`. Same errors as zs_malloc(), plus EINVAL for a NULL src.
+ */
+unsigned long zs_store(struct zs_pool *pool, const void *src, size_t size);
+
+/*
+ * Free the object behind `handle`. Handle 0 and a NULL pool are no-ops. Freeing a handle
+ * twice, or one from another pool, is undefined behaviour.
+ */
+void zs_free(struct zs_pool *pool, unsigned long handle);
+
+/*
+ * Copy `size` bytes from `src` into the object, from its first byte. A size above the
+ * object's capacity (see zs_obj_capacity()) writes nothing and sets errno to EINVAL.
+ */
+void zs_obj_write(struct zs_pool *pool, unsigned long handle, const void *src, size_t size);
+
+/*
+ * Begin reading the first `mem_len` bytes of an object. Returns a pointer straight into the
+ * pool when those bytes lie in one page, otherwise copies them into `local_copy` (which must
+ * hold mem_len bytes) and returns local_copy. The object cannot move until zs_obj_read_end();
+ * other threads may store, free and compact meanwhile. Returns NULL with errno EINVAL when
+ * mem_len exceeds the object's capacity; no read is then in progress.
+ */
+void *zs_obj_read_begin(struct zs_pool *pool, unsigned long handle, size_t mem_len,
+			void *local_copy);
+
+/* End a read begun by zs_obj_read_begin(); `mem` is the pointer it returned. */
+void zs_obj_read_end(struct zs_pool *pool, unsigned long handle, size_t mem_len, void *mem);
+
+/* Bytes the object can hold: its class size less the 8-byte header (huge objects: the page). */
+size_t zs_obj_capacity(struct zs_pool *pool, unsigned long handle);
+
+/*
+ * Objects of this many bytes or more are "huge": they take a zspage of one page each.
+ * zram stores pages that compress to this size or more uncompressed. Per pool (the kernel
+ * keeps one global value, set by the first pool).
+ */
+size_t zs_huge_class_size(struct zs_pool *pool);
+
+/*
+ * Index of the size class that serves a `size`-byte request, without the header added
+ * (as the kernel's zs_lookup_class_index). Merged indices return the class they merge into.
+ */
+unsigned int zs_lookup_class_index(struct zs_pool *pool, unsigned int size);
+
+/* Pages held by the pool: the sum of pages_per_zspage over every zspage it holds. */
+unsigned long zs_get_total_pages(struct zs_pool *pool);
+
+/*
+ * Move objects from the sparsest zspages of each class into the fullest and free the
+ * zspages left empty. Returns the pages freed by this call (0 at once if another compaction
+ * of this pool is running) and adds them to pages_compacted. Every handle stays valid.
+ */
+unsigned long zs_compact(struct zs_pool *pool);
+
+/* Copy the pool's cumulative statistics into `stats`. */
+void zs_pool_stats(struct zs_pool *pool, struct zs_pool_stats *stats);
+
+/*
+ * One row of the kernel's debugfs "classes" file: a distinct size class and its zspages.
+ */
+struct zs_class_stats {
+	unsigned int index;            /* class index (0 .. zs_class_count()-1) */
+	unsigned int size;             /* object slot size, header included */
+	unsigned int pages_per_zspage;
+	unsigned int objs_per_zspage;
+	unsigned long zspages[ZS_NR_FULLNESS_GROUPS]; /* zspages per fullness group: 0%, 10% .. 99%, 100% */
+	unsigned long obj_allocated;   /* object slots in all zspages of the class */
+	unsigned long obj_used;        /* live objects */
+	unsigned long pages_used;      /* obj_allocated / objs_per_zspage * pages_per_zspage */
+	unsigned long freeable;        /* pages zs_compact() could free now */
+};
+
+/* Number of class indices (255 with 4 KiB pages). */
+unsigned int zs_class_count(struct zs_pool *pool);
+
+/*
+ * Fill `out` for class index `index`. Returns 1 when `index` is a distinct class, 0 when it
+ * is merged into a larger one (out then describes that class), -1 with errno EINVAL when it
+ * is out of range.
+ */
+int zs_class_stats(struct zs_pool *pool, unsigned int index, struct zs_class_stats *out);
+
+/*
+ * Print the kernel's debugfs "classes" table for the pool: one row per distinct class, then
+ * a Total row. Returns 0, or -1 with errno set when writing fails.
+ */
+int zs_print_classes(struct zs_pool *pool, FILE *out);
+
+/*
+ * The default page source on its own, for wrapping (tests, limits, accounting): it reserves
+ * `reserve_bytes` of address space (0 = 16 GiB) once, hands out pages from it, keeps up to
+ * `retain_pages` freed pages resident for reuse and gives the rest back to the OS with
+ * madvise. Returns NULL with errno set (EINVAL for a page size that is not a power of two
+ * of at least 4096, ENOMEM when the range cannot be reserved).
+ */
+struct zs_vm_source;
+struct zs_vm_source *zs_vm_source_create(size_t page_size, size_t reserve_bytes,
+					 size_t retain_pages);
+void zs_vm_source_destroy(struct zs_vm_source *vm);
+struct zs_page_source zs_vm_source_ops(struct zs_vm_source *vm);
+/* Pages handed out and not yet returned. */
+size_t zs_vm_source_pages_in_use(struct zs_vm_source *vm);
+/* Pages currently backed by memory (in use or retained), as opposed to released. */
+size_t zs_vm_source_pages_resident(struct zs_vm_source *vm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ZSM_ZSMALLOC_H */

@@ -1,0 +1,67 @@
+// Role macros: every compiler attribute the library uses is spelled here, once, by role.
+//
+// The inline policy (CMake ZSM_INLINE_POLICY -> ZSM_INLINE_POLICY_PATCHED) changes what the
+// two hot/cold role macros expand to and nothing else:
+//   ZSM_HOT_HELPER  obj_malloc, obj_free, obj_write   patched: always-inline   baseline: plain
+//   ZSM_SLOW_PATH   alloc_zspage                      patched: noinline        baseline: plain
+// Each macro can be overridden with -D to A/B another attribute without editing the source.
+// The thread-safety macros expand to clang's capability attributes (-Wthread-safety) and to
+// nothing elsewhere.
+#pragma once
+
+#ifndef ZSM_INLINE_POLICY_PATCHED
+#define ZSM_INLINE_POLICY_PATCHED 1
+#endif
+
+// The namespace that holds one compiled variant of the allocator; see zsm/CMakeLists.txt.
+#ifndef ZSM_VARIANT_NS
+#define ZSM_VARIANT_NS patched
+#endif
+
+#if ZSM_INLINE_POLICY_PATCHED
+#ifndef ZSM_HOT_HELPER
+#define ZSM_HOT_HELPER inline __attribute__((always_inline))
+#endif
+#ifndef ZSM_SLOW_PATH
+#define ZSM_SLOW_PATH __attribute__((noinline))
+#endif
+#else
+#ifndef ZSM_HOT_HELPER
+#define ZSM_HOT_HELPER
+#endif
+#ifndef ZSM_SLOW_PATH
+#define ZSM_SLOW_PATH
+#endif
+#endif
+
+// Roles that do not change with the inline policy: code written once but meant to sit in its
+// callers (zs_malloc/zs_store share one body), and refill paths off the hot path.
+#ifndef ZSM_ALWAYS_INLINE
+#define ZSM_ALWAYS_INLINE inline __attribute__((always_inline))
+#endif
+#ifndef ZSM_COLD_PATH
+#define ZSM_COLD_PATH __attribute__((noinline, cold))
+#endif
+
+// Functions the public API exports from the shared library.
+#ifndef ZSM_API
+#define ZSM_API __attribute__((visibility("default")))
+#endif
+
+#define ZSM_LIKELY(x) __builtin_expect(!!(x), 1)
+#define ZSM_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+#if defined(__clang__)
+#define ZSM_THREAD_ANNOTATION(x) __attribute__((x))
+#else
+#define ZSM_THREAD_ANNOTATION(x)
+#endif
+#define ZSM_CAPABILITY(name) ZSM_THREAD_ANNOTATION(capability(name))
+#define ZSM_GUARDED_BY(lock) ZSM_THREAD_ANNOTATION(guarded_by(lock))
+#define ZSM_REQUIRES(...) ZSM_THREAD_ANNOTATION(requires_capability(__VA_ARGS__))
+#define ZSM_ACQUIRE(...) ZSM_THREAD_ANNOTATION(acquire_capability(__VA_ARGS__))
+#define ZSM_RELEASE(...) ZSM_THREAD_ANNOTATION(release_capability(__VA_ARGS__))
+#define ZSM_TRY_ACQUIRE(...) ZSM_THREAD_ANNOTATION(try_acquire_capability(__VA_ARGS__))
+#define ZSM_EXCLUDES(...) ZSM_THREAD_ANNOTATION(locks_excluded(__VA_ARGS__))
+#define ZSM_NO_THREAD_SAFETY_ANALYSIS ZSM_THREAD_ANNOTATION(no_thread_safety_analysis)
+#define ZSM_SCOPED_CAPABILITY ZSM_THREAD_ANNOTATION(scoped_lockable)

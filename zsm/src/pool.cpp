@@ -1,0 +1,843 @@
+// The pool: zsmalloc's object store (mm/zsmalloc.c), in userspace.
+//
+// Vocabulary. A *page* is one page of the pool's page size (4, 16 or 64 KiB), taken from the
+// pool's page source. A *zspage* is a chain of 1..chain pages that holds the objects of one
+// size *class*. An *object* is one slot of the class size in a zspage. A *handle* is what the
+// user holds: the address of an 8-byte *handle cell* that says where the object is now.
+//
+// Object and handle encoding.
+//   handle  = address of a HandleCell (8-aligned, nonzero). It never changes.
+//   obj     = *cell = (address of the ZsPage metadata << kObjIndexBits) | object index.
+//             The index is zspage-wide (object i starts at byte i * size of the chain);
+//             16 index bits cover the largest zspage (16 x 64 KiB / 32 B = 32768 objects),
+//             48 address bits cover every user-space address. Compaction moves an object by
+//             rewriting its cell, so handles stay valid.
+//   header  = the first 8 bytes of a live non-huge object: handle | OBJ_ALLOCATED_TAG.
+//             A free object's first 8 bytes are instead a link: next free index << 1 (tag 0).
+//             Huge objects (one per one-page zspage) have no header: the page is all payload
+//             and ZsPage::huge_header holds handle | tag.
+// Where the kernel encodes a PFN and goes page -> struct page -> zspage, we encode the zspage
+// itself: the pool never needs to get from a page back to its zspage (no page migration in
+// userspace), so page sources may return pages from anywhere.
+//
+// zspage layout. pages() lists the chain; objects sit back to back over the concatenated
+// pages and may span one page boundary. A free object's link fits in its first page, because
+// objects start on 16-byte boundaries. Free objects form a LIFO list from `freeobj`.
+//
+// Fullness. Each class keeps its zspages on 12 lists by fullness group (0 %, 0-9 % .. 90-99 %,
+// 100 %), newest first, and a bitmap of the non-empty ones. Allocation takes the head of the
+// fullest non-full list. A zspage that a free leaves empty is freed at once, as in the
+// kernel, unless it is its class's only empty zspage: that one stays on the 0 % list as a
+// spare so that a store/free pair at a zspage boundary does not build and tear down a zspage
+// each time. zs_compact() frees the spares.
+//
+// Lock order: Pool::compaction_in_progress (flag) -> SizeClass::lock -> ZspageLock (try only)
+//             -> Pool::source_lock, Pool::meta_lock, Pool::handle_lock (leaves).
+//   SizeClass::lock  fullness lists, free lists, inuse counts, stats, the class's handle cache.
+//                    Store, free and compaction of a class take it; nothing takes two.
+//   ZspageLock       held for read by zs_obj_read_begin..end and zs_obj_write, so the object
+//                    cannot move; compaction only trylocks it for write before emptying a
+//                    zspage, and leaves that zspage alone if a reader is in.
+//   There is no pool-wide lock on any store, free, read or write path.
+//
+// Finding an object's class without a pool lock. The kernel's zs_free takes pool->lock for
+// read so that migration cannot move the object between reading the cell and taking the
+// class lock. Here ZsPage metadata is type-stable (never unmapped before the pool dies), so a
+// free reads cell -> zspage -> cls without any lock, takes that class lock, then reads the
+// cell again: if the zspage it names belongs to that class, the object is pinned (only this
+// class's lock holder can move or free it). Otherwise it raced with compaction: retry. `cls`
+// is only ever set or cleared under the class's own lock, which is what makes the check sound.
+// Readers do the same with the zspage read lock instead of the class lock.
+//
+// Moving an object (compaction) copies it to its new slot, then publishes the new obj in
+// the cell with a release store: a reader that sees the new cell sees the copied bytes.
+#include "pool.h"
+
+#include <sched.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+#include "pool_types.h"
+#include "vm_source.h"
+
+namespace zsm {
+inline namespace ZSM_VARIANT_NS {
+
+namespace {
+
+constexpr unsigned kObjIndexBits = 16;
+constexpr unsigned long kObjIndexMask = (1UL << kObjIndexBits) - 1;
+constexpr unsigned long OBJ_ALLOCATED_TAG = 1;
+constexpr unsigned OBJ_TAG_BITS = 1;
+constexpr uint32_t kFreeListEnd = ~0U >> OBJ_TAG_BITS;  // a link to no object
+constexpr uint32_t kHandleBatch = 64;                   // cells moved between class and pool
+
+static_assert((kMaxChain << kMaxPageShift) / kMinAllocSize <= (1UL << kObjIndexBits),
+              "object index bits must cover the largest zspage");
+static_assert(sizeof(unsigned long) == 8, "handles and obj values need 64-bit longs");
+
+// --- obj encoding -------------------------------------------------------------------------
+
+inline unsigned long location_to_obj(const ZsPage* zspage, uint32_t obj_idx) {
+  return (reinterpret_cast<uintptr_t>(zspage) << kObjIndexBits) | obj_idx;
+}
+
+inline ZsPage* obj_to_zspage(unsigned long obj) {
+  return reinterpret_cast<ZsPage*>(obj >> kObjIndexBits);
+}
+
+inline uint32_t obj_to_idx(unsigned long obj) { return obj & kObjIndexMask; }
+
+inline HandleCell* handle_to_cell(unsigned long handle) {
+  return reinterpret_cast<HandleCell*>(handle);
+}
+
+inline void record_obj(unsigned long handle, unsigned long obj) {
+  handle_to_cell(handle)->store(obj, std::memory_order_release);
+}
+
+inline unsigned long handle_to_obj(unsigned long handle) {
+  return handle_to_cell(handle)->load(std::memory_order_acquire);
+}
+
+// Where object `obj_idx` of `zspage` starts: the page and the offset in it.
+struct Location {
+  char* page;
+  size_t offset;
+};
+
+inline Location obj_location(const SizeClass* cls, const ZsPage* zspage, uint32_t obj_idx) {
+  size_t off = size_t{obj_idx} * cls->size;
+  return {zspage->pages()[off >> cls->page_shift], off & ((size_t{1} << cls->page_shift) - 1)};
+}
+
+inline unsigned long load_word(const char* p) {
+  unsigned long v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+inline void store_word(char* p, unsigned long v) { std::memcpy(p, &v, sizeof(v)); }
+
+inline size_t obj_capacity(const SizeClass* cls) {
+  return cls->huge ? cls->size : cls->size - kHandleSize;
+}
+
+// --- fullness lists -----------------------------------------------------------------------
+
+int get_fullness_group(const SizeClass* cls, const ZsPage* zspage) {
+  uint32_t inuse = zspage->inuse, objs = cls->objs_per_zspage;
+  if (inuse == 0) return ZS_INUSE_RATIO_0;
+  if (inuse == objs) return ZS_INUSE_RATIO_100;
+  return static_cast<int>(100 * inuse / objs / 10 + 1);
+}
+
+void insert_zspage(SizeClass* cls, ZsPage* zspage, int fullness) ZSM_REQUIRES(cls->lock) {
+  ZsPage* head = cls->fullness_list[fullness];
+  zspage->prev = nullptr;
+  zspage->next = head;
+  if (head != nullptr) head->prev = zspage;
+  cls->fullness_list[fullness] = zspage;
+  cls->nonempty |= static_cast<uint16_t>(1u << fullness);
+  cls->stats[fullness]++;
+  zspage->fullness = static_cast<uint8_t>(fullness);
+}
+
+void remove_zspage(SizeClass* cls, ZsPage* zspage) ZSM_REQUIRES(cls->lock) {
+  int fullness = zspage->fullness;
+  if (zspage->prev != nullptr)
+    zspage->prev->next = zspage->next;
+  else
+    cls->fullness_list[fullness] = zspage->next;
+  if (zspage->next != nullptr) zspage->next->prev = zspage->prev;
+  if (cls->fullness_list[fullness] == nullptr)
+    cls->nonempty &= static_cast<uint16_t>(~(1u << fullness));
+  cls->stats[fullness]--;
+}
+
+// Moves the zspage to the list its inuse count calls for; returns that group.
+int fix_fullness_group(SizeClass* cls, ZsPage* zspage) ZSM_REQUIRES(cls->lock) {
+  int newfg = get_fullness_group(cls, zspage);
+  if (newfg != zspage->fullness) {
+    remove_zspage(cls, zspage);
+    insert_zspage(cls, zspage, newfg);
+  }
+  return newfg;
+}
+
+int putback_zspage(SizeClass* cls, ZsPage* zspage) ZSM_REQUIRES(cls->lock) {
+  int fg = get_fullness_group(cls, zspage);
+  insert_zspage(cls, zspage, fg);
+  return fg;
+}
+
+// The fullest zspage with a free slot, or nullptr.
+inline ZsPage* find_get_zspage(SizeClass* cls) ZSM_REQUIRES(cls->lock) {
+  unsigned with_room = cls->nonempty & ((1u << ZS_INUSE_RATIO_100) - 1);
+  if (ZSM_UNLIKELY(with_room == 0)) return nullptr;
+  return cls->fullness_list[31 - __builtin_clz(with_room)];
+}
+
+// --- record arenas (handle cells, zspage metadata) ----------------------------------------
+
+}  // namespace
+
+struct RecordArena::Chunk {
+  Chunk* next;
+};
+
+namespace {
+constexpr size_t kArenaChunk = size_t{64} << 10;
+constexpr uintptr_t kAddressLimit = uintptr_t{1} << (64 - kObjIndexBits);
+}  // namespace
+
+RecordArena::~RecordArena() {
+  while (chunks_ != nullptr) {
+    Chunk* next = chunks_->next;
+    munmap(chunks_, kArenaChunk);
+    chunks_ = next;
+  }
+}
+
+// Records come zero-filled from mmap, which is a valid initial ZsPage and HandleCell, and are
+// never re-initialised here: a recycled ZsPage keeps its lock word (see pool.cpp's header).
+void* RecordArena::alloc() {
+  if (free_ != nullptr) {
+    void* record = free_;
+    std::memcpy(&free_, record, sizeof(free_));
+    return record;
+  }
+  if (chunks_ == nullptr || carved_ + record_size_ > kArenaChunk) {
+    void* map = mmap(nullptr, kArenaChunk, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    if (map == MAP_FAILED) return nullptr;
+    if (reinterpret_cast<uintptr_t>(map) + kArenaChunk > kAddressLimit) {
+      munmap(map, kArenaChunk);
+      return nullptr;
+    }
+    auto* chunk = static_cast<Chunk*>(map);
+    chunk->next = chunks_;
+    chunks_ = chunk;
+    carved_ = (sizeof(Chunk) + 63) & ~size_t{63};
+  }
+  void* record = reinterpret_cast<char*>(chunks_) + carved_;
+  carved_ += record_size_;
+  return record;
+}
+
+void RecordArena::free(void* record) {
+  std::memcpy(record, &free_, sizeof(free_));
+  free_ = record;
+}
+
+namespace {
+
+// --- handle cells ---------------------------------------------------------------------------
+
+// Moves up to kHandleBatch cells from the pool into the class's cache.
+ZSM_COLD_PATH void refill_handle_cache(Pool* pool, SizeClass* cls) ZSM_REQUIRES(cls->lock) {
+  MutexGuard guard(pool->handle_lock);
+  for (uint32_t i = 0; i < kHandleBatch; i++) {
+    auto* cell = static_cast<HandleCell*>(pool->handles->alloc());
+    if (cell == nullptr) break;
+    cell->store(reinterpret_cast<unsigned long>(cls->free_cells), std::memory_order_relaxed);
+    cls->free_cells = cell;
+    cls->nr_free_cells++;
+  }
+}
+
+// Gives kHandleBatch cells of an overfull class cache back to the pool.
+ZSM_COLD_PATH void drain_handle_cache(Pool* pool, SizeClass* cls) ZSM_REQUIRES(cls->lock) {
+  MutexGuard guard(pool->handle_lock);
+  for (uint32_t i = 0; i < kHandleBatch; i++) {
+    HandleCell* cell = cls->free_cells;
+    cls->free_cells = reinterpret_cast<HandleCell*>(cell->load(std::memory_order_relaxed));
+    cls->nr_free_cells--;
+    pool->handles->free(cell);
+  }
+}
+
+// cache_alloc_handle(): a free cell from the class's cache; 0 when memory is short.
+inline unsigned long cache_alloc_handle(Pool* pool, SizeClass* cls) ZSM_REQUIRES(cls->lock) {
+  if (ZSM_UNLIKELY(cls->free_cells == nullptr)) {
+    refill_handle_cache(pool, cls);
+    if (cls->free_cells == nullptr) return 0;
+  }
+  HandleCell* cell = cls->free_cells;
+  cls->free_cells = reinterpret_cast<HandleCell*>(cell->load(std::memory_order_relaxed));
+  cls->nr_free_cells--;
+  return reinterpret_cast<unsigned long>(cell);
+}
+
+inline void cache_free_handle(Pool* pool, SizeClass* cls, unsigned long handle)
+    ZSM_REQUIRES(cls->lock) {
+  HandleCell* cell = handle_to_cell(handle);
+  cell->store(reinterpret_cast<unsigned long>(cls->free_cells), std::memory_order_relaxed);
+  cls->free_cells = cell;
+  if (ZSM_UNLIKELY(++cls->nr_free_cells > 2 * kHandleBatch)) drain_handle_cache(pool, cls);
+}
+
+// --- zspages --------------------------------------------------------------------------------
+
+// Charges `pages` against the pool's memory limit; false when it would be exceeded.
+bool charge_pages(Pool* pool, unsigned long pages) {
+  unsigned long cur = pool->pages_allocated.load(std::memory_order_relaxed);
+  do {
+    if (pool->max_pages != 0 && cur + pages > pool->max_pages) return false;
+  } while (!pool->pages_allocated.compare_exchange_weak(cur, cur + pages,
+                                                        std::memory_order_relaxed));
+  return true;
+}
+
+void uncharge_pages(Pool* pool, unsigned long pages) {
+  pool->pages_allocated.fetch_sub(pages, std::memory_order_relaxed);
+}
+
+ZsPage* alloc_zspage_metadata(Pool* pool, uint32_t nr_pages) {
+  MutexGuard guard(pool->meta_lock);
+  return std::launder(static_cast<ZsPage*>(pool->meta[nr_pages]->alloc()));
+}
+
+void free_zspage_metadata(Pool* pool, ZsPage* zspage) {
+  MutexGuard guard(pool->meta_lock);
+  pool->meta[zspage->nr_pages]->free(zspage);
+}
+
+void free_pages(Pool* pool, char* const* pages, uint32_t n) {
+  MutexGuard guard(pool->source_lock);
+  for (uint32_t i = 0; i < n; i++) pool->source.free_page(pool->source.ctx, pages[i]);
+}
+
+// init_zspage(): an empty zspage whose free list runs through every object in order.
+void init_zspage(const SizeClass* cls, ZsPage* zspage) {
+  zspage->inuse = 0;
+  zspage->freeobj = 0;
+  zspage->huge_header = 0;
+  if (cls->huge) return;  // the one object needs no link
+  for (uint32_t i = 0; i < cls->objs_per_zspage; i++) {
+    uint32_t next = i + 1 < cls->objs_per_zspage ? i + 1 : kFreeListEnd;
+    Location loc = obj_location(cls, zspage, i);
+    store_word(loc.page + loc.offset, static_cast<unsigned long>(next) << OBJ_TAG_BITS);
+  }
+}
+
+// alloc_zspage(): a new, empty, unlisted zspage for the class, or nullptr (limit reached,
+// no page, no metadata). Called without the class lock; on failure nothing is left held.
+ZSM_SLOW_PATH ZsPage* alloc_zspage(Pool* pool, SizeClass* cls) {
+  uint32_t n = cls->pages_per_zspage;
+  if (!charge_pages(pool, n)) return nullptr;
+  ZsPage* zspage = alloc_zspage_metadata(pool, n);
+  if (zspage == nullptr) {
+    uncharge_pages(pool, n);
+    return nullptr;
+  }
+  zspage->nr_pages = static_cast<uint8_t>(n);
+  uint32_t got = 0;
+  {
+    MutexGuard guard(pool->source_lock);
+    for (; got < n; got++) {
+      zspage->pages()[got] = static_cast<char*>(pool->source.alloc_page(pool->source.ctx));
+      if (zspage->pages()[got] == nullptr) break;
+    }
+  }
+  if (got < n) {
+    free_pages(pool, zspage->pages(), got);
+    free_zspage_metadata(pool, zspage);
+    uncharge_pages(pool, n);
+    return nullptr;
+  }
+  init_zspage(cls, zspage);
+  return zspage;
+}
+
+// __free_zspage(): gives an empty, unlisted zspage's pages and metadata back.
+void free_zspage(Pool* pool, SizeClass* cls, ZsPage* zspage) ZSM_REQUIRES(cls->lock) {
+  zspage->cls.store(nullptr, std::memory_order_relaxed);
+  cls->stats[ZS_OBJS_ALLOCATED] -= cls->objs_per_zspage;
+  free_pages(pool, zspage->pages(), zspage->nr_pages);
+  free_zspage_metadata(pool, zspage);
+  uncharge_pages(pool, cls->pages_per_zspage);
+}
+
+// A zspage a free has just left empty (already on the 0 % list): keep it as the class's
+// spare unless the class has one already.
+void release_empty_zspage(Pool* pool, SizeClass* cls, ZsPage* zspage) ZSM_REQUIRES(cls->lock) {
+  if (cls->stats[ZS_INUSE_RATIO_0] > 1) {
+    remove_zspage(cls, zspage);
+    free_zspage(pool, cls, zspage);
+  }
+}
+
+// --- objects: the hot helpers ------------------------------------------------------------
+
+// obj_malloc(): takes the first free slot of a zspage for `handle`, writes the header and
+// returns the new obj value. The caller records it in the cell when the object is ready.
+static ZSM_HOT_HELPER unsigned long obj_malloc(SizeClass* cls, ZsPage* zspage,
+                                               unsigned long handle) ZSM_REQUIRES(cls->lock) {
+  uint32_t obj_idx = zspage->freeobj;
+  if (ZSM_LIKELY(!cls->huge)) {
+    Location loc = obj_location(cls, zspage, obj_idx);
+    char* slot = loc.page + loc.offset;
+    zspage->freeobj = static_cast<uint32_t>(load_word(slot) >> OBJ_TAG_BITS);
+    store_word(slot, handle | OBJ_ALLOCATED_TAG);
+  } else {
+    zspage->freeobj = kFreeListEnd;
+    zspage->huge_header = handle | OBJ_ALLOCATED_TAG;
+  }
+  zspage->inuse++;
+  return location_to_obj(zspage, obj_idx);
+}
+
+// obj_free(): puts slot `obj_idx` back at the head of the zspage's free list.
+static ZSM_HOT_HELPER void obj_free(SizeClass* cls, ZsPage* zspage, uint32_t obj_idx)
+    ZSM_REQUIRES(cls->lock) {
+  if (ZSM_LIKELY(!cls->huge)) {
+    Location loc = obj_location(cls, zspage, obj_idx);
+    store_word(loc.page + loc.offset, static_cast<unsigned long>(zspage->freeobj) << OBJ_TAG_BITS);
+  } else {
+    zspage->huge_header = 0;
+  }
+  zspage->freeobj = obj_idx;
+  zspage->inuse--;
+}
+
+// obj_write(): copies `len` bytes into the payload of object `obj`, across a page boundary
+// when the object spans one. The object must be pinned (class lock or zspage read lock).
+static ZSM_HOT_HELPER void obj_write(const SizeClass* cls, unsigned long obj, const void* src,
+                                     size_t len) {
+  ZsPage* zspage = obj_to_zspage(obj);
+  uint32_t obj_idx = obj_to_idx(obj);
+  size_t off = size_t{obj_idx} * cls->size + (cls->huge ? 0 : kHandleSize);
+  size_t page_size = size_t{1} << cls->page_shift;
+  size_t page_idx = off >> cls->page_shift, page_off = off & (page_size - 1);
+  char* page = zspage->pages()[page_idx];
+  if (ZSM_LIKELY(page_off + len <= page_size)) {
+    std::memcpy(page + page_off, src, len);
+  } else {
+    size_t first = page_size - page_off;
+    std::memcpy(page + page_off, src, first);
+    std::memcpy(zspage->pages()[page_idx + 1], static_cast<const char*>(src) + first, len - first);
+  }
+}
+
+// --- lookups -------------------------------------------------------------------------------
+
+inline SizeClass* class_for_size(const Pool* pool, size_t size) {
+  return pool->size_class[pool->table.index_of(size)];
+}
+
+// Locks the class of the object behind `handle` and returns it; the object is pinned until
+// the caller unlocks (see "Finding an object's class" above).
+SizeClass* lock_class_of(unsigned long handle) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  for (;;) {
+    SizeClass* cls = obj_to_zspage(handle_to_obj(handle))->cls.load(std::memory_order_relaxed);
+    if (ZSM_LIKELY(cls != nullptr)) {
+      cls->lock.lock();
+      ZsPage* zspage = obj_to_zspage(handle_to_cell(handle)->load(std::memory_order_relaxed));
+      if (ZSM_LIKELY(zspage->cls.load(std::memory_order_relaxed) == cls)) return cls;
+      cls->lock.unlock();
+    }
+    cpu_relax();
+  }
+}
+
+// Takes the read lock of the zspage that holds the object behind `handle`; returns the obj.
+unsigned long read_lock_obj(unsigned long handle) {
+  for (;;) {
+    unsigned long obj = handle_to_obj(handle);
+    ZsPage* zspage = obj_to_zspage(obj);
+    if (ZSM_LIKELY(zspage->lock.try_read())) {
+      if (ZSM_LIKELY(handle_to_obj(handle) == obj)) return obj;
+      zspage->lock.read_unlock();
+    }
+    cpu_relax();
+  }
+}
+
+// The zspage of a pinned object: its class pointer is stable.
+inline SizeClass* pinned_class(unsigned long obj) {
+  return obj_to_zspage(obj)->cls.load(std::memory_order_relaxed);
+}
+
+// The body of zs_malloc() and zs_store(), written once: `fill` runs under the class lock
+// once the object is placed, before anyone else can see the handle.
+template <typename Fill>
+ZSM_ALWAYS_INLINE unsigned long zs_alloc(Pool* pool, size_t size, Fill fill)
+    ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  if (ZSM_UNLIKELY(pool == nullptr || size == 0)) {
+    errno = EINVAL;
+    return 0;
+  }
+  if (ZSM_UNLIKELY(size > pool->page_size)) {
+    errno = ENOSPC;
+    return 0;
+  }
+  SizeClass* cls = class_for_size(pool, size + kHandleSize);
+  cls->lock.lock();
+  unsigned long handle = cache_alloc_handle(pool, cls);
+  if (ZSM_UNLIKELY(handle == 0)) {
+    cls->lock.unlock();
+    errno = ENOMEM;
+    return 0;
+  }
+  ZsPage* zspage = find_get_zspage(cls);
+  if (ZSM_LIKELY(zspage != nullptr)) {
+    unsigned long obj = obj_malloc(cls, zspage, handle);
+    fill(cls, obj);
+    record_obj(handle, obj);
+    fix_fullness_group(cls, zspage);
+    cls->stats[ZS_OBJS_INUSE]++;
+    cls->lock.unlock();
+    return handle;
+  }
+
+  cls->lock.unlock();
+  zspage = alloc_zspage(pool, cls);
+  cls->lock.lock();
+  if (ZSM_UNLIKELY(zspage == nullptr)) {
+    cache_free_handle(pool, cls, handle);
+    cls->lock.unlock();
+    errno = ENOMEM;
+    return 0;
+  }
+  zspage->cls.store(cls, std::memory_order_relaxed);
+  unsigned long obj = obj_malloc(cls, zspage, handle);
+  fill(cls, obj);
+  record_obj(handle, obj);
+  insert_zspage(cls, zspage, get_fullness_group(cls, zspage));
+  cls->stats[ZS_OBJS_ALLOCATED] += cls->objs_per_zspage;
+  cls->stats[ZS_OBJS_INUSE]++;
+  cls->lock.unlock();
+  return handle;
+}
+
+}  // namespace
+
+// --- the API ---------------------------------------------------------------------------------
+
+unsigned long zs_malloc(Pool* pool, size_t size) {
+  return zs_alloc(pool, size, [](const SizeClass*, unsigned long) {});
+}
+
+unsigned long zs_store(Pool* pool, const void* src, size_t size) {
+  if (ZSM_UNLIKELY(src == nullptr)) {
+    errno = EINVAL;
+    return 0;
+  }
+  return zs_alloc(pool, size, [src, size](const SizeClass* cls, unsigned long obj) {
+    obj_write(cls, obj, src, size);
+  });
+}
+
+void zs_free(Pool* pool, unsigned long handle) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  if (ZSM_UNLIKELY(pool == nullptr || handle == 0)) return;
+  SizeClass* cls = lock_class_of(handle);
+  unsigned long obj = handle_to_cell(handle)->load(std::memory_order_relaxed);
+  ZsPage* zspage = obj_to_zspage(obj);
+  cls->stats[ZS_OBJS_INUSE]--;
+  obj_free(cls, zspage, obj_to_idx(obj));
+  if (ZSM_UNLIKELY(fix_fullness_group(cls, zspage) == ZS_INUSE_RATIO_0))
+    release_empty_zspage(pool, cls, zspage);
+  cache_free_handle(pool, cls, handle);
+  cls->lock.unlock();
+}
+
+void zs_obj_write(Pool* pool, unsigned long handle, const void* src, size_t size) {
+  if (ZSM_UNLIKELY(pool == nullptr || handle == 0 || (src == nullptr && size != 0))) {
+    errno = EINVAL;
+    return;
+  }
+  unsigned long obj = read_lock_obj(handle);
+  const SizeClass* cls = pinned_class(obj);
+  if (ZSM_LIKELY(size <= obj_capacity(cls)))
+    obj_write(cls, obj, src, size);
+  else
+    errno = EINVAL;
+  obj_to_zspage(obj)->lock.read_unlock();
+}
+
+void* zs_obj_read_begin(Pool* pool, unsigned long handle, size_t mem_len, void* local_copy) {
+  if (ZSM_UNLIKELY(pool == nullptr || handle == 0)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  unsigned long obj = read_lock_obj(handle);
+  ZsPage* zspage = obj_to_zspage(obj);
+  const SizeClass* cls = pinned_class(obj);
+  if (ZSM_UNLIKELY(mem_len > obj_capacity(cls))) {
+    zspage->lock.read_unlock();
+    errno = EINVAL;
+    return nullptr;
+  }
+  size_t off = size_t{obj_to_idx(obj)} * cls->size + (cls->huge ? 0 : kHandleSize);
+  size_t page_size = size_t{1} << cls->page_shift;
+  size_t page_idx = off >> cls->page_shift, page_off = off & (page_size - 1);
+  char* page = zspage->pages()[page_idx];
+  if (ZSM_LIKELY(page_off + mem_len <= page_size)) return page + page_off;
+  size_t first = page_size - page_off;
+  std::memcpy(local_copy, page + page_off, first);
+  std::memcpy(static_cast<char*>(local_copy) + first, zspage->pages()[page_idx + 1],
+              mem_len - first);
+  return local_copy;
+}
+
+void zs_obj_read_end(Pool* pool, unsigned long handle, size_t, void*) {
+  if (ZSM_UNLIKELY(pool == nullptr || handle == 0)) return;
+  obj_to_zspage(handle_to_cell(handle)->load(std::memory_order_relaxed))->lock.read_unlock();
+}
+
+size_t zs_obj_capacity(Pool* pool, unsigned long handle) {
+  if (pool == nullptr || handle == 0) return 0;
+  unsigned long obj = read_lock_obj(handle);
+  size_t capacity = obj_capacity(pinned_class(obj));
+  obj_to_zspage(obj)->lock.read_unlock();
+  return capacity;
+}
+
+// --- compaction ----------------------------------------------------------------------------
+
+namespace {
+
+// isolate_dst_zspage(): the fullest non-full, non-empty zspage, off its list.
+ZsPage* isolate_dst_zspage(SizeClass* cls) ZSM_REQUIRES(cls->lock) {
+  for (int fg = ZS_INUSE_RATIO_99; fg >= ZS_INUSE_RATIO_10; fg--) {
+    if (ZsPage* zspage = cls->fullness_list[fg]) {
+      remove_zspage(cls, zspage);
+      return zspage;
+    }
+  }
+  return nullptr;
+}
+
+// isolate_src_zspage(): the emptiest non-empty zspage, off its list.
+ZsPage* isolate_src_zspage(SizeClass* cls) ZSM_REQUIRES(cls->lock) {
+  for (int fg = ZS_INUSE_RATIO_10; fg <= ZS_INUSE_RATIO_99; fg++) {
+    if (ZsPage* zspage = cls->fullness_list[fg]) {
+      remove_zspage(cls, zspage);
+      return zspage;
+    }
+  }
+  return nullptr;
+}
+
+// zs_object_copy(): copies the payload of one slot to another, page by page on both sides.
+void copy_object(const SizeClass* cls, const ZsPage* dst, uint32_t dst_idx, const ZsPage* src,
+                 uint32_t src_idx) {
+  size_t page_size = size_t{1} << cls->page_shift, mask = page_size - 1;
+  size_t d = size_t{dst_idx} * cls->size + kHandleSize;
+  size_t s = size_t{src_idx} * cls->size + kHandleSize;
+  size_t left = cls->size - kHandleSize;
+  while (left > 0) {
+    size_t n = std::min({left, page_size - (d & mask), page_size - (s & mask)});
+    std::memcpy(dst->pages()[d >> cls->page_shift] + (d & mask),
+                src->pages()[s >> cls->page_shift] + (s & mask), n);
+    d += n;
+    s += n;
+    left -= n;
+  }
+}
+
+// migrate_zspage(): moves live objects from src to dst until src is empty or dst is full.
+// src is write-locked, so no reader is inside it; readers of dst are undisturbed.
+void migrate_zspage(SizeClass* cls, ZsPage* src, ZsPage* dst) ZSM_REQUIRES(cls->lock) {
+  for (uint32_t obj_idx = 0; obj_idx < cls->objs_per_zspage; obj_idx++) {
+    if (src->inuse == 0 || dst->inuse == cls->objs_per_zspage) break;
+    Location loc = obj_location(cls, src, obj_idx);
+    unsigned long header = load_word(loc.page + loc.offset);
+    if ((header & OBJ_ALLOCATED_TAG) == 0) continue;
+    unsigned long handle = header & ~OBJ_ALLOCATED_TAG;
+    unsigned long obj = obj_malloc(cls, dst, handle);
+    copy_object(cls, dst, obj_to_idx(obj), src, obj_idx);
+    record_obj(handle, obj);
+    obj_free(cls, src, obj_idx);
+  }
+}
+
+// Frees the class's spare empty zspages; returns the pages freed.
+unsigned long free_empty_zspages(Pool* pool, SizeClass* cls) ZSM_REQUIRES(cls->lock) {
+  unsigned long freed = 0;
+  while (ZsPage* zspage = cls->fullness_list[ZS_INUSE_RATIO_0]) {
+    remove_zspage(cls, zspage);
+    free_zspage(pool, cls, zspage);
+    freed += cls->pages_per_zspage;
+  }
+  return freed;
+}
+
+// __zs_compact(): compacts one class; returns the pages freed. Like the kernel, it keeps one
+// destination until it is full, and stops at the first source a reader holds.
+unsigned long compact_class(Pool* pool, SizeClass* cls) ZSM_EXCLUDES(cls->lock) {
+  cls->lock.lock();
+  unsigned long freed = free_empty_zspages(pool, cls);
+  ZsPage* dst = nullptr;
+  while (zs_can_compact(cls) > 0) {
+    if (dst == nullptr && (dst = isolate_dst_zspage(cls)) == nullptr) break;
+    ZsPage* src = isolate_src_zspage(cls);
+    if (src == nullptr) break;
+    if (!src->lock.try_write()) {
+      putback_zspage(cls, src);
+      break;
+    }
+    migrate_zspage(cls, src, dst);
+    src->lock.write_unlock();
+    if (putback_zspage(cls, src) == ZS_INUSE_RATIO_0) {
+      remove_zspage(cls, src);
+      free_zspage(pool, cls, src);
+      freed += cls->pages_per_zspage;
+    }
+    if (dst->inuse == cls->objs_per_zspage || cls->lock.is_contended()) {
+      putback_zspage(cls, dst);
+      dst = nullptr;
+      cls->lock.unlock();  // let stores and frees of this class in
+      sched_yield();
+      cls->lock.lock();
+    }
+  }
+  if (dst != nullptr) putback_zspage(cls, dst);
+  cls->lock.unlock();
+  return freed;
+}
+
+}  // namespace
+
+unsigned long zs_compact(Pool* pool) {
+  if (pool == nullptr || pool->compaction_in_progress.exchange(true, std::memory_order_acquire))
+    return 0;
+  unsigned long freed = 0;
+  for (uint32_t i = pool->table.nr_indices; i-- > 0;) {
+    if (pool->table.distinct(i)) freed += compact_class(pool, pool->size_class[i]);
+  }
+  pool->pages_compacted.fetch_add(freed, std::memory_order_relaxed);
+  pool->compaction_in_progress.store(false, std::memory_order_release);
+  return freed;
+}
+
+// --- pool life -----------------------------------------------------------------------------
+
+namespace {
+
+size_t zspage_metadata_size(uint32_t nr_pages) {
+  return (sizeof(ZsPage) + nr_pages * sizeof(char*) + 15) & ~size_t{15};
+}
+
+bool init_classes(Pool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  const ClassTable& t = pool->table;
+  pool->classes = new (std::nothrow) SizeClass[t.nr_distinct];
+  if (pool->classes == nullptr) return false;
+  SizeClass* next = pool->classes;
+  for (uint32_t i = t.nr_indices; i-- > 0;) {
+    const ClassRow& row = t.rows[i];
+    if (!t.distinct(i)) {
+      pool->size_class[i] = pool->size_class[row.resolve];
+      continue;
+    }
+    SizeClass* cls = next++;
+    cls->size = row.size;
+    cls->objs_per_zspage = row.objs;
+    cls->pages_per_zspage = row.pages;
+    cls->index = i;
+    cls->page_shift = t.page_shift;
+    cls->huge = row.huge();
+    pool->size_class[i] = cls;
+  }
+  pool->handles = new (std::nothrow) RecordArena(sizeof(HandleCell));
+  if (pool->handles == nullptr) return false;
+  for (uint32_t n = 1; n <= t.chain; n++) {
+    pool->meta[n] = new (std::nothrow) RecordArena(zspage_metadata_size(n));
+    if (pool->meta[n] == nullptr) return false;
+  }
+  return true;
+}
+
+// Returns every page of every zspage to the source (zs_destroy_pool with live objects).
+void free_all_zspages(Pool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  if (pool->classes == nullptr) return;
+  for (uint32_t c = 0; c < pool->table.nr_distinct; c++) {
+    for (ZsPage* head : pool->classes[c].fullness_list) {
+      for (ZsPage* zspage = head; zspage != nullptr; zspage = zspage->next)
+        free_pages(pool, zspage->pages(), zspage->nr_pages);
+    }
+  }
+}
+
+}  // namespace
+
+Pool* zs_create_pool(const char* name, const zs_pool_config* cfg) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  zs_pool_config defaults{};
+  if (cfg == nullptr) cfg = &defaults;
+  size_t page_size = cfg->page_size != 0 ? cfg->page_size : 4096;
+  unsigned chain = cfg->chain_size != 0 ? cfg->chain_size : kDefaultChain;
+  if (!valid_geometry(page_size, chain) || (page_size != 4096 && page_size != 16384 &&
+                                            page_size != 65536)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  Pool* pool = new (std::nothrow) Pool;
+  if (pool == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  try {
+    pool->name = name != nullptr ? name : "";
+  } catch (const std::bad_alloc&) {
+    delete pool;
+    errno = ENOMEM;
+    return nullptr;
+  }
+  pool->page_size = static_cast<uint32_t>(page_size);
+  pool->table = build_class_table(pool->page_size, chain);
+  pool->max_pages = cfg->max_pages;
+  if (cfg->page_source != nullptr) {
+    pool->source = *cfg->page_source;
+  } else {
+    pool->own_source = VmSource::create(page_size, cfg->max_pages * page_size,
+                                        VmSource::kDefaultRetain);
+    if (pool->own_source != nullptr)
+      pool->source = {VmSource::alloc_page_cb, VmSource::free_page_cb, pool->own_source};
+  }
+  if (pool->source.alloc_page == nullptr || pool->source.free_page == nullptr ||
+      !init_classes(pool)) {
+    int err = pool->own_source == nullptr && cfg->page_source != nullptr ? EINVAL : ENOMEM;
+    zs_destroy_pool(pool);
+    errno = err;
+    return nullptr;
+  }
+  return pool;
+}
+
+void zs_destroy_pool(Pool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  if (pool == nullptr) return;
+  free_all_zspages(pool);
+  delete[] pool->classes;
+  delete pool->handles;
+  for (RecordArena* arena : pool->meta) delete arena;
+  delete pool->own_source;
+  delete pool;
+}
+
+const char* zs_pool_name(const Pool* pool) { return pool != nullptr ? pool->name.c_str() : ""; }
+
+size_t zs_huge_class_size(const Pool* pool) {
+  return pool != nullptr ? pool->table.huge_class_size : 0;
+}
+
+unsigned zs_lookup_class_index(const Pool* pool, unsigned size) {
+  if (pool == nullptr) return 0;
+  return pool->size_class[pool->table.index_of(size)]->index;
+}
+
+unsigned long zs_get_total_pages(const Pool* pool) {
+  return pool != nullptr ? pool->pages_allocated.load(std::memory_order_relaxed) : 0;
+}
+
+void zs_pool_stats(const Pool* pool, struct zs_pool_stats* stats) {
+  if (pool == nullptr || stats == nullptr) return;
+  stats->pages_compacted = pool->pages_compacted.load(std::memory_order_relaxed);
+}
+
+}  // namespace ZSM_VARIANT_NS
+}  // namespace zsm

@@ -1,0 +1,127 @@
+// The pool's data structures: Pool, SizeClass, ZsPage and handle cells. The layout, the
+// encodings and the lock order are explained at the top of pool.cpp; this header only holds
+// the types and the few helpers that pool.cpp and stats.cpp share.
+#pragma once
+
+#include <zsm/zsmalloc.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "compiler.h"
+#include "lock.h"
+#include "size_class.h"
+
+namespace zsm {
+inline namespace ZSM_VARIANT_NS {
+
+class VmSource;
+struct SizeClass;
+
+// enum fullness_group: 0 = empty, 1..10 = 0-9%, 10-19% .. 90-99% in use, 11 = full.
+inline constexpr int ZS_INUSE_RATIO_0 = 0;
+inline constexpr int ZS_INUSE_RATIO_10 = 1;
+inline constexpr int ZS_INUSE_RATIO_99 = 10;
+inline constexpr int ZS_INUSE_RATIO_100 = 11;
+inline constexpr int NR_FULLNESS_GROUPS = 12;
+static_assert(NR_FULLNESS_GROUPS == ZS_NR_FULLNESS_GROUPS);
+
+// enum class_stat_type: 0..11 count zspages per fullness group, then objects.
+inline constexpr int ZS_OBJS_ALLOCATED = NR_FULLNESS_GROUPS;
+inline constexpr int ZS_OBJS_INUSE = NR_FULLNESS_GROUPS + 1;
+inline constexpr int NR_CLASS_STAT_TYPES = NR_FULLNESS_GROUPS + 2;
+
+using HandleCell = std::atomic<unsigned long>;
+
+// Metadata of one zspage. Type-stable: once carved from a metadata chunk it stays a ZsPage
+// until the pool dies, so a thread holding a stale pointer may still read `cls` and touch
+// `lock` (see "Finding an object's class without a pool lock" in pool.cpp).
+struct ZsPage {
+  ZsPage* prev;                       // fullness list links (class lock)
+  ZsPage* next;
+  std::atomic<SizeClass*> cls;        // owning class; nullptr while free (written under class lock)
+  ZspageLock lock;                    // readers vs. compaction
+  uint32_t inuse;                     // live objects (class lock)
+  uint32_t freeobj;                   // index of the first free object (class lock)
+  uint8_t fullness;                   // fullness group, valid while on a list
+  uint8_t nr_pages;                   // size of the pages[] that follows
+  unsigned long huge_header;          // huge zspage: handle | OBJ_ALLOCATED_TAG, 0 when free
+  // char* pages[nr_pages] follows the struct.
+
+  [[nodiscard]] char** pages() { return reinterpret_cast<char**>(this + 1); }
+  [[nodiscard]] char* const* pages() const { return reinterpret_cast<char* const*>(this + 1); }
+};
+static_assert(sizeof(ZsPage) % alignof(char*) == 0);
+
+struct alignas(64) SizeClass {
+  Mutex lock;
+  // Immutable after pool creation.
+  uint32_t size = 0;                  // slot size, header included
+  uint32_t objs_per_zspage = 0;
+  uint32_t pages_per_zspage = 0;
+  uint32_t index = 0;
+  uint32_t page_shift = 0;
+  bool huge = false;
+  // Under `lock`.
+  uint16_t nonempty ZSM_GUARDED_BY(lock) = 0;  // bit g set: fullness_list[g] is not empty
+  ZsPage* fullness_list[NR_FULLNESS_GROUPS] ZSM_GUARDED_BY(lock) = {};
+  unsigned long stats[NR_CLASS_STAT_TYPES] ZSM_GUARDED_BY(lock) = {};
+  HandleCell* free_cells ZSM_GUARDED_BY(lock) = nullptr;  // this class's cache of handle cells
+  uint32_t nr_free_cells ZSM_GUARDED_BY(lock) = 0;
+};
+
+// Pool-wide allocator of fixed-size records (handle cells, zspage metadata): chunks mapped
+// from the OS, carved on demand, recycled through a free list, unmapped with the pool.
+class RecordArena {
+ public:
+  explicit RecordArena(size_t record_size) : record_size_(record_size) {}
+  RecordArena(const RecordArena&) = delete;
+  RecordArena& operator=(const RecordArena&) = delete;
+  ~RecordArena();
+
+  // nullptr when memory is short. Records are 8-aligned and below 2^48 (see obj encoding).
+  void* alloc();
+  void free(void* record);
+
+ private:
+  struct Chunk;
+  const size_t record_size_;
+  Chunk* chunks_ = nullptr;           // newest first; carving happens in the newest
+  size_t carved_ = 0;                 // bytes carved from the newest chunk
+  void* free_ = nullptr;              // free records, linked through their first word
+};
+
+struct Pool {
+  std::string name;
+  ClassTable table;
+  SizeClass* size_class[kMaxClassIndices] = {};  // by index; merged indices share a class
+  SizeClass* classes = nullptr;                  // the distinct classes, nr_distinct of them
+  uint32_t page_size = 0;
+  unsigned long max_pages = 0;                   // 0 = no limit
+
+  Mutex source_lock;                             // serialises calls into `source`
+  zs_page_source source = {};
+  VmSource* own_source = nullptr;                // the default source, when the pool made it
+
+  Mutex meta_lock;                               // zspage metadata, one arena per chain length
+  RecordArena* meta[kMaxChain + 1] ZSM_GUARDED_BY(meta_lock) = {};
+
+  Mutex handle_lock;                             // handle cells not cached by a class
+  RecordArena* handles ZSM_GUARDED_BY(handle_lock) = nullptr;
+
+  std::atomic<unsigned long> pages_allocated{0};
+  std::atomic<unsigned long> pages_compacted{0};
+  std::atomic<bool> compaction_in_progress{false};
+};
+
+// zs_can_compact(): pages compaction could free in this class now.
+inline unsigned long zs_can_compact(const SizeClass* cls) ZSM_REQUIRES(cls->lock) {
+  unsigned long allocated = cls->stats[ZS_OBJS_ALLOCATED];
+  unsigned long inuse = cls->stats[ZS_OBJS_INUSE];
+  if (allocated <= inuse) return 0;
+  return (allocated - inuse) / cls->objs_per_zspage * cls->pages_per_zspage;
+}
+
+}  // namespace ZSM_VARIANT_NS
+}  // namespace zsm

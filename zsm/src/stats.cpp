@@ -1,0 +1,78 @@
+// Per-class statistics and the kernel's debugfs "classes" table (zs_stats_size_show()).
+// Reads each class under its lock, one class at a time: the table is a consistent snapshot
+// of each row, not of the whole pool.
+#include <cerrno>
+
+#include "pool.h"
+#include "pool_types.h"
+
+namespace zsm {
+inline namespace ZSM_VARIANT_NS {
+
+namespace {
+
+void fill_class_stats(SizeClass* cls, struct zs_class_stats* out) ZSM_EXCLUDES(cls->lock) {
+  MutexGuard guard(cls->lock);
+  out->index = cls->index;
+  out->size = cls->size;
+  out->pages_per_zspage = cls->pages_per_zspage;
+  out->objs_per_zspage = cls->objs_per_zspage;
+  for (int fg = 0; fg < NR_FULLNESS_GROUPS; fg++) out->zspages[fg] = cls->stats[fg];
+  out->obj_allocated = cls->stats[ZS_OBJS_ALLOCATED];
+  out->obj_used = cls->stats[ZS_OBJS_INUSE];
+  out->pages_used = out->obj_allocated / cls->objs_per_zspage * cls->pages_per_zspage;
+  out->freeable = zs_can_compact(cls);
+}
+
+}  // namespace
+
+unsigned zs_class_count(const Pool* pool) { return pool != nullptr ? pool->table.nr_indices : 0; }
+
+int zs_class_stats(Pool* pool, unsigned index, struct zs_class_stats* out) {
+  if (pool == nullptr || out == nullptr || index >= pool->table.nr_indices) {
+    errno = EINVAL;
+    return -1;
+  }
+  fill_class_stats(pool->size_class[index], out);
+  return pool->table.distinct(index) ? 1 : 0;
+}
+
+int zs_print_classes(Pool* pool, FILE* out) {
+  if (pool == nullptr || out == nullptr) {
+    errno = EINVAL;
+    return -1;
+  }
+  static const char* const kGroups[] = {"10%", "20%", "30%", "40%", "50%", "60%",
+                                        "70%", "80%", "90%", "99%", "100%"};
+  std::fprintf(out, " %5s %5s", "class", "size");
+  for (const char* g : kGroups) std::fprintf(out, " %9s", g);
+  std::fprintf(out, " %13s %10s %10s %16s %8s\n", "obj_allocated", "obj_used", "pages_used",
+               "pages_per_zspage", "freeable");
+
+  struct zs_class_stats total{};
+  for (unsigned i = 0; i < pool->table.nr_indices; i++) {
+    if (!pool->table.distinct(i)) continue;
+    struct zs_class_stats s{};
+    fill_class_stats(pool->size_class[i], &s);
+    std::fprintf(out, " %5u %5u", i, s.size);
+    for (int fg = ZS_INUSE_RATIO_10; fg < NR_FULLNESS_GROUPS; fg++) {
+      std::fprintf(out, " %9lu", s.zspages[fg]);
+      total.zspages[fg] += s.zspages[fg];
+    }
+    std::fprintf(out, " %13lu %10lu %10lu %16u %8lu\n", s.obj_allocated, s.obj_used,
+                 s.pages_used, s.pages_per_zspage, s.freeable);
+    total.obj_allocated += s.obj_allocated;
+    total.obj_used += s.obj_used;
+    total.pages_used += s.pages_used;
+    total.freeable += s.freeable;
+  }
+  std::fprintf(out, "\n %5s %5s", "Total", "");
+  for (int fg = ZS_INUSE_RATIO_10; fg < NR_FULLNESS_GROUPS; fg++)
+    std::fprintf(out, " %9lu", total.zspages[fg]);
+  std::fprintf(out, " %13lu %10lu %10lu %16s %8lu\n", total.obj_allocated, total.obj_used,
+               total.pages_used, "", total.freeable);
+  return std::ferror(out) ? (errno = EIO, -1) : 0;
+}
+
+}  // namespace ZSM_VARIANT_NS
+}  // namespace zsm
