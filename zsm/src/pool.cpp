@@ -104,24 +104,33 @@ inline unsigned long handle_to_obj(unsigned long handle) {
   return handle_to_cell(handle)->load(std::memory_order_acquire);
 }
 
-// Where object `obj_idx` of `zspage` starts: the page and the offset in it.
+// A byte of a zspage: the page and the offset in it.
 struct Location {
   char* page;
   size_t offset;
 };
 
+// Where byte `off` of the zspage's concatenated pages lies.
+inline Location zspage_location(const SizeClass* cls, const ZsPage* zspage, size_t off) {
+  return {zspage->pages()[off >> cls->page_shift], off & (cls->page_size - 1)};
+}
+
+// Where object `obj_idx` starts (its header or free link).
 inline Location obj_location(const SizeClass* cls, const ZsPage* zspage, uint32_t obj_idx) {
-  size_t off = size_t{obj_idx} * cls->size;
-  return {zspage->pages()[off >> cls->page_shift], off & ((size_t{1} << cls->page_shift) - 1)};
+  return zspage_location(cls, zspage, size_t{obj_idx} * cls->size);
 }
 
-inline unsigned long load_word(const char* p) {
-  unsigned long v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
+// Where object `obj_idx`'s payload starts.
+inline Location payload_location(const SizeClass* cls, const ZsPage* zspage, uint32_t obj_idx) {
+  return zspage_location(cls, zspage, size_t{obj_idx} * cls->size + cls->payload_offset);
 }
 
-inline void store_word(char* p, unsigned long v) { std::memcpy(p, &v, sizeof(v)); }
+// The first word of an object: its header or free link. Objects start 16-byte aligned, so
+// the word never spans pages. Typed (not memcpy) so that the compiler knows a header store
+// leaves the class fields alone.
+inline unsigned long* obj_word(Location loc) {
+  return reinterpret_cast<unsigned long*>(loc.page + loc.offset);
+}
 
 inline size_t obj_capacity(const SizeClass* cls) {
   return cls->huge ? cls->size : cls->size - kHandleSize;
@@ -137,18 +146,21 @@ int get_fullness_group(const SizeClass* cls, const ZsPage* zspage) {
 }
 
 void insert_zspage(SizeClass* cls, ZsPage* zspage, int fullness) ZSM_REQUIRES(cls->lock) {
+  cls->stats[fullness]++;
+  zspage->fullness = static_cast<uint8_t>(fullness);
+  if (fullness == ZS_INUSE_RATIO_100) return;
   ZsPage* head = cls->fullness_list[fullness];
   zspage->prev = nullptr;
   zspage->next = head;
   if (head != nullptr) head->prev = zspage;
   cls->fullness_list[fullness] = zspage;
   cls->nonempty |= static_cast<uint16_t>(1u << fullness);
-  cls->stats[fullness]++;
-  zspage->fullness = static_cast<uint8_t>(fullness);
 }
 
 void remove_zspage(SizeClass* cls, ZsPage* zspage) ZSM_REQUIRES(cls->lock) {
   int fullness = zspage->fullness;
+  cls->stats[fullness]--;
+  if (fullness == ZS_INUSE_RATIO_100) return;
   if (zspage->prev != nullptr)
     zspage->prev->next = zspage->next;
   else
@@ -156,17 +168,20 @@ void remove_zspage(SizeClass* cls, ZsPage* zspage) ZSM_REQUIRES(cls->lock) {
   if (zspage->next != nullptr) zspage->next->prev = zspage->prev;
   if (cls->fullness_list[fullness] == nullptr)
     cls->nonempty &= static_cast<uint16_t>(~(1u << fullness));
-  cls->stats[fullness]--;
 }
 
-// Moves the zspage to the list its inuse count calls for; returns that group.
-int fix_fullness_group(SizeClass* cls, ZsPage* zspage) ZSM_REQUIRES(cls->lock) {
-  int newfg = get_fullness_group(cls, zspage);
-  if (newfg != zspage->fullness) {
-    remove_zspage(cls, zspage);
-    insert_zspage(cls, zspage, newfg);
-  }
-  return newfg;
+// Moves the zspage to the group its inuse count calls for; returns that group. inuse moves
+// by one object between calls, so the new group is found by stepping over the ranges, which
+// also steps over the groups no inuse value maps to (lo > hi).
+inline int fix_fullness_group(SizeClass* cls, ZsPage* zspage) ZSM_REQUIRES(cls->lock) {
+  int fg = zspage->fullness;
+  uint32_t inuse = zspage->inuse;
+  if (ZSM_LIKELY(inuse >= cls->fullness_lo[fg] && inuse <= cls->fullness_hi[fg])) return fg;
+  remove_zspage(cls, zspage);
+  while (inuse > cls->fullness_hi[fg]) fg++;
+  while (inuse < cls->fullness_lo[fg]) fg--;
+  insert_zspage(cls, zspage, fg);
+  return fg;
 }
 
 int putback_zspage(SizeClass* cls, ZsPage* zspage) ZSM_REQUIRES(cls->lock) {
@@ -184,21 +199,14 @@ inline ZsPage* find_get_zspage(SizeClass* cls) ZSM_REQUIRES(cls->lock) {
 
 // --- record arenas (handle cells, zspage metadata) ----------------------------------------
 
-}  // namespace
-
-struct RecordArena::Chunk {
-  Chunk* next;
-};
-
-namespace {
-constexpr size_t kArenaChunk = size_t{64} << 10;
 constexpr uintptr_t kAddressLimit = uintptr_t{1} << (64 - kObjIndexBits);
+
 }  // namespace
 
 RecordArena::~RecordArena() {
   while (chunks_ != nullptr) {
     Chunk* next = chunks_->next;
-    munmap(chunks_, kArenaChunk);
+    munmap(chunks_, kChunkSize);
     chunks_ = next;
   }
 }
@@ -211,18 +219,18 @@ void* RecordArena::alloc() {
     std::memcpy(&free_, record, sizeof(free_));
     return record;
   }
-  if (chunks_ == nullptr || carved_ + record_size_ > kArenaChunk) {
-    void* map = mmap(nullptr, kArenaChunk, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+  if (chunks_ == nullptr || carved_ + record_size_ > kChunkSize) {
+    void* map = mmap(nullptr, kChunkSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                      -1, 0);
     if (map == MAP_FAILED) return nullptr;
-    if (reinterpret_cast<uintptr_t>(map) + kArenaChunk > kAddressLimit) {
-      munmap(map, kArenaChunk);
+    if (reinterpret_cast<uintptr_t>(map) + kChunkSize > kAddressLimit) {
+      munmap(map, kChunkSize);
       return nullptr;
     }
     auto* chunk = static_cast<Chunk*>(map);
     chunk->next = chunks_;
     chunks_ = chunk;
-    carved_ = (sizeof(Chunk) + 63) & ~size_t{63};
+    carved_ = kChunkHeader;
   }
   void* record = reinterpret_cast<char*>(chunks_) + carved_;
   carved_ += record_size_;
@@ -320,8 +328,7 @@ void init_zspage(const SizeClass* cls, ZsPage* zspage) {
   if (cls->huge) return;  // the one object needs no link
   for (uint32_t i = 0; i < cls->objs_per_zspage; i++) {
     uint32_t next = i + 1 < cls->objs_per_zspage ? i + 1 : kFreeListEnd;
-    Location loc = obj_location(cls, zspage, i);
-    store_word(loc.page + loc.offset, static_cast<unsigned long>(next) << OBJ_TAG_BITS);
+    *obj_word(obj_location(cls, zspage, i)) = static_cast<unsigned long>(next) << OBJ_TAG_BITS;
   }
 }
 
@@ -380,10 +387,9 @@ static ZSM_HOT_HELPER unsigned long obj_malloc(SizeClass* cls, ZsPage* zspage,
                                                unsigned long handle) ZSM_REQUIRES(cls->lock) {
   uint32_t obj_idx = zspage->freeobj;
   if (ZSM_LIKELY(!cls->huge)) {
-    Location loc = obj_location(cls, zspage, obj_idx);
-    char* slot = loc.page + loc.offset;
-    zspage->freeobj = static_cast<uint32_t>(load_word(slot) >> OBJ_TAG_BITS);
-    store_word(slot, handle | OBJ_ALLOCATED_TAG);
+    unsigned long* word = obj_word(obj_location(cls, zspage, obj_idx));
+    zspage->freeobj = static_cast<uint32_t>(*word >> OBJ_TAG_BITS);
+    *word = handle | OBJ_ALLOCATED_TAG;
   } else {
     zspage->freeobj = kFreeListEnd;
     zspage->huge_header = handle | OBJ_ALLOCATED_TAG;
@@ -396,8 +402,8 @@ static ZSM_HOT_HELPER unsigned long obj_malloc(SizeClass* cls, ZsPage* zspage,
 static ZSM_HOT_HELPER void obj_free(SizeClass* cls, ZsPage* zspage, uint32_t obj_idx)
     ZSM_REQUIRES(cls->lock) {
   if (ZSM_LIKELY(!cls->huge)) {
-    Location loc = obj_location(cls, zspage, obj_idx);
-    store_word(loc.page + loc.offset, static_cast<unsigned long>(zspage->freeobj) << OBJ_TAG_BITS);
+    *obj_word(obj_location(cls, zspage, obj_idx)) =
+        static_cast<unsigned long>(zspage->freeobj) << OBJ_TAG_BITS;
   } else {
     zspage->huge_header = 0;
   }
@@ -409,25 +415,27 @@ static ZSM_HOT_HELPER void obj_free(SizeClass* cls, ZsPage* zspage, uint32_t obj
 // when the object spans one. The object must be pinned (class lock or zspage read lock).
 static ZSM_HOT_HELPER void obj_write(const SizeClass* cls, unsigned long obj, const void* src,
                                      size_t len) {
-  ZsPage* zspage = obj_to_zspage(obj);
-  uint32_t obj_idx = obj_to_idx(obj);
-  size_t off = size_t{obj_idx} * cls->size + (cls->huge ? 0 : kHandleSize);
-  size_t page_size = size_t{1} << cls->page_shift;
-  size_t page_idx = off >> cls->page_shift, page_off = off & (page_size - 1);
-  char* page = zspage->pages()[page_idx];
-  if (ZSM_LIKELY(page_off + len <= page_size)) {
-    std::memcpy(page + page_off, src, len);
+  const ZsPage* zspage = obj_to_zspage(obj);
+  Location loc = payload_location(cls, zspage, obj_to_idx(obj));
+  if (ZSM_LIKELY(loc.offset + len <= cls->page_size)) {
+    std::memcpy(loc.page + loc.offset, src, len);
   } else {
-    size_t first = page_size - page_off;
-    std::memcpy(page + page_off, src, first);
-    std::memcpy(zspage->pages()[page_idx + 1], static_cast<const char*>(src) + first, len - first);
+    size_t first = cls->page_size - loc.offset;
+    std::memcpy(loc.page + loc.offset, src, first);
+    std::memcpy(zspage_location(cls, zspage, (obj_to_idx(obj) + 1) * size_t{cls->size}).page,
+                static_cast<const char*>(src) + first, len - first);
   }
 }
 
 // --- lookups -------------------------------------------------------------------------------
 
+// get_size_class_index() for sizes up to page_size + header, with a shift for the division.
 inline SizeClass* class_for_size(const Pool* pool, size_t size) {
-  return pool->size_class[pool->table.index_of(size)];
+  size_t idx = size <= kMinAllocSize
+                   ? 0
+                   : (size - kMinAllocSize + (size_t{1} << pool->delta_shift) - 1) >>
+                         pool->delta_shift;
+  return pool->size_class[idx];
 }
 
 // Locks the class of the object behind `handle` and returns it; the object is pinned until
@@ -573,14 +581,12 @@ void* zs_obj_read_begin(Pool* pool, unsigned long handle, size_t mem_len, void* 
     errno = EINVAL;
     return nullptr;
   }
-  size_t off = size_t{obj_to_idx(obj)} * cls->size + (cls->huge ? 0 : kHandleSize);
-  size_t page_size = size_t{1} << cls->page_shift;
-  size_t page_idx = off >> cls->page_shift, page_off = off & (page_size - 1);
-  char* page = zspage->pages()[page_idx];
-  if (ZSM_LIKELY(page_off + mem_len <= page_size)) return page + page_off;
-  size_t first = page_size - page_off;
-  std::memcpy(local_copy, page + page_off, first);
-  std::memcpy(static_cast<char*>(local_copy) + first, zspage->pages()[page_idx + 1],
+  Location loc = payload_location(cls, zspage, obj_to_idx(obj));
+  if (ZSM_LIKELY(loc.offset + mem_len <= cls->page_size)) return loc.page + loc.offset;
+  size_t first = cls->page_size - loc.offset;
+  std::memcpy(local_copy, loc.page + loc.offset, first);
+  std::memcpy(static_cast<char*>(local_copy) + first,
+              zspage_location(cls, zspage, (obj_to_idx(obj) + 1) * size_t{cls->size}).page,
               mem_len - first);
   return local_copy;
 }
@@ -627,14 +633,13 @@ ZsPage* isolate_src_zspage(SizeClass* cls) ZSM_REQUIRES(cls->lock) {
 // zs_object_copy(): copies the payload of one slot to another, page by page on both sides.
 void copy_object(const SizeClass* cls, const ZsPage* dst, uint32_t dst_idx, const ZsPage* src,
                  uint32_t src_idx) {
-  size_t page_size = size_t{1} << cls->page_shift, mask = page_size - 1;
   size_t d = size_t{dst_idx} * cls->size + kHandleSize;
   size_t s = size_t{src_idx} * cls->size + kHandleSize;
   size_t left = cls->size - kHandleSize;
   while (left > 0) {
-    size_t n = std::min({left, page_size - (d & mask), page_size - (s & mask)});
-    std::memcpy(dst->pages()[d >> cls->page_shift] + (d & mask),
-                src->pages()[s >> cls->page_shift] + (s & mask), n);
+    Location to = zspage_location(cls, dst, d), from = zspage_location(cls, src, s);
+    size_t n = std::min({left, cls->page_size - to.offset, cls->page_size - from.offset});
+    std::memcpy(to.page + to.offset, from.page + from.offset, n);
     d += n;
     s += n;
     left -= n;
@@ -646,8 +651,7 @@ void copy_object(const SizeClass* cls, const ZsPage* dst, uint32_t dst_idx, cons
 void migrate_zspage(SizeClass* cls, ZsPage* src, ZsPage* dst) ZSM_REQUIRES(cls->lock) {
   for (uint32_t obj_idx = 0; obj_idx < cls->objs_per_zspage; obj_idx++) {
     if (src->inuse == 0 || dst->inuse == cls->objs_per_zspage) break;
-    Location loc = obj_location(cls, src, obj_idx);
-    unsigned long header = load_word(loc.page + loc.offset);
+    unsigned long header = *obj_word(obj_location(cls, src, obj_idx));
     if ((header & OBJ_ALLOCATED_TAG) == 0) continue;
     unsigned long handle = header & ~OBJ_ALLOCATED_TAG;
     unsigned long obj = obj_malloc(cls, dst, handle);
@@ -724,6 +728,21 @@ size_t zspage_metadata_size(uint32_t nr_pages) {
   return (sizeof(ZsPage) + nr_pages * sizeof(char*) + 15) & ~size_t{15};
 }
 
+// The inuse range of every fullness group of a class (see SizeClass::fullness_lo).
+void init_fullness_ranges(SizeClass* cls) {
+  for (int fg = 0; fg < NR_FULLNESS_GROUPS; fg++) {
+    cls->fullness_lo[fg] = UINT32_MAX;
+    cls->fullness_hi[fg] = 0;
+  }
+  ZsPage probe{};
+  for (uint32_t inuse = 0; inuse <= cls->objs_per_zspage; inuse++) {
+    probe.inuse = inuse;
+    int fg = get_fullness_group(cls, &probe);
+    cls->fullness_lo[fg] = std::min(cls->fullness_lo[fg], inuse);
+    cls->fullness_hi[fg] = std::max(cls->fullness_hi[fg], inuse);
+  }
+}
+
 bool init_classes(Pool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   const ClassTable& t = pool->table;
   pool->classes = new (std::nothrow) SizeClass[t.nr_distinct];
@@ -741,9 +760,14 @@ bool init_classes(Pool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
     cls->pages_per_zspage = row.pages;
     cls->index = i;
     cls->page_shift = t.page_shift;
+    cls->page_size = t.page_size;
     cls->huge = row.huge();
+    cls->payload_offset = cls->huge ? 0 : kHandleSize;
+    init_fullness_ranges(cls);
     pool->size_class[i] = cls;
   }
+  pool->size_class[t.nr_indices] = pool->size_class[t.nr_indices - 1];
+  while ((1u << pool->delta_shift) < t.delta) pool->delta_shift++;
   pool->handles = new (std::nothrow) RecordArena(sizeof(HandleCell));
   if (pool->handles == nullptr) return false;
   for (uint32_t n = 1; n <= t.chain; n++) {
@@ -753,14 +777,16 @@ bool init_classes(Pool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   return true;
 }
 
-// Returns every page of every zspage to the source (zs_destroy_pool with live objects).
+// Returns every page of every zspage to the source (zs_destroy_pool with live objects):
+// a live zspage is a metadata record with a class.
 void free_all_zspages(Pool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  if (pool->classes == nullptr) return;
-  for (uint32_t c = 0; c < pool->table.nr_distinct; c++) {
-    for (ZsPage* head : pool->classes[c].fullness_list) {
-      for (ZsPage* zspage = head; zspage != nullptr; zspage = zspage->next)
+  for (RecordArena* arena : pool->meta) {
+    if (arena == nullptr) continue;
+    arena->for_each_record([pool](void* record) {
+      auto* zspage = static_cast<ZsPage*>(record);
+      if (zspage->cls.load(std::memory_order_relaxed) != nullptr)
         free_pages(pool, zspage->pages(), zspage->nr_pages);
-    }
+    });
   }
 }
 

@@ -62,10 +62,19 @@ struct alignas(64) SizeClass {
   uint32_t pages_per_zspage = 0;
   uint32_t index = 0;
   uint32_t page_shift = 0;
+  uint32_t page_size = 0;
+  uint32_t payload_offset = 0;        // kHandleSize, or 0 for the huge class (no header)
   bool huge = false;
+  // The inuse range of each fullness group, so that fix_fullness_group() can tell with two
+  // compares that a zspage stays in its group (empty groups: lo > hi, never current).
+  uint32_t fullness_lo[NR_FULLNESS_GROUPS] = {};
+  uint32_t fullness_hi[NR_FULLNESS_GROUPS] = {};
   // Under `lock`.
   uint16_t nonempty ZSM_GUARDED_BY(lock) = 0;  // bit g set: fullness_list[g] is not empty
-  ZsPage* fullness_list[NR_FULLNESS_GROUPS] ZSM_GUARDED_BY(lock) = {};
+  // Zspages by fullness group, newest first. Full zspages (group 100 %) are on no list: no
+  // allocation or compaction looks for them, and leaving them off saves a list move on
+  // every full <-> 99 % transition. stats[ZS_INUSE_RATIO_100] still counts them.
+  ZsPage* fullness_list[ZS_INUSE_RATIO_100] ZSM_GUARDED_BY(lock) = {};
   unsigned long stats[NR_CLASS_STAT_TYPES] ZSM_GUARDED_BY(lock) = {};
   HandleCell* free_cells ZSM_GUARDED_BY(lock) = nullptr;  // this class's cache of handle cells
   uint32_t nr_free_cells ZSM_GUARDED_BY(lock) = 0;
@@ -83,19 +92,38 @@ class RecordArena {
   // nullptr when memory is short. Records are 8-aligned and below 2^48 (see obj encoding).
   void* alloc();
   void free(void* record);
+  // Calls fn(record) for every record ever handed out, free or not.
+  template <typename Fn>
+  void for_each_record(Fn fn) const;
 
  private:
-  struct Chunk;
+  struct Chunk {
+    Chunk* next;
+  };
+  static constexpr size_t kChunkSize = size_t{64} << 10;
+  static constexpr size_t kChunkHeader = 64;
   const size_t record_size_;
   Chunk* chunks_ = nullptr;           // newest first; carving happens in the newest
   size_t carved_ = 0;                 // bytes carved from the newest chunk
   void* free_ = nullptr;              // free records, linked through their first word
 };
 
+template <typename Fn>
+void RecordArena::for_each_record(Fn fn) const {
+  for (const Chunk* chunk = chunks_; chunk != nullptr; chunk = chunk->next) {
+    size_t end = chunk == chunks_ ? carved_ : kChunkSize;
+    for (size_t off = kChunkHeader; off + record_size_ <= end; off += record_size_)
+      fn(reinterpret_cast<char*>(const_cast<Chunk*>(chunk)) + off);
+  }
+}
+
 struct Pool {
   std::string name;
   ClassTable table;
-  SizeClass* size_class[kMaxClassIndices] = {};  // by index; merged indices share a class
+  // By index, merged indices sharing a class; one entry past the table so that the lookup
+  // of page_size + header needs no clamp.
+  SizeClass* size_class[kMaxClassIndices + 1] = {};
+  uint32_t delta_shift = 0;                      // log2(ZS_SIZE_CLASS_DELTA)
   SizeClass* classes = nullptr;                  // the distinct classes, nr_distinct of them
   uint32_t page_size = 0;
   unsigned long max_pages = 0;                   // 0 = no limit

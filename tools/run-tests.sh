@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The README's test command (and CI's): set up, then build and run every test in each
+# configuration: a normal optimised build, and one under AddressSanitizer + UBSan.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+"$root/tools/setup.sh"
+jobs="$(nproc)"
+
+run_config() {  # name, cmake args...
+  local name="$1"; shift
+  local dir="$root/build/$name"
+  echo "=== $name: configure and build"
+  cmake -S "$root" -B "$dir" -G Ninja "$@"
+  cmake --build "$dir" -j "$jobs"
+  echo "=== $name: test"
+  ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 600
+}
+
+start=$SECONDS
+run_config release -DCMAKE_BUILD_TYPE=RelWithDebInfo
+run_config asan -DCMAKE_BUILD_TYPE=Debug -DZSM_SANITIZE=address,undefined
+echo "all configurations passed in $((SECONDS - start)) s"
