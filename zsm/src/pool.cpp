@@ -728,6 +728,13 @@ size_t zspage_metadata_size(uint32_t nr_pages) {
   return (sizeof(ZsPage) + nr_pages * sizeof(char*) + 15) & ~size_t{15};
 }
 
+// Address space the pool's own page source reserves: the memory limit when there is one
+// (capped, so that an unreachable limit cannot overflow), else the source's default.
+size_t reserve_for_limit(unsigned long max_pages, size_t page_size) {
+  if (max_pages == 0 || max_pages > VmSource::kMaxReserve / page_size) return 0;
+  return max_pages * page_size;
+}
+
 // The inuse range of every fullness group of a class (see SizeClass::fullness_lo).
 void init_fullness_ranges(SizeClass* cls) {
   for (int fg = 0; fg < NR_FULLNESS_GROUPS; fg++) {
@@ -820,7 +827,7 @@ Pool* zs_create_pool(const char* name, const zs_pool_config* cfg) ZSM_NO_THREAD_
   if (cfg->page_source != nullptr) {
     pool->source = *cfg->page_source;
   } else {
-    pool->own_source = VmSource::create(page_size, cfg->max_pages * page_size,
+    pool->own_source = VmSource::create(page_size, reserve_for_limit(cfg->max_pages, page_size),
                                         VmSource::kDefaultRetain);
     if (pool->own_source != nullptr)
       pool->source = {VmSource::alloc_page_cb, VmSource::free_page_cb, pool->own_source};

@@ -24,6 +24,7 @@ VmSource* VmSource::create(size_t page_size, size_t reserve, size_t retain) {
     return nullptr;
   }
   if (reserve == 0) reserve = kDefaultReserve;
+  reserve = std::min(reserve, kMaxReserve);
   reserve = std::max((reserve + page_size - 1) / page_size * page_size, page_size);
   // Ask for less when the address space is limited (ulimit -v, strict overcommit).
   for (size_t want = reserve;; want /= 2) {

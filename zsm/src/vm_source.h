@@ -22,9 +22,11 @@ inline namespace ZSM_VARIANT_NS {
 class VmSource {
  public:
   static constexpr size_t kDefaultReserve = size_t{16} << 30;
+  static constexpr size_t kMaxReserve = size_t{1} << 40;
   static constexpr size_t kDefaultRetain = 256;
 
-  // nullptr with errno set on failure. reserve 0 = kDefaultReserve, retain as given.
+  // nullptr with errno set on failure. reserve 0 = kDefaultReserve, capped at kMaxReserve;
+  // retain as given.
   static VmSource* create(size_t page_size, size_t reserve, size_t retain);
   ~VmSource();
   VmSource(const VmSource&) = delete;
