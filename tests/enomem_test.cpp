@@ -265,6 +265,29 @@ TEST(MaxPagesLimit, ZspageLargerThanLimit) {
   EXPECT_TRUE(compact_and_check_empty(pool.get()));
 }
 
+// Spare empty zspages do not count against the limit when it bites: a pool at its limit
+// frees them and allocates instead of failing.
+TEST(MaxPagesLimit, SparesAreFreedBeforeFailing) {
+  zs_pool_config cfg{};
+  cfg.max_pages = 8;
+  PoolPtr pool(zs_create_pool_ex("limit", &cfg));
+  ASSERT_NE(pool, nullptr);
+  // Class 3624 has 8-page zspages: one fills the limit, and stays as a spare when emptied.
+  unsigned long h = zs_malloc(pool.get(), 3624);
+  ASSERT_NE(h, 0u);
+  zs_free(pool.get(), h);
+  ASSERT_EQ(zs_get_total_pages(pool.get()), 8u) << "the emptied zspage should be kept as a spare";
+  // A 1-page huge object needs a page the spare holds.
+  std::vector<uint8_t> bytes = make_pattern(4000, 17);
+  errno = 0;
+  h = zs_store(pool.get(), bytes.data(), bytes.size());
+  ASSERT_NE(h, 0u) << "errno " << errno;
+  EXPECT_EQ(zs_get_total_pages(pool.get()), 1u);
+  EXPECT_TRUE(check_object(pool.get(), h, bytes));
+  zs_free(pool.get(), h);
+  EXPECT_TRUE(compact_and_check_empty(pool.get()));
+}
+
 // A limit far above anything reachable behaves as no limit, whatever its value (the pool's
 // own page source must not size itself from an overflowing max_pages * page_size).
 TEST(MaxPagesLimit, UnreachableLimitIsNoLimit) {

@@ -332,11 +332,52 @@ void init_zspage(const SizeClass* cls, ZsPage* zspage) {
   }
 }
 
+// __free_zspage(): gives an empty, unlisted zspage's pages and metadata back.
+void free_zspage(Pool* pool, SizeClass* cls, ZsPage* zspage) ZSM_REQUIRES(cls->lock) {
+  zspage->cls.store(nullptr, std::memory_order_relaxed);
+  cls->stats[ZS_OBJS_ALLOCATED] -= cls->objs_per_zspage;
+  free_pages(pool, zspage->pages(), zspage->nr_pages);
+  free_zspage_metadata(pool, zspage);
+  uncharge_pages(pool, cls->pages_per_zspage);
+}
+
+// A zspage a free has just left empty (already on the 0 % list): keep it as the class's
+// spare unless the class has one already.
+void release_empty_zspage(Pool* pool, SizeClass* cls, ZsPage* zspage) ZSM_REQUIRES(cls->lock) {
+  if (cls->stats[ZS_INUSE_RATIO_0] > 1) {
+    remove_zspage(cls, zspage);
+    free_zspage(pool, cls, zspage);
+  }
+}
+
+// Frees the class's spare empty zspages; returns the pages freed.
+unsigned long free_empty_zspages(Pool* pool, SizeClass* cls) ZSM_REQUIRES(cls->lock) {
+  unsigned long freed = 0;
+  while (ZsPage* zspage = cls->fullness_list[ZS_INUSE_RATIO_0]) {
+    remove_zspage(cls, zspage);
+    free_zspage(pool, cls, zspage);
+    freed += cls->pages_per_zspage;
+  }
+  return freed;
+}
+
+// Frees every class's spare; for a pool at its memory limit.
+ZSM_COLD_PATH unsigned long free_all_spares(Pool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  unsigned long freed = 0;
+  for (uint32_t c = 0; c < pool->table.nr_distinct; c++) {
+    SizeClass* cls = &pool->classes[c];
+    MutexGuard guard(cls->lock);
+    freed += free_empty_zspages(pool, cls);
+  }
+  return freed;
+}
+
 // alloc_zspage(): a new, empty, unlisted zspage for the class, or nullptr (limit reached,
 // no page, no metadata). Called without the class lock; on failure nothing is left held.
 ZSM_SLOW_PATH ZsPage* alloc_zspage(Pool* pool, SizeClass* cls) {
   uint32_t n = cls->pages_per_zspage;
-  if (!charge_pages(pool, n)) return nullptr;
+  if (!charge_pages(pool, n) && (free_all_spares(pool) == 0 || !charge_pages(pool, n)))
+    return nullptr;
   ZsPage* zspage = alloc_zspage_metadata(pool, n);
   if (zspage == nullptr) {
     uncharge_pages(pool, n);
@@ -359,24 +400,6 @@ ZSM_SLOW_PATH ZsPage* alloc_zspage(Pool* pool, SizeClass* cls) {
   }
   init_zspage(cls, zspage);
   return zspage;
-}
-
-// __free_zspage(): gives an empty, unlisted zspage's pages and metadata back.
-void free_zspage(Pool* pool, SizeClass* cls, ZsPage* zspage) ZSM_REQUIRES(cls->lock) {
-  zspage->cls.store(nullptr, std::memory_order_relaxed);
-  cls->stats[ZS_OBJS_ALLOCATED] -= cls->objs_per_zspage;
-  free_pages(pool, zspage->pages(), zspage->nr_pages);
-  free_zspage_metadata(pool, zspage);
-  uncharge_pages(pool, cls->pages_per_zspage);
-}
-
-// A zspage a free has just left empty (already on the 0 % list): keep it as the class's
-// spare unless the class has one already.
-void release_empty_zspage(Pool* pool, SizeClass* cls, ZsPage* zspage) ZSM_REQUIRES(cls->lock) {
-  if (cls->stats[ZS_INUSE_RATIO_0] > 1) {
-    remove_zspage(cls, zspage);
-    free_zspage(pool, cls, zspage);
-  }
 }
 
 // --- objects: the hot helpers ------------------------------------------------------------
@@ -659,17 +682,6 @@ void migrate_zspage(SizeClass* cls, ZsPage* src, ZsPage* dst) ZSM_REQUIRES(cls->
     record_obj(handle, obj);
     obj_free(cls, src, obj_idx);
   }
-}
-
-// Frees the class's spare empty zspages; returns the pages freed.
-unsigned long free_empty_zspages(Pool* pool, SizeClass* cls) ZSM_REQUIRES(cls->lock) {
-  unsigned long freed = 0;
-  while (ZsPage* zspage = cls->fullness_list[ZS_INUSE_RATIO_0]) {
-    remove_zspage(cls, zspage);
-    free_zspage(pool, cls, zspage);
-    freed += cls->pages_per_zspage;
-  }
-  return freed;
 }
 
 // __zs_compact(): compacts one class; returns the pages freed. Like the kernel, it keeps one
