@@ -1,7 +1,8 @@
 // The two locks of the pool (lock order and roles: see the top of pool.cpp).
 //
 // Mutex: a futex lock (0 free, 1 held, 2 held with waiters), as the kernel's class spinlock
-// but sleeping when contended, which a userspace program on few cores needs. Uncontended it
+// but yielding, then sleeping, when the wait is long, which a userspace program on few cores
+// needs. Uncontended it
 // costs one compare-and-swap to take and one atomic decrement to drop. is_contended() lets
 // compaction give way to stores and frees, as the kernel's rwlock_is_contended() does.
 //
@@ -39,6 +40,12 @@ class ZSM_CAPABILITY("mutex") Mutex {
     lock_contended();
   }
 
+  bool try_lock() ZSM_TRY_ACQUIRE(true) {
+    int expected = kFree;
+    return state_.compare_exchange_strong(expected, kHeld, std::memory_order_acquire,
+                                          std::memory_order_relaxed);
+  }
+
   void unlock() ZSM_RELEASE() {
     if (ZSM_UNLIKELY(state_.fetch_sub(1, std::memory_order_release) != kHeld)) {
       state_.store(kFree, std::memory_order_release);
@@ -53,15 +60,23 @@ class ZSM_CAPABILITY("mutex") Mutex {
 
  private:
   static constexpr int kFree = 0, kHeld = 1, kContended = 2;
+  static constexpr int kSpinRounds = 128, kYieldRounds = 64;
 
+  // Spins, then yields, and sleeps in the kernel only when the holder is slow to let go.
+  // Yielding before sleeping matters: a futex wake-up makes the scheduler move the woken
+  // thread next to its waker, and two threads that store into one pool then end up sharing a
+  // CPU for good.
   void lock_contended() {
-    for (int spin = 0; spin < 64; spin++) {
+    for (int round = 0; round < kSpinRounds + kYieldRounds; round++) {
       int expected = kFree;
       if (state_.load(std::memory_order_relaxed) == kFree &&
           state_.compare_exchange_weak(expected, kHeld, std::memory_order_acquire,
                                        std::memory_order_relaxed))
         return;
-      cpu_relax();
+      if (round < kSpinRounds)
+        cpu_relax();
+      else
+        sched_yield();
     }
     while (state_.exchange(kContended, std::memory_order_acquire) != kFree)
       futex(FUTEX_WAIT_PRIVATE, kContended);

@@ -31,8 +31,18 @@
 // spare so that a store/free pair at a zspage boundary does not build and tear down a zspage
 // each time. zs_compact() frees the spares.
 //
+// Shards. Each size class is split into nr_shards lock shards (one per CPU by default), each
+// a SizeClass with its own lock, zspages, lists and handle cache. A thread stores into its
+// own shard and moves to another when it finds that one busy, so threads storing into one
+// class soon stop sharing a lock; a
+// free locks the shard that owns the object's zspage, wherever the freeing thread is. With
+// nr_shards = 1 the pool is the kernel's: one lock and one set of lists per class. Shards
+// are picked per thread, not per CPU: two threads that share a CPU and a shard would hand
+// the lock back and forth, and the scheduler, which places a woken thread next to its waker,
+// would keep them on that CPU.
+//
 // Lock order: Pool::compaction_in_progress (flag) -> SizeClass::lock -> ZspageLock (try only)
-//             -> Pool::source_lock, Pool::meta_lock, Pool::handle_lock (leaves).
+//             -> Pool::source_lock, Pool::meta_lock, HandleArena::lock (leaves).
 //   SizeClass::lock  fullness lists, free lists, inuse counts, stats, the class's handle cache.
 //                    Store, free and compaction of a class take it; nothing takes two.
 //   ZspageLock       held for read by zs_obj_read_begin..end and zs_obj_write, so the object
@@ -60,6 +70,7 @@
 #include <cerrno>
 #include <cstring>
 #include <new>
+#include <thread>
 
 #include "pool_types.h"
 #include "vm_source.h"
@@ -75,6 +86,7 @@ constexpr unsigned long OBJ_ALLOCATED_TAG = 1;
 constexpr unsigned OBJ_TAG_BITS = 1;
 constexpr uint32_t kFreeListEnd = ~0U >> OBJ_TAG_BITS;  // a link to no object
 constexpr uint32_t kHandleBatch = 64;                   // cells moved between class and pool
+constexpr unsigned kMaxShards = 64, kDefaultMaxShards = 16;
 
 static_assert((kMaxChain << kMaxPageShift) / kMinAllocSize <= (1UL << kObjIndexBits),
               "object index bits must cover the largest zspage");
@@ -248,9 +260,10 @@ namespace {
 
 // Moves up to kHandleBatch cells from the pool into the class's cache.
 ZSM_COLD_PATH void refill_handle_cache(Pool* pool, SizeClass* cls) ZSM_REQUIRES(cls->lock) {
-  MutexGuard guard(pool->handle_lock);
+  HandleArena& arena = pool->handles[cls->shard];
+  MutexGuard guard(arena.lock);
   for (uint32_t i = 0; i < kHandleBatch; i++) {
-    auto* cell = static_cast<HandleCell*>(pool->handles->alloc());
+    auto* cell = static_cast<HandleCell*>(arena.cells->alloc());
     if (cell == nullptr) break;
     cell->store(reinterpret_cast<unsigned long>(cls->free_cells), std::memory_order_relaxed);
     cls->free_cells = cell;
@@ -260,12 +273,13 @@ ZSM_COLD_PATH void refill_handle_cache(Pool* pool, SizeClass* cls) ZSM_REQUIRES(
 
 // Gives kHandleBatch cells of an overfull class cache back to the pool.
 ZSM_COLD_PATH void drain_handle_cache(Pool* pool, SizeClass* cls) ZSM_REQUIRES(cls->lock) {
-  MutexGuard guard(pool->handle_lock);
+  HandleArena& arena = pool->handles[cls->shard];
+  MutexGuard guard(arena.lock);
   for (uint32_t i = 0; i < kHandleBatch; i++) {
     HandleCell* cell = cls->free_cells;
     cls->free_cells = reinterpret_cast<HandleCell*>(cell->load(std::memory_order_relaxed));
     cls->nr_free_cells--;
-    pool->handles->free(cell);
+    arena.cells->free(cell);
   }
 }
 
@@ -364,7 +378,7 @@ unsigned long free_empty_zspages(Pool* pool, SizeClass* cls) ZSM_REQUIRES(cls->l
 // Frees every class's spare; for a pool at its memory limit.
 ZSM_COLD_PATH unsigned long free_all_spares(Pool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   unsigned long freed = 0;
-  for (uint32_t c = 0; c < pool->table.nr_distinct; c++) {
+  for (uint32_t c = 0; c < pool->nr_classes; c++) {
     SizeClass* cls = &pool->classes[c];
     MutexGuard guard(cls->lock);
     freed += free_empty_zspages(pool, cls);
@@ -452,13 +466,36 @@ static ZSM_HOT_HELPER void obj_write(const SizeClass* cls, unsigned long obj, co
 
 // --- lookups -------------------------------------------------------------------------------
 
+// The shard this thread stores into, before masking. Every thread starts on shard 0 and moves
+// to the next shard each time it finds its shard's lock taken, so threads that store at the
+// same time spread over the shards and stay apart (see lock_store_shard()).
+thread_local uint32_t shard_hint = 0;
+
 // get_size_class_index() for sizes up to page_size + header, with a shift for the division.
+// Returns shard 0 of the class.
 inline SizeClass* class_for_size(const Pool* pool, size_t size) {
   size_t idx = size <= kMinAllocSize
                    ? 0
                    : (size - kMinAllocSize + (size_t{1} << pool->delta_shift) - 1) >>
                          pool->delta_shift;
   return pool->size_class[idx];
+}
+
+// The next shard of the class for a thread whose shard was busy.
+ZSM_COLD_PATH SizeClass* move_to_next_shard(const Pool* pool, SizeClass* first) {
+  shard_hint++;
+  return first + (shard_hint & pool->shard_mask);
+}
+
+// Locks this thread's shard of the class whose shard 0 is `first` and returns it. Where the
+// shard is busy and there are others, the thread moves to the next one (and stays there).
+inline SizeClass* lock_store_shard(const Pool* pool, SizeClass* first)
+    ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  SizeClass* cls = first + (shard_hint & pool->shard_mask);
+  if (ZSM_LIKELY(cls->lock.try_lock())) return cls;
+  if (pool->shard_mask != 0) cls = move_to_next_shard(pool, first);
+  cls->lock.lock();
+  return cls;
 }
 
 // Locks the class of the object behind `handle` and returns it; the object is pinned until
@@ -507,8 +544,7 @@ ZSM_ALWAYS_INLINE unsigned long zs_alloc(Pool* pool, size_t size, Fill fill)
     errno = ENOSPC;
     return 0;
   }
-  SizeClass* cls = class_for_size(pool, size + kHandleSize);
-  cls->lock.lock();
+  SizeClass* cls = lock_store_shard(pool, class_for_size(pool, size + kHandleSize));
   unsigned long handle = cache_alloc_handle(pool, cls);
   if (ZSM_UNLIKELY(handle == 0)) {
     cls->lock.unlock();
@@ -724,9 +760,7 @@ unsigned long zs_compact(Pool* pool) {
   if (pool == nullptr || pool->compaction_in_progress.exchange(true, std::memory_order_acquire))
     return 0;
   unsigned long freed = 0;
-  for (uint32_t i = pool->table.nr_indices; i-- > 0;) {
-    if (pool->table.distinct(i)) freed += compact_class(pool, pool->size_class[i]);
-  }
+  for (uint32_t c = 0; c < pool->nr_classes; c++) freed += compact_class(pool, &pool->classes[c]);
   pool->pages_compacted.fetch_add(freed, std::memory_order_relaxed);
   pool->compaction_in_progress.store(false, std::memory_order_release);
   return freed;
@@ -736,8 +770,17 @@ unsigned long zs_compact(Pool* pool) {
 
 namespace {
 
+// Whole cache lines, so that zspages of different shards never share one.
 size_t zspage_metadata_size(uint32_t nr_pages) {
-  return (sizeof(ZsPage) + nr_pages * sizeof(char*) + 15) & ~size_t{15};
+  return (sizeof(ZsPage) + nr_pages * sizeof(char*) + 63) & ~size_t{63};
+}
+
+// One shard per CPU, rounded up to a power of two, at most kDefaultMaxShards.
+unsigned default_shards() {
+  unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  unsigned shards = 1;
+  while (shards < cpus && shards < kDefaultMaxShards) shards *= 2;
+  return shards;
 }
 
 // Address space the pool's own page source reserves: the memory limit when there is one
@@ -764,7 +807,8 @@ void init_fullness_ranges(SizeClass* cls) {
 
 bool init_classes(Pool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   const ClassTable& t = pool->table;
-  pool->classes = new (std::nothrow) SizeClass[t.nr_distinct];
+  pool->nr_classes = t.nr_distinct * (pool->shard_mask + 1);
+  pool->classes = new (std::nothrow) SizeClass[pool->nr_classes];
   if (pool->classes == nullptr) return false;
   SizeClass* next = pool->classes;
   for (uint32_t i = t.nr_indices; i-- > 0;) {
@@ -773,22 +817,29 @@ bool init_classes(Pool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
       pool->size_class[i] = pool->size_class[row.resolve];
       continue;
     }
-    SizeClass* cls = next++;
-    cls->size = row.size;
-    cls->objs_per_zspage = row.objs;
-    cls->pages_per_zspage = row.pages;
-    cls->index = i;
-    cls->page_shift = t.page_shift;
-    cls->page_size = t.page_size;
-    cls->huge = row.huge();
-    cls->payload_offset = cls->huge ? 0 : kHandleSize;
-    init_fullness_ranges(cls);
-    pool->size_class[i] = cls;
+    pool->size_class[i] = next;
+    for (uint32_t shard = 0; shard <= pool->shard_mask; shard++) {
+      SizeClass* cls = next++;
+      cls->size = row.size;
+      cls->objs_per_zspage = row.objs;
+      cls->pages_per_zspage = row.pages;
+      cls->index = i;
+      cls->shard = shard;
+      cls->page_shift = t.page_shift;
+      cls->page_size = t.page_size;
+      cls->huge = row.huge();
+      cls->payload_offset = cls->huge ? 0 : kHandleSize;
+      init_fullness_ranges(cls);
+    }
   }
   pool->size_class[t.nr_indices] = pool->size_class[t.nr_indices - 1];
   while ((1u << pool->delta_shift) < t.delta) pool->delta_shift++;
-  pool->handles = new (std::nothrow) RecordArena(sizeof(HandleCell));
+  pool->handles = new (std::nothrow) HandleArena[pool->shard_mask + 1];
   if (pool->handles == nullptr) return false;
+  for (uint32_t shard = 0; shard <= pool->shard_mask; shard++) {
+    pool->handles[shard].cells = new (std::nothrow) RecordArena(sizeof(HandleCell));
+    if (pool->handles[shard].cells == nullptr) return false;
+  }
   for (uint32_t n = 1; n <= t.chain; n++) {
     pool->meta[n] = new (std::nothrow) RecordArena(zspage_metadata_size(n));
     if (pool->meta[n] == nullptr) return false;
@@ -816,8 +867,10 @@ Pool* zs_create_pool(const char* name, const zs_pool_config* cfg) ZSM_NO_THREAD_
   if (cfg == nullptr) cfg = &defaults;
   size_t page_size = cfg->page_size != 0 ? cfg->page_size : 4096;
   unsigned chain = cfg->chain_size != 0 ? cfg->chain_size : kDefaultChain;
-  if (!valid_geometry(page_size, chain) || (page_size != 4096 && page_size != 16384 &&
-                                            page_size != 65536)) {
+  unsigned shards = cfg->nr_shards != 0 ? cfg->nr_shards : default_shards();
+  if (!valid_geometry(page_size, chain) ||
+      (page_size != 4096 && page_size != 16384 && page_size != 65536) || shards > kMaxShards ||
+      (shards & (shards - 1)) != 0) {
     errno = EINVAL;
     return nullptr;
   }
@@ -834,6 +887,7 @@ Pool* zs_create_pool(const char* name, const zs_pool_config* cfg) ZSM_NO_THREAD_
     return nullptr;
   }
   pool->page_size = static_cast<uint32_t>(page_size);
+  pool->shard_mask = shards - 1;
   pool->table = build_class_table(pool->page_size, chain);
   pool->max_pages = cfg->max_pages;
   if (cfg->page_source != nullptr) {
@@ -858,7 +912,10 @@ void zs_destroy_pool(Pool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   if (pool == nullptr) return;
   free_all_zspages(pool);
   delete[] pool->classes;
-  delete pool->handles;
+  if (pool->handles != nullptr) {
+    for (uint32_t shard = 0; shard <= pool->shard_mask; shard++) delete pool->handles[shard].cells;
+    delete[] pool->handles;
+  }
   for (RecordArena* arena : pool->meta) delete arena;
   delete pool->own_source;
   delete pool;

@@ -2,7 +2,10 @@
 // compiled variant (see compiler.h and zsm/CMakeLists.txt). c_api.cpp maps the public C API
 // onto these; benchmarks that link several variants call them as zsm::<variant>::zs_store().
 // Argument checks that the C API promises (NULL pool, bad sizes) are done here.
-#pragma once
+//
+// No include guard on purpose: a file that calls several variants includes this header once
+// per variant, with ZSM_VARIANT_NS redefined before each (see bench/variants.h); including it
+// twice for one variant only repeats declarations.
 
 #include <zsm/zsmalloc.h>
 

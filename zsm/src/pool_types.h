@@ -54,6 +54,8 @@ struct ZsPage {
 };
 static_assert(sizeof(ZsPage) % alignof(char*) == 0);
 
+// One lock shard of a size class. A class has Pool::nr_shards of them, side by side; each
+// holds its own zspages, so threads on different shards never share a lock or a zspage.
 struct alignas(64) SizeClass {
   Mutex lock;
   // Immutable after pool creation.
@@ -61,6 +63,7 @@ struct alignas(64) SizeClass {
   uint32_t objs_per_zspage = 0;
   uint32_t pages_per_zspage = 0;
   uint32_t index = 0;
+  uint32_t shard = 0;
   uint32_t page_shift = 0;
   uint32_t page_size = 0;
   uint32_t payload_offset = 0;        // kHandleSize, or 0 for the huge class (no header)
@@ -117,14 +120,22 @@ void RecordArena::for_each_record(Fn fn) const {
   }
 }
 
+struct alignas(64) HandleArena {
+  Mutex lock;
+  RecordArena* cells ZSM_GUARDED_BY(lock) = nullptr;
+};
+
 struct Pool {
   std::string name;
   ClassTable table;
-  // By index, merged indices sharing a class; one entry past the table so that the lookup
-  // of page_size + header needs no clamp.
+  // By index, merged indices sharing a class, each entry pointing at shard 0 of its class
+  // (shard s is at size_class[i] + s); one entry past the table so that the lookup of
+  // page_size + header needs no clamp.
   SizeClass* size_class[kMaxClassIndices + 1] = {};
   uint32_t delta_shift = 0;                      // log2(ZS_SIZE_CLASS_DELTA)
-  SizeClass* classes = nullptr;                  // the distinct classes, nr_distinct of them
+  SizeClass* classes = nullptr;                  // nr_distinct classes x nr_shards, class-major
+  uint32_t nr_classes = 0;                       // nr_distinct * nr_shards
+  uint32_t shard_mask = 0;                       // nr_shards - 1
   uint32_t page_size = 0;
   unsigned long max_pages = 0;                   // 0 = no limit
 
@@ -135,8 +146,10 @@ struct Pool {
   Mutex meta_lock;                               // zspage metadata, one arena per chain length
   RecordArena* meta[kMaxChain + 1] ZSM_GUARDED_BY(meta_lock) = {};
 
-  Mutex handle_lock;                             // handle cells not cached by a class
-  RecordArena* handles ZSM_GUARDED_BY(handle_lock) = nullptr;
+  // Handle cells not cached by a class, one arena per shard: a cell goes back to the shard
+  // that handed it out (its object's shard), so cells of different shards never share a
+  // cache line however they are freed.
+  HandleArena* handles = nullptr;                // nr_shards of them
 
   std::atomic<unsigned long> pages_allocated{0};
   std::atomic<unsigned long> pages_compacted{0};

@@ -1,6 +1,6 @@
 // Per-class statistics and the kernel's debugfs "classes" table (zs_stats_size_show()).
-// Reads each class under its lock, one class at a time: the table is a consistent snapshot
-// of each row, not of the whole pool.
+// A class's row sums its lock shards, each read under its own lock: every shard's figures
+// are consistent, the table as a whole is not a snapshot.
 #include <cerrno>
 
 #include "pool.h"
@@ -11,17 +11,21 @@ inline namespace ZSM_VARIANT_NS {
 
 namespace {
 
-void fill_class_stats(SizeClass* cls, struct zs_class_stats* out) ZSM_EXCLUDES(cls->lock) {
-  MutexGuard guard(cls->lock);
-  out->index = cls->index;
-  out->size = cls->size;
-  out->pages_per_zspage = cls->pages_per_zspage;
-  out->objs_per_zspage = cls->objs_per_zspage;
-  for (int fg = 0; fg < NR_FULLNESS_GROUPS; fg++) out->zspages[fg] = cls->stats[fg];
-  out->obj_allocated = cls->stats[ZS_OBJS_ALLOCATED];
-  out->obj_used = cls->stats[ZS_OBJS_INUSE];
-  out->pages_used = out->obj_allocated / cls->objs_per_zspage * cls->pages_per_zspage;
-  out->freeable = zs_can_compact(cls);
+// Sums the shards of the class whose shard 0 is `first`, each under its own lock.
+void fill_class_stats(const Pool* pool, SizeClass* first, struct zs_class_stats* out) {
+  *out = {};
+  out->index = first->index;
+  out->size = first->size;
+  out->pages_per_zspage = first->pages_per_zspage;
+  out->objs_per_zspage = first->objs_per_zspage;
+  for (SizeClass* cls = first; cls <= first + pool->shard_mask; cls++) {
+    MutexGuard guard(cls->lock);
+    for (int fg = 0; fg < NR_FULLNESS_GROUPS; fg++) out->zspages[fg] += cls->stats[fg];
+    out->obj_allocated += cls->stats[ZS_OBJS_ALLOCATED];
+    out->obj_used += cls->stats[ZS_OBJS_INUSE];
+    out->freeable += zs_can_compact(cls);
+  }
+  out->pages_used = out->obj_allocated / first->objs_per_zspage * first->pages_per_zspage;
 }
 
 }  // namespace
@@ -33,7 +37,7 @@ int zs_class_stats(Pool* pool, unsigned index, struct zs_class_stats* out) {
     errno = EINVAL;
     return -1;
   }
-  fill_class_stats(pool->size_class[index], out);
+  fill_class_stats(pool, pool->size_class[index], out);
   return pool->table.distinct(index) ? 1 : 0;
 }
 
@@ -53,7 +57,7 @@ int zs_print_classes(Pool* pool, FILE* out) {
   for (unsigned i = 0; i < pool->table.nr_indices; i++) {
     if (!pool->table.distinct(i)) continue;
     struct zs_class_stats s{};
-    fill_class_stats(pool->size_class[i], &s);
+    fill_class_stats(pool, pool->size_class[i], &s);
     std::fprintf(out, " %5u %5u", i, s.size);
     for (int fg = ZS_INUSE_RATIO_10; fg < NR_FULLNESS_GROUPS; fg++) {
       std::fprintf(out, " %9lu", s.zspages[fg]);

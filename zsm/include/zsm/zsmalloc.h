@@ -49,6 +49,8 @@ struct zs_pool_config {
 	unsigned int chain_size;   /* max pages per zspage, 4..16; 0 = 8 (CONFIG_ZSMALLOC_CHAIN_SIZE) */
 	unsigned long max_pages;   /* memory limit in pages: allocation fails with ENOMEM past it; 0 = none */
 	const struct zs_page_source *page_source; /* NULL = a reserved virtual range owned by the pool */
+	unsigned int nr_shards;    /* lock shards per size class, a power of two up to 64; 0 = one per CPU
+	                              (up to 16); 1 = the kernel's single lock per class */
 };
 
 /* Kernel constants for 4 KiB pages and the default chain of 8. */
@@ -67,7 +69,8 @@ struct zs_pool *zs_create_pool(const char *name);
 
 /*
  * Create a pool from `cfg` (NULL = defaults). Returns NULL with errno EINVAL for a page size
- * other than 4096/16384/65536 or a chain size outside 4..16, ENOMEM when memory is short.
+ * other than 4096/16384/65536, a chain size outside 4..16 or a shard count that is not a
+ * power of two up to 64, ENOMEM when memory is short.
  */
 struct zs_pool *zs_create_pool_ex(const char *name, const struct zs_pool_config *cfg);
 

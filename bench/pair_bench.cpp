@@ -1,0 +1,182 @@
+// zsm_pair_bench: the paired store/free microbenchmark (Google Benchmark), the userspace form
+// of the kernel mail's measurement (shared/seeds): steady-state pairs on a live set
+// (live_set.h), for both inline policies of zsm and for mimalloc and glibc, in one binary.
+//
+// Families (items = pairs, or reads for the read family; bytes = payload bytes stored/read):
+//   zs_store+zs_free/<variant>/<size>              the pair the mail measures
+//   zs_malloc+zs_obj_write+zs_free/<variant>/<size> the older path
+//   zs_obj_read+copy/<variant>/<size>              read_begin, copy out, read_end
+//   zs_store+zs_free/<variant>/mixed               sizes drawn from the 8 classes
+//   malloc+memcpy+free/<mimalloc|glibc>/<size|mixed>  the baselines, same pattern
+//   zs_store+zs_free/<variant>/shared/<size>/threads:N  N threads on one pool
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "live_set.h"
+#include "variants.h"
+
+namespace zsm_bench {
+namespace {
+
+constexpr size_t kNumSizes = sizeof(kSizes) / sizeof(kSizes[0]);
+
+template <typename A>
+void finish(benchmark::State& state, size_t bytes_per_item) {
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes_per_item));
+}
+
+template <typename A>
+void BM_StoreFree(benchmark::State& state) {
+  const size_t size = static_cast<size_t>(state.range(0));
+  auto* pool = A::create();
+  {
+    LiveSet<A> live(pool, size);
+    if (!live.all_stored()) state.SkipWithError("filling the live set failed");
+    const unsigned char* src = source_bytes();
+    for (auto _ : state) {
+      size_t k = live.victim();
+      A::free(pool, live.handles[k]);
+      live.handles[k] = A::store(pool, src, size);
+      benchmark::DoNotOptimize(live.handles[k]);
+    }
+    finish<A>(state, size);
+  }
+  A::destroy(pool);
+}
+
+template <typename A>
+void BM_MallocWriteFree(benchmark::State& state) {
+  const size_t size = static_cast<size_t>(state.range(0));
+  auto* pool = A::create();
+  {
+    LiveSet<A> live(pool, size);
+    if (!live.all_stored()) state.SkipWithError("filling the live set failed");
+    const unsigned char* src = source_bytes();
+    for (auto _ : state) {
+      size_t k = live.victim();
+      A::free(pool, live.handles[k]);
+      unsigned long h = A::malloc(pool, size);
+      A::write(pool, h, src, size);
+      live.handles[k] = h;
+      benchmark::DoNotOptimize(h);
+    }
+    finish<A>(state, size);
+  }
+  A::destroy(pool);
+}
+
+template <typename A>
+void BM_Read(benchmark::State& state) {
+  const size_t size = static_cast<size_t>(state.range(0));
+  auto* pool = A::create();
+  {
+    LiveSet<A> live(pool, size);
+    if (!live.all_stored()) state.SkipWithError("filling the live set failed");
+    auto scratch = std::make_unique<unsigned char[]>(size);
+    auto out = std::make_unique<unsigned char[]>(size);
+    for (auto _ : state) {
+      unsigned long h = live.handles[live.victim()];
+      void* mem = A::read_begin(pool, h, size, scratch.get());
+      std::memcpy(out.get(), mem, size);
+      A::read_end(pool, h, size, mem);
+      benchmark::DoNotOptimize(out.get());
+    }
+    finish<A>(state, size);
+  }
+  A::destroy(pool);
+}
+
+template <typename A>
+void BM_Mixed(benchmark::State& state) {
+  auto* pool = A::create();
+  size_t bytes = 0;
+  {
+    LiveSet<A> live(pool, kSizes, kNumSizes, 7);
+    if (!live.all_stored()) state.SkipWithError("filling the live set failed");
+    const unsigned char* src = source_bytes();
+    for (auto _ : state) {
+      size_t k = live.victim();
+      size_t size = kSizes[live.rng.next() % kNumSizes];
+      A::free(pool, live.handles[k]);
+      live.handles[k] = A::store(pool, src, size);
+      live.sizes[k] = size;
+      bytes += size;
+      benchmark::DoNotOptimize(live.handles[k]);
+    }
+    state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
+    state.SetBytesProcessed(static_cast<int64_t>(bytes));
+  }
+  A::destroy(pool);
+}
+
+// One pool for all threads of a run; each thread has its own live set in it.
+template <typename A>
+typename A::Pool* shared_pool() {
+  static typename A::Pool* pool = A::create();
+  return pool;
+}
+
+template <typename A>
+void BM_StoreFreeShared(benchmark::State& state) {
+  const size_t size = static_cast<size_t>(state.range(0));
+  auto* pool = shared_pool<A>();
+  LiveSet<A> live(pool, size, 1 + static_cast<uint64_t>(state.thread_index()));
+  if (!live.all_stored()) state.SkipWithError("filling the live set failed");
+  const unsigned char* src = source_bytes();
+  for (auto _ : state) {
+    size_t k = live.victim();
+    A::free(pool, live.handles[k]);
+    live.handles[k] = A::store(pool, src, size);
+    benchmark::DoNotOptimize(live.handles[k]);
+  }
+  finish<A>(state, size);
+}
+
+template <typename A>
+void register_sized(const std::string& family, void (*fn)(benchmark::State&)) {
+  auto* b = benchmark::RegisterBenchmark((family + "/" + A::name).c_str(), fn);
+  for (size_t size : kSizes) b->Arg(static_cast<int64_t>(size));
+}
+
+template <typename A>
+void register_zsm() {
+  register_sized<A>("zs_store+zs_free", BM_StoreFree<A>);
+  register_sized<A>("zs_malloc+zs_obj_write+zs_free", BM_MallocWriteFree<A>);
+  register_sized<A>("zs_obj_read+copy", BM_Read<A>);
+  benchmark::RegisterBenchmark((std::string("zs_store+zs_free/") + A::name + "/mixed").c_str(),
+                               BM_Mixed<A>);
+  auto* b = benchmark::RegisterBenchmark(
+      (std::string("zs_store+zs_free/") + A::name + "/shared").c_str(), BM_StoreFreeShared<A>);
+  b->Arg(784)->Arg(2352)->Threads(1)->Threads(2)->UseRealTime();
+}
+
+template <typename A>
+void register_malloc() {
+  register_sized<A>("malloc+memcpy+free", BM_StoreFree<A>);
+  benchmark::RegisterBenchmark((std::string("malloc+memcpy+free/") + A::name + "/mixed").c_str(),
+                               BM_Mixed<A>);
+  auto* b = benchmark::RegisterBenchmark(
+      (std::string("malloc+memcpy+free/") + A::name + "/shared").c_str(), BM_StoreFreeShared<A>);
+  b->Arg(784)->Arg(2352)->Threads(1)->Threads(2)->UseRealTime();
+}
+
+}  // namespace
+}  // namespace zsm_bench
+
+int main(int argc, char** argv) {
+  using namespace zsm_bench;
+  register_zsm<patched>();
+  register_zsm<baseline>();
+  register_malloc<mimalloc>();
+  register_malloc<glibc>();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,95 @@
+// zsm_pair_count: runs a fixed number of steady-state pairs (live_set.h) of one family, size
+// and allocator, with callgrind collecting only around the measured loop. Run it under
+//   valgrind --tool=callgrind --instr-atstart=no zsm_pair_count <allocator> <family> <size> <pairs>
+// (tools/count_pairs.py does, for every size and allocator, and divides by <pairs>).
+//   allocator: patched | baseline | mimalloc | glibc
+//   family:    store   (zs_store + zs_free; malloc + memcpy + free for the baselines)
+//              write   (zs_malloc + zs_obj_write + zs_free; zsm only)
+// Outside valgrind it just runs the loop (a smoke test).
+#include <valgrind/callgrind.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "live_set.h"
+#include "variants.h"
+
+namespace zsm_bench {
+namespace {
+
+// noinline: one copy of the loop per instantiation, with a name callgrind shows.
+template <typename A>
+__attribute__((noinline)) void store_pairs(LiveSet<A>& live, size_t size, long pairs) {
+  const unsigned char* src = source_bytes();
+  for (long i = 0; i < pairs; i++) {
+    size_t k = live.victim();
+    A::free(live.pool, live.handles[k]);
+    live.handles[k] = A::store(live.pool, src, size);
+  }
+}
+
+template <typename A>
+__attribute__((noinline)) void write_pairs(LiveSet<A>& live, size_t size, long pairs) {
+  const unsigned char* src = source_bytes();
+  for (long i = 0; i < pairs; i++) {
+    size_t k = live.victim();
+    A::free(live.pool, live.handles[k]);
+    unsigned long h = A::malloc(live.pool, size);
+    A::write(live.pool, h, src, size);
+    live.handles[k] = h;
+  }
+}
+
+template <typename A>
+int run(const std::string& family, size_t size, long pairs) {
+  auto* pool = A::create();
+  int rc = 0;
+  {
+    LiveSet<A> live(pool, size);
+    // Warm up: one pass over the live set, outside the measurement.
+    store_pairs(live, size, static_cast<long>(kLiveObjects));
+    CALLGRIND_ZERO_STATS;
+    CALLGRIND_START_INSTRUMENTATION;
+    if (family == "store") {
+      store_pairs(live, size, pairs);
+    } else if constexpr (requires { A::malloc(pool, size); }) {
+      if (family == "write") write_pairs(live, size, pairs);
+      else rc = 2;
+    } else {
+      rc = 2;
+    }
+    CALLGRIND_STOP_INSTRUMENTATION;
+    if (rc == 0 && !live.all_stored()) rc = 1;
+  }
+  A::destroy(pool);
+  return rc;
+}
+
+}  // namespace
+}  // namespace zsm_bench
+
+int main(int argc, char** argv) {
+  using namespace zsm_bench;
+  if (argc != 5) {
+    std::fprintf(stderr, "usage: %s patched|baseline|mimalloc|glibc store|write SIZE PAIRS\n",
+                 argv[0]);
+    return 2;
+  }
+  std::string allocator = argv[1], family = argv[2];
+  size_t size = std::strtoul(argv[3], nullptr, 10);
+  long pairs = std::strtol(argv[4], nullptr, 10);
+  if (size == 0 || size > 4096 || pairs <= 0) {
+    std::fprintf(stderr, "size must be 1..4096 and pairs positive\n");
+    return 2;
+  }
+  int rc = 2;
+  if (allocator == "patched") rc = run<patched>(family, size, pairs);
+  if (allocator == "baseline") rc = run<baseline>(family, size, pairs);
+  if (allocator == "mimalloc") rc = run<mimalloc>(family, size, pairs);
+  if (allocator == "glibc") rc = run<glibc>(family, size, pairs);
+  if (rc == 2) std::fprintf(stderr, "unknown allocator or family: %s %s\n", argv[1], argv[2]);
+  if (rc == 1) std::fprintf(stderr, "a store failed\n");
+  return rc;
+}

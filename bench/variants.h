@@ -1,0 +1,78 @@
+// The allocators a benchmark can run, as traits with one shape, so that every family is
+// written once and instantiated per allocator:
+//   Patched, Baseline  zsm compiled twice from the same sources, under the namespaces
+//                      zsm::bench_patched and zsm::bench_baseline, with the two inline
+//                      policies (bench/CMakeLists.txt); called directly, no indirection.
+//   Mimalloc, Glibc    mi_malloc/malloc + memcpy + mi_free/free: what a user would pick instead.
+// Each trait has: name, Pool, create(), destroy(), store(), free().
+// zsm traits add: malloc(), write(), read_begin(), read_end(), total_pages(), compact().
+#pragma once
+
+#include <mimalloc.h>
+
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+
+#define ZSM_VARIANT_NS bench_patched
+#include "pool.h"
+#undef ZSM_VARIANT_NS
+#define ZSM_VARIANT_NS bench_baseline
+#include "pool.h"
+#undef ZSM_VARIANT_NS
+
+namespace zsm_bench {
+
+#define ZSM_BENCH_VARIANT(Trait, ns)                                                          \
+  struct Trait {                                                                              \
+    static constexpr const char* name = #Trait;                                               \
+    using Pool = zsm::ns::Pool;                                                               \
+    static Pool* create(const zs_pool_config* cfg = nullptr) {                               \
+      return zsm::ns::zs_create_pool("bench", cfg);                                           \
+    }                                                                                         \
+    static void destroy(Pool* p) { zsm::ns::zs_destroy_pool(p); }                            \
+    static unsigned long store(Pool* p, const void* src, size_t n) {                         \
+      return zsm::ns::zs_store(p, src, n);                                                    \
+    }                                                                                         \
+    static unsigned long malloc(Pool* p, size_t n) { return zsm::ns::zs_malloc(p, n); }      \
+    static void write(Pool* p, unsigned long h, const void* src, size_t n) {                 \
+      zsm::ns::zs_obj_write(p, h, src, n);                                                    \
+    }                                                                                         \
+    static void free(Pool* p, unsigned long h) { zsm::ns::zs_free(p, h); }                   \
+    static void* read_begin(Pool* p, unsigned long h, size_t n, void* copy) {                \
+      return zsm::ns::zs_obj_read_begin(p, h, n, copy);                                       \
+    }                                                                                         \
+    static void read_end(Pool* p, unsigned long h, size_t n, void* mem) {                    \
+      zsm::ns::zs_obj_read_end(p, h, n, mem);                                                 \
+    }                                                                                         \
+    static unsigned long total_pages(Pool* p) { return zsm::ns::zs_get_total_pages(p); }     \
+    static unsigned long compact(Pool* p) { return zsm::ns::zs_compact(p); }                 \
+  };
+
+ZSM_BENCH_VARIANT(patched, bench_patched)
+ZSM_BENCH_VARIANT(baseline, bench_baseline)
+#undef ZSM_BENCH_VARIANT
+
+// A general-purpose allocator behind the same shape: the "pool" is a dummy, a handle is the
+// pointer, store is malloc + memcpy.
+template <void* (*Malloc)(size_t), void (*Free)(void*)>
+struct MallocTraits {
+  struct Pool {};
+  static Pool* create(const zs_pool_config* = nullptr) { return new Pool; }
+  static void destroy(Pool* p) { delete p; }
+  static unsigned long store(Pool*, const void* src, size_t n) {
+    void* mem = Malloc(n);
+    if (mem != nullptr) std::memcpy(mem, src, n);
+    return reinterpret_cast<unsigned long>(mem);
+  }
+  static void free(Pool*, unsigned long h) { Free(reinterpret_cast<void*>(h)); }
+};
+
+struct mimalloc : MallocTraits<mi_malloc, mi_free> {
+  static constexpr const char* name = "mimalloc";
+};
+struct glibc : MallocTraits<std::malloc, std::free> {
+  static constexpr const char* name = "glibc";
+};
+
+}  // namespace zsm_bench

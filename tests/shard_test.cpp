@@ -1,0 +1,103 @@
+// Lock shards (zs_pool_config.nr_shards): configuration checks, threads storing into one
+// class at once land in different shards and every object survives, cross-thread frees reach
+// the owning shard, and the per-class statistics sum the shards.
+#include <zsm/zsmalloc.h>
+
+#include <gtest/gtest.h>
+
+#include <barrier>
+#include <cerrno>
+#include <thread>
+#include <vector>
+
+#include "test_support.h"
+
+namespace {
+
+using namespace zsm_test;
+
+zs_pool* make_pool(unsigned shards) {
+  zs_pool_config cfg{};
+  cfg.nr_shards = shards;
+  return zs_create_pool_ex("shards", &cfg);
+}
+
+TEST(Shards, CountMustBeAPowerOfTwoUpTo64) {
+  for (unsigned bad : {3u, 6u, 100u, 128u}) {
+    errno = 0;
+    EXPECT_EQ(make_pool(bad), nullptr) << bad;
+    EXPECT_EQ(errno, EINVAL) << bad;
+  }
+  for (unsigned good : {1u, 2u, 4u, 64u}) {
+    zs_pool* pool = make_pool(good);
+    ASSERT_NE(pool, nullptr) << good;
+    unsigned long h = zs_malloc(pool, 100);
+    EXPECT_NE(h, 0u);
+    zs_free(pool, h);
+    EXPECT_TRUE(compact_and_check_empty(pool));
+    zs_destroy_pool(pool);
+  }
+}
+
+// Four threads fill one class at the same moment, then each frees its neighbour's objects.
+TEST(Shards, ConcurrentStoresIntoOneClassKeepEveryObject) {
+  constexpr int kThreads = 4, kPerThread = 3000;
+  constexpr size_t kSize = 776;
+  zs_pool* pool = make_pool(4);
+  ASSERT_NE(pool, nullptr);
+  std::vector<std::vector<unsigned long>> handles(kThreads);
+  std::barrier start(kThreads), filled(kThreads);
+  std::vector<int> bad(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; t++) {
+    threads.emplace_back([&, t] {
+      std::vector<uint8_t> bytes(kSize);
+      start.arrive_and_wait();
+      for (int i = 0; i < kPerThread; i++) {
+        unsigned long h = zs_malloc(pool, kSize);
+        if (h == 0) {
+          bad[t]++;
+          continue;
+        }
+        fill_pattern(bytes.data(), kSize, seed_of(h, kSize));
+        zs_obj_write(pool, h, bytes.data(), kSize);
+        handles[t].push_back(h);
+      }
+      filled.arrive_and_wait();
+      for (unsigned long h : handles[(t + 1) % kThreads]) {
+        fill_pattern(bytes.data(), kSize, seed_of(h, kSize));
+        if (!check_object(pool, h, bytes)) bad[t]++;
+        zs_free(pool, h);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; t++) EXPECT_EQ(bad[t], 0) << "thread " << t;
+  EXPECT_TRUE(check_stats_consistent(pool, 0));
+  EXPECT_TRUE(compact_and_check_empty(pool));
+  zs_destroy_pool(pool);
+}
+
+// With one shard per thread, a class's statistics are the sum of what each thread stored.
+TEST(Shards, ClassStatsSumTheShards) {
+  constexpr int kThreads = 2, kPerThread = 500;
+  zs_pool* pool = make_pool(2);
+  ASSERT_NE(pool, nullptr);
+  std::vector<std::vector<unsigned long>> handles(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; t++) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; i++) handles[t].push_back(zs_malloc(pool, 1000));
+    });
+  }
+  for (auto& th : threads) th.join();
+  struct zs_class_stats st = class_for_request(pool, 1000);
+  EXPECT_EQ(st.obj_used, static_cast<unsigned long>(kThreads * kPerThread));
+  EXPECT_TRUE(check_stats_consistent(pool, kThreads * kPerThread));
+  for (auto& hs : handles)
+    for (unsigned long h : hs) zs_free(pool, h);
+  EXPECT_TRUE(compact_and_check_empty(pool));
+  zs_destroy_pool(pool);
+}
+
+}  // namespace
