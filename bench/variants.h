@@ -8,6 +8,7 @@
 // zsm traits add: malloc(), write(), read_begin(), read_end(), total_pages(), compact().
 #pragma once
 
+#include <dlfcn.h>
 #include <mimalloc.h>
 
 #include <cstddef>
@@ -71,7 +72,30 @@ struct MallocTraits {
 struct mimalloc : MallocTraits<mi_malloc, mi_free> {
   static constexpr const char* name = "mimalloc";
 };
-struct glibc : MallocTraits<std::malloc, std::free> {
+// glibc's own malloc and free. Linking libmimalloc.so makes mimalloc the process's malloc
+// (it exports malloc, free and even __libc_malloc), so glibc's are looked up by version in
+// libc itself; the benchmark calls them through these pointers.
+struct GlibcMalloc {
+  void* (*malloc)(size_t);
+  void (*free)(void*);
+  static const GlibcMalloc& get() {
+    static const GlibcMalloc fns = [] {
+      void* libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+      GlibcMalloc f{};
+      if (libc != nullptr) {
+        f.malloc = reinterpret_cast<void* (*)(size_t)>(dlvsym(libc, "malloc", "GLIBC_2.2.5"));
+        f.free = reinterpret_cast<void (*)(void*)>(dlvsym(libc, "free", "GLIBC_2.2.5"));
+      }
+      if (f.malloc == nullptr || f.free == nullptr) std::abort();
+      return f;
+    }();
+    return fns;
+  }
+};
+inline void* glibc_malloc(size_t n) { return GlibcMalloc::get().malloc(n); }
+inline void glibc_free(void* p) { GlibcMalloc::get().free(p); }
+
+struct glibc : MallocTraits<glibc_malloc, glibc_free> {
   static constexpr const char* name = "glibc";
 };
 

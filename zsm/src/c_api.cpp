@@ -61,6 +61,10 @@ ZSM_API unsigned long zs_get_total_pages(zs_pool* pool) {
 
 ZSM_API unsigned long zs_compact(zs_pool* pool) { return zsm::zs_compact(impl(pool)); }
 
+ZSM_API size_t zs_pool_bookkeeping_bytes(zs_pool* pool) {
+  return zsm::zs_pool_bookkeeping_bytes(impl(pool));
+}
+
 ZSM_API void zs_pool_stats(zs_pool* pool, struct zs_pool_stats* stats) {
   zsm::zs_pool_stats(impl(pool), stats);
 }

@@ -42,7 +42,7 @@
 // would keep them on that CPU.
 //
 // Lock order: Pool::compaction_in_progress (flag) -> SizeClass::lock -> ZspageLock (try only)
-//             -> Pool::source_lock, Pool::meta_lock, HandleArena::lock (leaves).
+//             -> Pool::source_lock, ShardArenas::lock (leaves).
 //   SizeClass::lock  fullness lists, free lists, inuse counts, stats, the class's handle cache.
 //                    Store, free and compaction of a class take it; nothing takes two.
 //   ZspageLock       held for read by zs_obj_read_begin..end and zs_obj_write, so the object
@@ -249,6 +249,13 @@ void* RecordArena::alloc() {
   return record;
 }
 
+size_t RecordArena::carved_bytes() const {
+  size_t bytes = 0;
+  for (const Chunk* chunk = chunks_; chunk != nullptr; chunk = chunk->next)
+    bytes += chunk == chunks_ ? carved_ : kChunkSize;
+  return bytes;
+}
+
 void RecordArena::free(void* record) {
   std::memcpy(record, &free_, sizeof(free_));
   free_ = record;
@@ -260,10 +267,10 @@ namespace {
 
 // Moves up to kHandleBatch cells from the pool into the class's cache.
 ZSM_COLD_PATH void refill_handle_cache(Pool* pool, SizeClass* cls) ZSM_REQUIRES(cls->lock) {
-  HandleArena& arena = pool->handles[cls->shard];
-  MutexGuard guard(arena.lock);
+  ShardArenas& arenas = pool->arenas[cls->shard];
+  MutexGuard guard(arenas.lock);
   for (uint32_t i = 0; i < kHandleBatch; i++) {
-    auto* cell = static_cast<HandleCell*>(arena.cells->alloc());
+    auto* cell = static_cast<HandleCell*>(arenas.cells->alloc());
     if (cell == nullptr) break;
     cell->store(reinterpret_cast<unsigned long>(cls->free_cells), std::memory_order_relaxed);
     cls->free_cells = cell;
@@ -273,13 +280,13 @@ ZSM_COLD_PATH void refill_handle_cache(Pool* pool, SizeClass* cls) ZSM_REQUIRES(
 
 // Gives kHandleBatch cells of an overfull class cache back to the pool.
 ZSM_COLD_PATH void drain_handle_cache(Pool* pool, SizeClass* cls) ZSM_REQUIRES(cls->lock) {
-  HandleArena& arena = pool->handles[cls->shard];
-  MutexGuard guard(arena.lock);
+  ShardArenas& arenas = pool->arenas[cls->shard];
+  MutexGuard guard(arenas.lock);
   for (uint32_t i = 0; i < kHandleBatch; i++) {
     HandleCell* cell = cls->free_cells;
     cls->free_cells = reinterpret_cast<HandleCell*>(cell->load(std::memory_order_relaxed));
     cls->nr_free_cells--;
-    arena.cells->free(cell);
+    arenas.cells->free(cell);
   }
 }
 
@@ -319,14 +326,16 @@ void uncharge_pages(Pool* pool, unsigned long pages) {
   pool->pages_allocated.fetch_sub(pages, std::memory_order_relaxed);
 }
 
-ZsPage* alloc_zspage_metadata(Pool* pool, uint32_t nr_pages) {
-  MutexGuard guard(pool->meta_lock);
-  return std::launder(static_cast<ZsPage*>(pool->meta[nr_pages]->alloc()));
+ZsPage* alloc_zspage_metadata(Pool* pool, const SizeClass* cls) {
+  ShardArenas& arenas = pool->arenas[cls->shard];
+  MutexGuard guard(arenas.lock);
+  return std::launder(static_cast<ZsPage*>(arenas.meta[cls->pages_per_zspage]->alloc()));
 }
 
-void free_zspage_metadata(Pool* pool, ZsPage* zspage) {
-  MutexGuard guard(pool->meta_lock);
-  pool->meta[zspage->nr_pages]->free(zspage);
+void free_zspage_metadata(Pool* pool, const SizeClass* cls, ZsPage* zspage) {
+  ShardArenas& arenas = pool->arenas[cls->shard];
+  MutexGuard guard(arenas.lock);
+  arenas.meta[zspage->nr_pages]->free(zspage);
 }
 
 void free_pages(Pool* pool, char* const* pages, uint32_t n) {
@@ -351,7 +360,7 @@ void free_zspage(Pool* pool, SizeClass* cls, ZsPage* zspage) ZSM_REQUIRES(cls->l
   zspage->cls.store(nullptr, std::memory_order_relaxed);
   cls->stats[ZS_OBJS_ALLOCATED] -= cls->objs_per_zspage;
   free_pages(pool, zspage->pages(), zspage->nr_pages);
-  free_zspage_metadata(pool, zspage);
+  free_zspage_metadata(pool, cls, zspage);
   uncharge_pages(pool, cls->pages_per_zspage);
 }
 
@@ -392,7 +401,7 @@ ZSM_SLOW_PATH ZsPage* alloc_zspage(Pool* pool, SizeClass* cls) {
   uint32_t n = cls->pages_per_zspage;
   if (!charge_pages(pool, n) && (free_all_spares(pool) == 0 || !charge_pages(pool, n)))
     return nullptr;
-  ZsPage* zspage = alloc_zspage_metadata(pool, n);
+  ZsPage* zspage = alloc_zspage_metadata(pool, cls);
   if (zspage == nullptr) {
     uncharge_pages(pool, n);
     return nullptr;
@@ -408,7 +417,7 @@ ZSM_SLOW_PATH ZsPage* alloc_zspage(Pool* pool, SizeClass* cls) {
   }
   if (got < n) {
     free_pages(pool, zspage->pages(), got);
-    free_zspage_metadata(pool, zspage);
+    free_zspage_metadata(pool, cls, zspage);
     uncharge_pages(pool, n);
     return nullptr;
   }
@@ -770,10 +779,7 @@ unsigned long zs_compact(Pool* pool) {
 
 namespace {
 
-// Whole cache lines, so that zspages of different shards never share one.
-size_t zspage_metadata_size(uint32_t nr_pages) {
-  return (sizeof(ZsPage) + nr_pages * sizeof(char*) + 63) & ~size_t{63};
-}
+size_t zspage_metadata_size(uint32_t nr_pages) { return sizeof(ZsPage) + nr_pages * sizeof(char*); }
 
 // One shard per CPU, rounded up to a power of two, at most kDefaultMaxShards.
 unsigned default_shards() {
@@ -834,15 +840,16 @@ bool init_classes(Pool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   }
   pool->size_class[t.nr_indices] = pool->size_class[t.nr_indices - 1];
   while ((1u << pool->delta_shift) < t.delta) pool->delta_shift++;
-  pool->handles = new (std::nothrow) HandleArena[pool->shard_mask + 1];
-  if (pool->handles == nullptr) return false;
+  pool->arenas = new (std::nothrow) ShardArenas[pool->shard_mask + 1];
+  if (pool->arenas == nullptr) return false;
   for (uint32_t shard = 0; shard <= pool->shard_mask; shard++) {
-    pool->handles[shard].cells = new (std::nothrow) RecordArena(sizeof(HandleCell));
-    if (pool->handles[shard].cells == nullptr) return false;
-  }
-  for (uint32_t n = 1; n <= t.chain; n++) {
-    pool->meta[n] = new (std::nothrow) RecordArena(zspage_metadata_size(n));
-    if (pool->meta[n] == nullptr) return false;
+    ShardArenas& arenas = pool->arenas[shard];
+    arenas.cells = new (std::nothrow) RecordArena(sizeof(HandleCell));
+    if (arenas.cells == nullptr) return false;
+    for (uint32_t n = 1; n <= t.chain; n++) {
+      arenas.meta[n] = new (std::nothrow) RecordArena(zspage_metadata_size(n));
+      if (arenas.meta[n] == nullptr) return false;
+    }
   }
   return true;
 }
@@ -850,13 +857,16 @@ bool init_classes(Pool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
 // Returns every page of every zspage to the source (zs_destroy_pool with live objects):
 // a live zspage is a metadata record with a class.
 void free_all_zspages(Pool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  for (RecordArena* arena : pool->meta) {
-    if (arena == nullptr) continue;
-    arena->for_each_record([pool](void* record) {
-      auto* zspage = static_cast<ZsPage*>(record);
-      if (zspage->cls.load(std::memory_order_relaxed) != nullptr)
-        free_pages(pool, zspage->pages(), zspage->nr_pages);
-    });
+  if (pool->arenas == nullptr) return;
+  for (uint32_t shard = 0; shard <= pool->shard_mask; shard++) {
+    for (RecordArena* arena : pool->arenas[shard].meta) {
+      if (arena == nullptr) continue;
+      arena->for_each_record([pool](void* record) {
+        auto* zspage = static_cast<ZsPage*>(record);
+        if (zspage->cls.load(std::memory_order_relaxed) != nullptr)
+          free_pages(pool, zspage->pages(), zspage->nr_pages);
+      });
+    }
   }
 }
 
@@ -912,11 +922,13 @@ void zs_destroy_pool(Pool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   if (pool == nullptr) return;
   free_all_zspages(pool);
   delete[] pool->classes;
-  if (pool->handles != nullptr) {
-    for (uint32_t shard = 0; shard <= pool->shard_mask; shard++) delete pool->handles[shard].cells;
-    delete[] pool->handles;
+  if (pool->arenas != nullptr) {
+    for (uint32_t shard = 0; shard <= pool->shard_mask; shard++) {
+      delete pool->arenas[shard].cells;
+      for (RecordArena* arena : pool->arenas[shard].meta) delete arena;
+    }
+    delete[] pool->arenas;
   }
-  for (RecordArena* arena : pool->meta) delete arena;
   delete pool->own_source;
   delete pool;
 }
@@ -934,6 +946,20 @@ unsigned zs_lookup_class_index(const Pool* pool, unsigned size) {
 
 unsigned long zs_get_total_pages(const Pool* pool) {
   return pool != nullptr ? pool->pages_allocated.load(std::memory_order_relaxed) : 0;
+}
+
+size_t zs_pool_bookkeeping_bytes(Pool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  if (pool == nullptr) return 0;
+  size_t bytes = sizeof(Pool) + pool->nr_classes * sizeof(SizeClass) +
+                 (pool->shard_mask + 1) * sizeof(ShardArenas);
+  for (uint32_t shard = 0; shard <= pool->shard_mask; shard++) {
+    ShardArenas& arenas = pool->arenas[shard];
+    MutexGuard guard(arenas.lock);
+    bytes += arenas.cells->carved_bytes();
+    for (const RecordArena* arena : arenas.meta)
+      if (arena != nullptr) bytes += arena->carved_bytes();
+  }
+  return bytes;
 }
 
 void zs_pool_stats(const Pool* pool, struct zs_pool_stats* stats) {

@@ -36,6 +36,7 @@ unsigned zs_lookup_class_index(const Pool* pool, unsigned size);
 unsigned long zs_get_total_pages(const Pool* pool);
 unsigned long zs_compact(Pool* pool);
 void zs_pool_stats(const Pool* pool, struct zs_pool_stats* stats);
+size_t zs_pool_bookkeeping_bytes(Pool* pool);
 
 unsigned zs_class_count(const Pool* pool);
 int zs_class_stats(Pool* pool, unsigned index, struct zs_class_stats* out);

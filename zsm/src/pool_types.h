@@ -95,6 +95,8 @@ class RecordArena {
   // nullptr when memory is short. Records are 8-aligned and below 2^48 (see obj encoding).
   void* alloc();
   void free(void* record);
+  // Bytes of records ever handed out (touched memory), free or not.
+  [[nodiscard]] size_t carved_bytes() const;
   // Calls fn(record) for every record ever handed out, free or not.
   template <typename Fn>
   void for_each_record(Fn fn) const;
@@ -120,9 +122,13 @@ void RecordArena::for_each_record(Fn fn) const {
   }
 }
 
-struct alignas(64) HandleArena {
+// The records of one shard: handle cells and zspage metadata (one arena per chain length).
+// Records go back to the shard that handed them out (a cell to its object's shard, metadata
+// to its zspage's), so records of different shards never share a cache line.
+struct alignas(64) ShardArenas {
   Mutex lock;
   RecordArena* cells ZSM_GUARDED_BY(lock) = nullptr;
+  RecordArena* meta[kMaxChain + 1] ZSM_GUARDED_BY(lock) = {};
 };
 
 struct Pool {
@@ -143,13 +149,8 @@ struct Pool {
   zs_page_source source = {};
   VmSource* own_source = nullptr;                // the default source, when the pool made it
 
-  Mutex meta_lock;                               // zspage metadata, one arena per chain length
-  RecordArena* meta[kMaxChain + 1] ZSM_GUARDED_BY(meta_lock) = {};
 
-  // Handle cells not cached by a class, one arena per shard: a cell goes back to the shard
-  // that handed it out (its object's shard), so cells of different shards never share a
-  // cache line however they are freed.
-  HandleArena* handles = nullptr;                // nr_shards of them
+  ShardArenas* arenas = nullptr;                 // nr_shards of them
 
   std::atomic<unsigned long> pages_allocated{0};
   std::atomic<unsigned long> pages_compacted{0};

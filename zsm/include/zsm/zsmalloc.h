@@ -147,6 +147,13 @@ unsigned long zs_get_total_pages(struct zs_pool *pool);
  */
 unsigned long zs_compact(struct zs_pool *pool);
 
+/*
+ * Bytes the pool holds besides its pages: handle cells, zspage metadata and its own
+ * structures (memory touched, not address space reserved). zs_get_total_pages() times the
+ * page size plus this is everything the pool costs.
+ */
+size_t zs_pool_bookkeeping_bytes(struct zs_pool *pool);
+
 /* Copy the pool's cumulative statistics into `stats`. */
 void zs_pool_stats(struct zs_pool *pool, struct zs_pool_stats *stats);
 

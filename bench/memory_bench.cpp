@@ -1,0 +1,326 @@
+// zsm_memory_bench: live payload bytes per byte the allocator holds, for zsm, mimalloc and
+// glibc, on a live set whose sizes come from compressing real 4 KiB pages with lz4 and zstd.
+//
+// Corpus: regular files under the given directories (default /usr/lib /usr/share), in a
+// shuffled order fixed by the seed, up to 8 pages per file, until --pages pages. As zram
+// does, same-filled pages (one repeated 8-byte word) take no allocator memory and are left
+// out, and a page that compresses to the huge class size or more is stored raw (4096 B).
+//
+// What "held" means, per allocator (every figure includes per-object bookkeeping):
+//   zsm       pool pages x 4096 + zs_pool_bookkeeping_bytes() (handle cells, zspage metadata,
+//             pool structures). Object headers are inside the pages.
+//   mimalloc  the committed bytes of every area of a dedicated heap (mi_heap_visit_blocks).
+//   glibc     mallinfo2() arena + hblkhd (bytes taken from the OS by sbrk and mmap), measured
+//             in a forked child as the growth over the child's start. glibc's malloc is
+//             called by version (variants.h): linking mimalloc makes it the process's malloc.
+// Phases: the full live set; after freeing a random 50 %; for zsm also after zs_compact().
+// Output: a table, or JSON with --json.
+#include <lz4.h>
+#include <malloc.h>
+#include <mimalloc.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "live_set.h"
+#include "variants.h"
+
+namespace zsm_bench {
+namespace {
+
+constexpr size_t kPage = 4096;
+
+struct Options {
+  size_t pages = 20000;
+  unsigned chain = 8;
+  uint64_t seed = 1;
+  bool json = false;
+  std::vector<std::string> roots;
+};
+
+struct Result {
+  std::string allocator, phase;
+  size_t objects = 0, payload = 0, held = 0;
+  // zsm only: where the held bytes that are not payload go.
+  size_t slot_rounding = 0;   // live slots beyond their payload (8-byte header + class rounding)
+  size_t free_slots = 0;      // slots of zspages not holding an object
+  size_t tail_waste = 0;      // zspage bytes after the last slot
+  size_t bookkeeping = 0;     // handle cells, zspage metadata, pool structures
+};
+
+// Splits a zsm pool's held bytes into the parts of Result.
+void zsm_breakdown(zsm::bench_patched::Pool* pool, Result& r) {
+  size_t slots = 0;
+  for (unsigned i = 0; i < zsm::bench_patched::zs_class_count(pool); i++) {
+    struct zs_class_stats st{};
+    if (zsm::bench_patched::zs_class_stats(pool, i, &st) != 1) continue;
+    size_t zspages = st.obj_allocated / st.objs_per_zspage;
+    slots += st.obj_used * st.size;
+    r.free_slots += (st.obj_allocated - st.obj_used) * st.size;
+    r.tail_waste += zspages * (st.pages_per_zspage * kPage - st.objs_per_zspage * st.size);
+  }
+  r.slot_rounding = slots - r.payload;
+  r.bookkeeping = zsm::bench_patched::zs_pool_bookkeeping_bytes(pool);
+}
+
+bool same_filled(const unsigned char* page) {
+  uint64_t first, word;
+  std::memcpy(&first, page, 8);
+  for (size_t off = 8; off < kPage; off += 8) {
+    std::memcpy(&word, page + off, 8);
+    if (word != first) return false;
+  }
+  return true;
+}
+
+// Reads up to `want` pages from the corpus, skipping same-filled ones.
+std::vector<std::vector<unsigned char>> read_pages(const Options& opt) {
+  std::vector<std::filesystem::path> files;
+  for (const std::string& root : opt.roots) {
+    std::error_code ec;
+    for (auto it = std::filesystem::recursive_directory_iterator(
+             root, std::filesystem::directory_options::skip_permission_denied, ec);
+         it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+      if (ec) break;
+      if (it->is_regular_file(ec) && !it->is_symlink(ec) && it->file_size(ec) >= kPage)
+        files.push_back(it->path());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  std::shuffle(files.begin(), files.end(), std::mt19937_64(opt.seed));
+  std::vector<std::vector<unsigned char>> pages;
+  std::vector<unsigned char> page(kPage);
+  for (const auto& file : files) {
+    std::ifstream in(file, std::ios::binary);
+    for (int n = 0; n < 8 && pages.size() < opt.pages; n++) {
+      if (!in.read(reinterpret_cast<char*>(page.data()), kPage)) break;
+      if (!same_filled(page.data())) pages.push_back(page);
+    }
+    if (pages.size() >= opt.pages) break;
+  }
+  return pages;
+}
+
+// Compressed sizes, as zram would store them: raw pages at or above the huge class size.
+std::vector<size_t> compressed_sizes(const std::vector<std::vector<unsigned char>>& pages,
+                                     const std::string& codec, size_t huge_class_size) {
+  std::vector<size_t> sizes;
+  std::vector<char> out(std::max<size_t>(LZ4_compressBound(kPage), ZSTD_compressBound(kPage)));
+  ZSTD_CCtx* zstd = ZSTD_createCCtx();
+  for (const auto& page : pages) {
+    size_t n = codec == "lz4"
+                   ? static_cast<size_t>(LZ4_compress_default(
+                         reinterpret_cast<const char*>(page.data()), out.data(), kPage,
+                         static_cast<int>(out.size())))
+                   : ZSTD_compressCCtx(zstd, out.data(), out.size(), page.data(), kPage,
+                                       ZSTD_CLEVEL_DEFAULT);
+    if (n == 0 || ZSTD_isError(n) || n >= huge_class_size) n = kPage;
+    sizes.push_back(n);
+  }
+  ZSTD_freeCCtx(zstd);
+  return sizes;
+}
+
+std::vector<size_t> half_to_free(size_t n, uint64_t seed) {
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; i++) order[i] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(seed));
+  order.resize(n / 2);
+  return order;
+}
+
+size_t sum_payload(const std::vector<size_t>& sizes, const std::vector<bool>& live) {
+  size_t total = 0;
+  for (size_t i = 0; i < sizes.size(); i++) total += live[i] ? sizes[i] : 0;
+  return total;
+}
+
+void measure_zsm(const std::vector<size_t>& sizes, const std::string& set, const Options& opt,
+                 std::vector<Result>& out) {
+  zs_pool_config cfg{};
+  cfg.chain_size = opt.chain;
+  auto* pool = patched::create(&cfg);
+  const uint64_t seed = opt.seed;
+  std::vector<unsigned long> handles;
+  std::vector<bool> live(sizes.size(), true);
+  for (size_t size : sizes) handles.push_back(patched::store(pool, source_bytes(), size));
+  auto held = [&] {
+    return patched::total_pages(pool) * kPage + zsm::bench_patched::zs_pool_bookkeeping_bytes(pool);
+  };
+  auto record = [&](const std::string& phase, size_t objects) {
+    Result r{"zsm", set + " " + phase, objects, sum_payload(sizes, live), held()};
+    zsm_breakdown(pool, r);
+    out.push_back(r);
+  };
+  record("full", sizes.size());
+  for (size_t i : half_to_free(sizes.size(), seed)) {
+    patched::free(pool, handles[i]);
+    live[i] = false;
+  }
+  record("half freed", sizes.size() - sizes.size() / 2);
+  patched::compact(pool);
+  record("half freed + compact", sizes.size() - sizes.size() / 2);
+  patched::destroy(pool);
+}
+
+size_t mimalloc_committed(mi_heap_t* heap) {
+  size_t committed = 0;
+  mi_heap_visit_blocks(
+      heap, false,
+      [](const mi_heap_t*, const mi_heap_area_t* area, void*, size_t, void* arg) {
+        *static_cast<size_t*>(arg) += area->committed;
+        return true;
+      },
+      &committed);
+  return committed;
+}
+
+void measure_mimalloc(const std::vector<size_t>& sizes, const std::string& set, uint64_t seed,
+                      std::vector<Result>& out) {
+  mi_heap_t* heap = mi_heap_new();
+  std::vector<void*> blocks;
+  std::vector<bool> live(sizes.size(), true);
+  for (size_t size : sizes) {
+    blocks.push_back(mi_heap_malloc(heap, size));
+    std::memcpy(blocks.back(), source_bytes(), size);
+  }
+  out.push_back({"mimalloc", set + " full", sizes.size(), sum_payload(sizes, live),
+                 mimalloc_committed(heap)});
+  for (size_t i : half_to_free(sizes.size(), seed)) {
+    mi_free(blocks[i]);
+    live[i] = false;
+  }
+  mi_heap_collect(heap, true);
+  out.push_back({"mimalloc", set + " half freed", sizes.size() - sizes.size() / 2,
+                 sum_payload(sizes, live), mimalloc_committed(heap), 0, 0, 0, 0});
+  mi_heap_destroy(heap);
+}
+
+size_t glibc_held() {
+  struct mallinfo2 mi = mallinfo2();
+  return mi.arena + mi.hblkhd;
+}
+
+// In a child process, so that the figures hold this live set and little else; the child
+// sends its two results back through a pipe.
+void measure_glibc(const std::vector<size_t>& sizes, const std::string& set, uint64_t seed,
+                   std::vector<Result>& out) {
+  int fds[2];
+  if (pipe(fds) != 0) return;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    std::vector<size_t> order = half_to_free(sizes.size(), seed);
+    std::vector<void*> blocks;
+    blocks.reserve(sizes.size());
+    size_t start = glibc_held();
+    for (size_t size : sizes) {
+      blocks.push_back(glibc_malloc(size));
+      std::memcpy(blocks.back(), source_bytes(), size);
+    }
+    size_t full = glibc_held() - start;
+    for (size_t i : order) glibc_free(blocks[i]);
+    malloc_trim(0);
+    size_t half = glibc_held() - start;
+    size_t msg[2] = {full, half};
+    ssize_t written = write(fds[1], msg, sizeof(msg));
+    _exit(written == sizeof(msg) ? 0 : 1);
+  }
+  close(fds[1]);
+  size_t msg[2] = {0, 0};
+  ssize_t got = read(fds[0], msg, sizeof(msg));
+  close(fds[0]);
+  waitpid(pid, nullptr, 0);
+  if (got != sizeof(msg)) return;
+  std::vector<bool> live(sizes.size(), true);
+  out.push_back({"glibc", set + " full", sizes.size(), sum_payload(sizes, live), msg[0], 0, 0, 0, 0});
+  for (size_t i : half_to_free(sizes.size(), seed)) live[i] = false;
+  out.push_back({"glibc", set + " half freed", sizes.size() - sizes.size() / 2,
+                 sum_payload(sizes, live), msg[1], 0, 0, 0, 0});
+}
+
+void print(const std::vector<Result>& results, size_t pages, bool json) {
+  if (json) {
+    std::printf("{\n  \"pages_read\": %zu,\n  \"results\": [\n", pages);
+    for (size_t i = 0; i < results.size(); i++) {
+      const Result& r = results[i];
+      std::printf("    {\"allocator\": \"%s\", \"phase\": \"%s\", \"objects\": %zu, "
+                  "\"payload_bytes\": %zu, \"held_bytes\": %zu, \"efficiency\": %.4f, "
+                  "\"slot_rounding\": %zu, \"free_slots\": %zu, \"tail_waste\": %zu, "
+                  "\"bookkeeping\": %zu}%s\n",
+                  r.allocator.c_str(), r.phase.c_str(), r.objects, r.payload, r.held,
+                  r.held ? static_cast<double>(r.payload) / r.held : 0.0, r.slot_rounding,
+                  r.free_slots, r.tail_waste, r.bookkeeping, i + 1 < results.size() ? "," : "");
+    }
+    std::printf("  ]\n}\n");
+    return;
+  }
+  std::printf("%zu pages of real files; live payload bytes / bytes held\n", pages);
+  std::printf("%-10s %-26s %9s %13s %13s %10s   %s\n", "allocator", "live set", "objects",
+              "payload B", "held B", "live/held",
+              "zsm overhead per object: rounding+header / free slots / tail / bookkeeping");
+  for (const Result& r : results) {
+    std::printf("%-10s %-26s %9zu %13zu %13zu %9.1f%%", r.allocator.c_str(), r.phase.c_str(),
+                r.objects, r.payload, r.held, r.held ? 100.0 * r.payload / r.held : 0.0);
+    if (r.allocator == "zsm")
+      std::printf("   %.1f / %.1f / %.1f / %.1f B", 1.0 * r.slot_rounding / r.objects,
+                  1.0 * r.free_slots / r.objects, 1.0 * r.tail_waste / r.objects,
+                  1.0 * r.bookkeeping / r.objects);
+    std::printf("\n");
+  }
+}
+
+}  // namespace
+}  // namespace zsm_bench
+
+int main(int argc, char** argv) {
+  using namespace zsm_bench;
+  Options opt;
+  for (int i = 1; i < argc; i++) {
+    std::string arg = argv[i];
+    if (arg == "--json") opt.json = true;
+    else if (arg.rfind("--pages=", 0) == 0) opt.pages = std::stoul(arg.substr(8));
+    else if (arg.rfind("--seed=", 0) == 0) opt.seed = std::stoull(arg.substr(7));
+    else if (arg.rfind("--chain=", 0) == 0) opt.chain = static_cast<unsigned>(std::stoul(arg.substr(8)));
+    else if (arg.rfind("--", 0) == 0) {
+      std::fprintf(stderr, "usage: %s [--pages=N] [--seed=N] [--chain=4..16] [--json] [DIR...]\n", argv[0]);
+      return 2;
+    } else {
+      opt.roots.push_back(arg);
+    }
+  }
+  if (opt.roots.empty()) opt.roots = {"/usr/lib", "/usr/share"};
+  auto pages = read_pages(opt);
+  if (pages.empty()) {
+    std::fprintf(stderr, "no pages found under the given directories\n");
+    return 1;
+  }
+  zs_pool_config cfg{};
+  cfg.chain_size = opt.chain;
+  auto* probe = patched::create(&cfg);
+  if (probe == nullptr) {
+    std::fprintf(stderr, "bad --chain (4..16)\n");
+    return 2;
+  }
+  size_t huge = zsm::bench_patched::zs_huge_class_size(probe);
+  patched::destroy(probe);
+
+  std::vector<Result> results;
+  for (const char* codec : {"lz4", "zstd"}) {
+    std::vector<size_t> sizes = compressed_sizes(pages, codec, huge);
+    measure_zsm(sizes, codec, opt, results);
+    measure_mimalloc(sizes, codec, opt.seed, results);
+    measure_glibc(sizes, codec, opt.seed, results);
+  }
+  print(results, pages.size(), opt.json);
+  return 0;
+}
