@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# The README's main job: set up, build (Release), run the demo.
+# The README's main job: set up, build optimised (-O2 -g, as the kernel builds), then run the
+# paired store/free benchmark, the callgrind instruction counts and the memory benchmark and
+# print one summary table. Pass --full for the full-length run.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/tools/setup.sh"
-cmake -S "$root" -B "$root/build/release" -G Ninja -DCMAKE_BUILD_TYPE=Release -DZSM_BUILD_TESTS=OFF
-cmake --build "$root/build/release" --target zsm_demo
-"$root/build/release/tools/zsm_demo" "$@"
+build="$root/build/bench"
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZSM_BUILD_TESTS=OFF
+cmake --build "$build" --target zsm_pair_bench zsm_pair_count zsm_memory_bench
+python3 "$root/tools/main_job.py" --build "$build" "$@"

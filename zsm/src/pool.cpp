@@ -123,29 +123,30 @@ struct Location {
 };
 
 // Where byte `off` of the zspage's concatenated pages lies.
-inline Location zspage_location(const SizeClass* cls, const ZsPage* zspage, size_t off) {
-  return {zspage->pages()[off >> cls->page_shift], off & (cls->page_size - 1)};
+inline Location zspage_location(ClassGeometry g, const ZsPage* zspage, size_t off) {
+  return {zspage->pages()[off >> g.page_shift], off & (g.page_size() - 1)};
 }
 
 // Where object `obj_idx` starts (its header or free link).
-inline Location obj_location(const SizeClass* cls, const ZsPage* zspage, uint32_t obj_idx) {
-  return zspage_location(cls, zspage, size_t{obj_idx} * cls->size);
+inline Location obj_location(ClassGeometry g, const ZsPage* zspage, uint32_t obj_idx) {
+  return zspage_location(g, zspage, size_t{obj_idx} * g.size);
 }
 
 // Where object `obj_idx`'s payload starts.
-inline Location payload_location(const SizeClass* cls, const ZsPage* zspage, uint32_t obj_idx) {
-  return zspage_location(cls, zspage, size_t{obj_idx} * cls->size + cls->payload_offset);
+inline Location payload_location(ClassGeometry g, const ZsPage* zspage, uint32_t obj_idx) {
+  return zspage_location(g, zspage, size_t{obj_idx} * g.size + g.payload_offset);
 }
 
 // The first word of an object: its header or free link. Objects start 16-byte aligned, so
-// the word never spans pages. Typed (not memcpy) so that the compiler knows a header store
-// leaves the class fields alone.
+// the word never spans pages. The huge class has no header, but its one object's first word
+// serves as a link while it is free, and the header obj_malloc() writes there is
+// overwritten by the payload: the same code serves both.
 inline unsigned long* obj_word(Location loc) {
   return reinterpret_cast<unsigned long*>(loc.page + loc.offset);
 }
 
 inline size_t obj_capacity(const SizeClass* cls) {
-  return cls->huge ? cls->size : cls->size - kHandleSize;
+  return cls->geom.size - cls->geom.payload_offset;
 }
 
 // --- fullness lists -----------------------------------------------------------------------
@@ -182,16 +183,14 @@ void remove_zspage(SizeClass* cls, ZsPage* zspage) ZSM_REQUIRES(cls->lock) {
     cls->nonempty &= static_cast<uint16_t>(~(1u << fullness));
 }
 
-// Moves the zspage to the group its inuse count calls for; returns that group. inuse moves
-// by one object between calls, so the new group is found by stepping over the ranges, which
-// also steps over the groups no inuse value maps to (lo > hi).
+// Moves the zspage to the group its inuse count calls for; returns that group. Two compares
+// tell that it stays where it is, which is the common case.
 inline int fix_fullness_group(SizeClass* cls, ZsPage* zspage) ZSM_REQUIRES(cls->lock) {
   int fg = zspage->fullness;
   uint32_t inuse = zspage->inuse;
   if (ZSM_LIKELY(inuse >= cls->fullness_lo[fg] && inuse <= cls->fullness_hi[fg])) return fg;
   remove_zspage(cls, zspage);
-  while (inuse > cls->fullness_hi[fg]) fg++;
-  while (inuse < cls->fullness_lo[fg]) fg--;
+  fg = get_fullness_group(cls, zspage);
   insert_zspage(cls, zspage, fg);
   return fg;
 }
@@ -347,11 +346,10 @@ void free_pages(Pool* pool, char* const* pages, uint32_t n) {
 void init_zspage(const SizeClass* cls, ZsPage* zspage) {
   zspage->inuse = 0;
   zspage->freeobj = 0;
-  zspage->huge_header = 0;
-  if (cls->huge) return;  // the one object needs no link
   for (uint32_t i = 0; i < cls->objs_per_zspage; i++) {
     uint32_t next = i + 1 < cls->objs_per_zspage ? i + 1 : kFreeListEnd;
-    *obj_word(obj_location(cls, zspage, i)) = static_cast<unsigned long>(next) << OBJ_TAG_BITS;
+    *obj_word(obj_location(cls->geom, zspage, i)) = static_cast<unsigned long>(next)
+                                                    << OBJ_TAG_BITS;
   }
 }
 
@@ -428,47 +426,39 @@ ZSM_SLOW_PATH ZsPage* alloc_zspage(Pool* pool, SizeClass* cls) {
 // --- objects: the hot helpers ------------------------------------------------------------
 
 // obj_malloc(): takes the first free slot of a zspage for `handle`, writes the header and
-// returns the new obj value. The caller records it in the cell when the object is ready.
-static ZSM_HOT_HELPER unsigned long obj_malloc(SizeClass* cls, ZsPage* zspage,
-                                               unsigned long handle) ZSM_REQUIRES(cls->lock) {
+// returns the new obj value. The caller holds the class lock, and records the obj in the
+// handle's cell when the object is ready.
+static ZSM_HOT_HELPER unsigned long obj_malloc(ClassGeometry g, ZsPage* zspage,
+                                               unsigned long handle) {
   uint32_t obj_idx = zspage->freeobj;
-  if (ZSM_LIKELY(!cls->huge)) {
-    unsigned long* word = obj_word(obj_location(cls, zspage, obj_idx));
-    zspage->freeobj = static_cast<uint32_t>(*word >> OBJ_TAG_BITS);
-    *word = handle | OBJ_ALLOCATED_TAG;
-  } else {
-    zspage->freeobj = kFreeListEnd;
-    zspage->huge_header = handle | OBJ_ALLOCATED_TAG;
-  }
+  unsigned long* word = obj_word(obj_location(g, zspage, obj_idx));
+  zspage->freeobj = static_cast<uint32_t>(*word >> OBJ_TAG_BITS);
+  *word = handle | OBJ_ALLOCATED_TAG;
   zspage->inuse++;
   return location_to_obj(zspage, obj_idx);
 }
 
-// obj_free(): puts slot `obj_idx` back at the head of the zspage's free list.
-static ZSM_HOT_HELPER void obj_free(SizeClass* cls, ZsPage* zspage, uint32_t obj_idx)
-    ZSM_REQUIRES(cls->lock) {
-  if (ZSM_LIKELY(!cls->huge)) {
-    *obj_word(obj_location(cls, zspage, obj_idx)) =
-        static_cast<unsigned long>(zspage->freeobj) << OBJ_TAG_BITS;
-  } else {
-    zspage->huge_header = 0;
-  }
+// obj_free(): puts slot `obj_idx` back at the head of the zspage's free list. The caller
+// holds the class lock.
+static ZSM_HOT_HELPER void obj_free(ClassGeometry g, ZsPage* zspage, uint32_t obj_idx) {
+  *obj_word(obj_location(g, zspage, obj_idx)) = static_cast<unsigned long>(zspage->freeobj)
+                                                << OBJ_TAG_BITS;
   zspage->freeobj = obj_idx;
   zspage->inuse--;
 }
 
 // obj_write(): copies `len` bytes into the payload of object `obj`, across a page boundary
 // when the object spans one. The object must be pinned (class lock or zspage read lock).
-static ZSM_HOT_HELPER void obj_write(const SizeClass* cls, unsigned long obj, const void* src,
+static ZSM_HOT_HELPER void obj_write(ClassGeometry g, unsigned long obj, const void* src,
                                      size_t len) {
   const ZsPage* zspage = obj_to_zspage(obj);
-  Location loc = payload_location(cls, zspage, obj_to_idx(obj));
-  if (ZSM_LIKELY(loc.offset + len <= cls->page_size)) {
+  Location loc = payload_location(g, zspage, obj_to_idx(obj));
+  if (ZSM_LIKELY(loc.offset + len <= g.page_size())) {
     std::memcpy(loc.page + loc.offset, src, len);
   } else {
-    size_t first = cls->page_size - loc.offset;
+    size_t first = g.page_size() - loc.offset;
     std::memcpy(loc.page + loc.offset, src, first);
-    std::memcpy(zspage_location(cls, zspage, (obj_to_idx(obj) + 1) * size_t{cls->size}).page,
+    std::memcpy(zspage_location(g, zspage, (obj_to_idx(obj) + 1) * size_t{g.size}).page,
                 static_cast<const char*>(src) + first, len - first);
   }
 }
@@ -478,16 +468,15 @@ static ZSM_HOT_HELPER void obj_write(const SizeClass* cls, unsigned long obj, co
 // The shard this thread stores into, before masking. Every thread starts on shard 0 and moves
 // to the next shard each time it finds its shard's lock taken, so threads that store at the
 // same time spread over the shards and stay apart (see lock_store_shard()).
-thread_local uint32_t shard_hint = 0;
+// initial-exec: one load from the thread pointer, in the shared library too.
+__attribute__((tls_model("initial-exec"))) thread_local uint32_t shard_hint = 0;
 
-// get_size_class_index() for sizes up to page_size + header, with a shift for the division.
-// Returns shard 0 of the class.
+inline constexpr unsigned kGranuleShift = 4;  // Pool::class_by_granule
+
+// get_size_class_index() for a request of up to page_size + header bytes: shard 0 of its
+// class.
 inline SizeClass* class_for_size(const Pool* pool, size_t size) {
-  size_t idx = size <= kMinAllocSize
-                   ? 0
-                   : (size - kMinAllocSize + (size_t{1} << pool->delta_shift) - 1) >>
-                         pool->delta_shift;
-  return pool->size_class[idx];
+  return pool->class_by_granule[(size + (1u << kGranuleShift) - 1) >> kGranuleShift];
 }
 
 // The next shard of the class for a thread whose shard was busy.
@@ -545,15 +534,12 @@ inline SizeClass* pinned_class(unsigned long obj) {
 template <typename Fill>
 ZSM_ALWAYS_INLINE unsigned long zs_alloc(Pool* pool, size_t size, Fill fill)
     ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  if (ZSM_UNLIKELY(pool == nullptr || size == 0)) {
-    errno = EINVAL;
-    return 0;
-  }
-  if (ZSM_UNLIKELY(size > pool->page_size)) {
-    errno = ENOSPC;
+  if (ZSM_UNLIKELY(pool == nullptr || size - 1 >= pool->page_size)) {
+    errno = pool == nullptr || size == 0 ? EINVAL : ENOSPC;
     return 0;
   }
   SizeClass* cls = lock_store_shard(pool, class_for_size(pool, size + kHandleSize));
+  const ClassGeometry geom = cls->geom;
   unsigned long handle = cache_alloc_handle(pool, cls);
   if (ZSM_UNLIKELY(handle == 0)) {
     cls->lock.unlock();
@@ -562,8 +548,8 @@ ZSM_ALWAYS_INLINE unsigned long zs_alloc(Pool* pool, size_t size, Fill fill)
   }
   ZsPage* zspage = find_get_zspage(cls);
   if (ZSM_LIKELY(zspage != nullptr)) {
-    unsigned long obj = obj_malloc(cls, zspage, handle);
-    fill(cls, obj);
+    unsigned long obj = obj_malloc(geom, zspage, handle);
+    fill(geom, obj);
     record_obj(handle, obj);
     fix_fullness_group(cls, zspage);
     cls->stats[ZS_OBJS_INUSE]++;
@@ -581,8 +567,8 @@ ZSM_ALWAYS_INLINE unsigned long zs_alloc(Pool* pool, size_t size, Fill fill)
     return 0;
   }
   zspage->cls.store(cls, std::memory_order_relaxed);
-  unsigned long obj = obj_malloc(cls, zspage, handle);
-  fill(cls, obj);
+  unsigned long obj = obj_malloc(geom, zspage, handle);
+  fill(geom, obj);
   record_obj(handle, obj);
   insert_zspage(cls, zspage, get_fullness_group(cls, zspage));
   cls->stats[ZS_OBJS_ALLOCATED] += cls->objs_per_zspage;
@@ -596,7 +582,7 @@ ZSM_ALWAYS_INLINE unsigned long zs_alloc(Pool* pool, size_t size, Fill fill)
 // --- the API ---------------------------------------------------------------------------------
 
 unsigned long zs_malloc(Pool* pool, size_t size) {
-  return zs_alloc(pool, size, [](const SizeClass*, unsigned long) {});
+  return zs_alloc(pool, size, [](ClassGeometry, unsigned long) {});
 }
 
 unsigned long zs_store(Pool* pool, const void* src, size_t size) {
@@ -604,8 +590,8 @@ unsigned long zs_store(Pool* pool, const void* src, size_t size) {
     errno = EINVAL;
     return 0;
   }
-  return zs_alloc(pool, size, [src, size](const SizeClass* cls, unsigned long obj) {
-    obj_write(cls, obj, src, size);
+  return zs_alloc(pool, size, [src, size](ClassGeometry geom, unsigned long obj) {
+    obj_write(geom, obj, src, size);
   });
 }
 
@@ -615,7 +601,7 @@ void zs_free(Pool* pool, unsigned long handle) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   unsigned long obj = handle_to_cell(handle)->load(std::memory_order_relaxed);
   ZsPage* zspage = obj_to_zspage(obj);
   cls->stats[ZS_OBJS_INUSE]--;
-  obj_free(cls, zspage, obj_to_idx(obj));
+  obj_free(cls->geom, zspage, obj_to_idx(obj));
   if (ZSM_UNLIKELY(fix_fullness_group(cls, zspage) == ZS_INUSE_RATIO_0))
     release_empty_zspage(pool, cls, zspage);
   cache_free_handle(pool, cls, handle);
@@ -630,7 +616,7 @@ void zs_obj_write(Pool* pool, unsigned long handle, const void* src, size_t size
   unsigned long obj = read_lock_obj(handle);
   const SizeClass* cls = pinned_class(obj);
   if (ZSM_LIKELY(size <= obj_capacity(cls)))
-    obj_write(cls, obj, src, size);
+    obj_write(cls->geom, obj, src, size);
   else
     errno = EINVAL;
   obj_to_zspage(obj)->lock.read_unlock();
@@ -649,12 +635,13 @@ void* zs_obj_read_begin(Pool* pool, unsigned long handle, size_t mem_len, void* 
     errno = EINVAL;
     return nullptr;
   }
-  Location loc = payload_location(cls, zspage, obj_to_idx(obj));
-  if (ZSM_LIKELY(loc.offset + mem_len <= cls->page_size)) return loc.page + loc.offset;
-  size_t first = cls->page_size - loc.offset;
+  const ClassGeometry geom = cls->geom;
+  Location loc = payload_location(geom, zspage, obj_to_idx(obj));
+  if (ZSM_LIKELY(loc.offset + mem_len <= geom.page_size())) return loc.page + loc.offset;
+  size_t first = geom.page_size() - loc.offset;
   std::memcpy(local_copy, loc.page + loc.offset, first);
   std::memcpy(static_cast<char*>(local_copy) + first,
-              zspage_location(cls, zspage, (obj_to_idx(obj) + 1) * size_t{cls->size}).page,
+              zspage_location(geom, zspage, (obj_to_idx(obj) + 1) * size_t{geom.size}).page,
               mem_len - first);
   return local_copy;
 }
@@ -699,14 +686,14 @@ ZsPage* isolate_src_zspage(SizeClass* cls) ZSM_REQUIRES(cls->lock) {
 }
 
 // zs_object_copy(): copies the payload of one slot to another, page by page on both sides.
-void copy_object(const SizeClass* cls, const ZsPage* dst, uint32_t dst_idx, const ZsPage* src,
+void copy_object(ClassGeometry g, const ZsPage* dst, uint32_t dst_idx, const ZsPage* src,
                  uint32_t src_idx) {
-  size_t d = size_t{dst_idx} * cls->size + kHandleSize;
-  size_t s = size_t{src_idx} * cls->size + kHandleSize;
-  size_t left = cls->size - kHandleSize;
+  size_t d = size_t{dst_idx} * g.size + g.payload_offset;
+  size_t s = size_t{src_idx} * g.size + g.payload_offset;
+  size_t left = g.size - g.payload_offset;
   while (left > 0) {
-    Location to = zspage_location(cls, dst, d), from = zspage_location(cls, src, s);
-    size_t n = std::min({left, cls->page_size - to.offset, cls->page_size - from.offset});
+    Location to = zspage_location(g, dst, d), from = zspage_location(g, src, s);
+    size_t n = std::min({left, g.page_size() - to.offset, g.page_size() - from.offset});
     std::memcpy(to.page + to.offset, from.page + from.offset, n);
     d += n;
     s += n;
@@ -719,13 +706,13 @@ void copy_object(const SizeClass* cls, const ZsPage* dst, uint32_t dst_idx, cons
 void migrate_zspage(SizeClass* cls, ZsPage* src, ZsPage* dst) ZSM_REQUIRES(cls->lock) {
   for (uint32_t obj_idx = 0; obj_idx < cls->objs_per_zspage; obj_idx++) {
     if (src->inuse == 0 || dst->inuse == cls->objs_per_zspage) break;
-    unsigned long header = *obj_word(obj_location(cls, src, obj_idx));
+    unsigned long header = *obj_word(obj_location(cls->geom, src, obj_idx));
     if ((header & OBJ_ALLOCATED_TAG) == 0) continue;
     unsigned long handle = header & ~OBJ_ALLOCATED_TAG;
-    unsigned long obj = obj_malloc(cls, dst, handle);
-    copy_object(cls, dst, obj_to_idx(obj), src, obj_idx);
+    unsigned long obj = obj_malloc(cls->geom, dst, handle);
+    copy_object(cls->geom, dst, obj_to_idx(obj), src, obj_idx);
     record_obj(handle, obj);
-    obj_free(cls, src, obj_idx);
+    obj_free(cls->geom, src, obj_idx);
   }
 }
 
@@ -826,20 +813,19 @@ bool init_classes(Pool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
     pool->size_class[i] = next;
     for (uint32_t shard = 0; shard <= pool->shard_mask; shard++) {
       SizeClass* cls = next++;
-      cls->size = row.size;
+      cls->geom = {row.size, t.page_shift, row.huge() ? 0 : kHandleSize};
       cls->objs_per_zspage = row.objs;
       cls->pages_per_zspage = row.pages;
       cls->index = i;
       cls->shard = shard;
-      cls->page_shift = t.page_shift;
-      cls->page_size = t.page_size;
-      cls->huge = row.huge();
-      cls->payload_offset = cls->huge ? 0 : kHandleSize;
       init_fullness_ranges(cls);
     }
   }
-  pool->size_class[t.nr_indices] = pool->size_class[t.nr_indices - 1];
-  while ((1u << pool->delta_shift) < t.delta) pool->delta_shift++;
+  size_t granules = (t.page_size >> kGranuleShift) + 2;
+  pool->class_by_granule = new (std::nothrow) SizeClass*[granules];
+  if (pool->class_by_granule == nullptr) return false;
+  for (size_t g = 0; g < granules; g++)
+    pool->class_by_granule[g] = pool->size_class[t.index_of(g << kGranuleShift)];
   pool->arenas = new (std::nothrow) ShardArenas[pool->shard_mask + 1];
   if (pool->arenas == nullptr) return false;
   for (uint32_t shard = 0; shard <= pool->shard_mask; shard++) {
@@ -922,6 +908,7 @@ void zs_destroy_pool(Pool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   if (pool == nullptr) return;
   free_all_zspages(pool);
   delete[] pool->classes;
+  delete[] pool->class_by_granule;
   if (pool->arenas != nullptr) {
     for (uint32_t shard = 0; shard <= pool->shard_mask; shard++) {
       delete pool->arenas[shard].cells;

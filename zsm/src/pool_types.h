@@ -46,7 +46,6 @@ struct ZsPage {
   uint32_t freeobj;                   // index of the first free object (class lock)
   uint8_t fullness;                   // fullness group, valid while on a list
   uint8_t nr_pages;                   // size of the pages[] that follows
-  unsigned long huge_header;          // huge zspage: handle | OBJ_ALLOCATED_TAG, 0 when free
   // char* pages[nr_pages] follows the struct.
 
   [[nodiscard]] char** pages() { return reinterpret_cast<char**>(this + 1); }
@@ -56,20 +55,26 @@ static_assert(sizeof(ZsPage) % alignof(char*) == 0);
 
 // One lock shard of a size class. A class has Pool::nr_shards of them, side by side; each
 // holds its own zspages, so threads on different shards never share a lock or a zspage.
+// What the object helpers need to know of a class. They take it by value, so the compiler
+// keeps it in registers across the stores they make (a store through a uint32_t* could
+// otherwise be the class's own fields, and force them to be read again).
+struct ClassGeometry {
+  uint32_t size = 0;                  // slot size, header included
+  uint32_t page_shift = 0;
+  uint32_t payload_offset = 0;        // kHandleSize; 0 for the huge class (no header)
+  [[nodiscard]] size_t page_size() const { return size_t{1} << page_shift; }
+};
+
 struct alignas(64) SizeClass {
   Mutex lock;
   // Immutable after pool creation.
-  uint32_t size = 0;                  // slot size, header included
+  ClassGeometry geom;
   uint32_t objs_per_zspage = 0;
   uint32_t pages_per_zspage = 0;
   uint32_t index = 0;
   uint32_t shard = 0;
-  uint32_t page_shift = 0;
-  uint32_t page_size = 0;
-  uint32_t payload_offset = 0;        // kHandleSize, or 0 for the huge class (no header)
-  bool huge = false;
   // The inuse range of each fullness group, so that fix_fullness_group() can tell with two
-  // compares that a zspage stays in its group (empty groups: lo > hi, never current).
+  // compares that a zspage stays in its group (groups no inuse value maps to: lo > hi).
   uint32_t fullness_lo[NR_FULLNESS_GROUPS] = {};
   uint32_t fullness_hi[NR_FULLNESS_GROUPS] = {};
   // Under `lock`.
@@ -135,10 +140,12 @@ struct Pool {
   std::string name;
   ClassTable table;
   // By index, merged indices sharing a class, each entry pointing at shard 0 of its class
-  // (shard s is at size_class[i] + s); one entry past the table so that the lookup of
-  // page_size + header needs no clamp.
-  SizeClass* size_class[kMaxClassIndices + 1] = {};
-  uint32_t delta_shift = 0;                      // log2(ZS_SIZE_CLASS_DELTA)
+  // (shard s is at size_class[i] + s).
+  SizeClass* size_class[kMaxClassIndices] = {};
+  // The same by 16-byte granule of the request (header included): entry g serves requests
+  // of 16g - 15 .. 16g bytes. Class boundaries fall on multiples of 16 at every page size,
+  // so a shift and a load find the class with no division and no clamp.
+  SizeClass** class_by_granule = nullptr;       // page_size / 16 + 2 entries
   SizeClass* classes = nullptr;                  // nr_distinct classes x nr_shards, class-major
   uint32_t nr_classes = 0;                       // nr_distinct * nr_shards
   uint32_t shard_mask = 0;                       // nr_shards - 1

@@ -15,7 +15,7 @@ namespace {
 void fill_class_stats(const Pool* pool, SizeClass* first, struct zs_class_stats* out) {
   *out = {};
   out->index = first->index;
-  out->size = first->size;
+  out->size = first->geom.size;
   out->pages_per_zspage = first->pages_per_zspage;
   out->objs_per_zspage = first->objs_per_zspage;
   for (SizeClass* cls = first; cls <= first + pool->shard_mask; cls++) {

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Exact retired instructions per steady-state pair, from callgrind.
+
+Runs bench/zsm_pair_count under `valgrind --tool=callgrind --instr-atstart=no` (collection
+only around the measured loop) for every allocator, family and size, and splits each run's
+instruction count into:
+  total       everything in the measured loop, divided by the number of pairs
+  no_memcpy   total less the memcpy/memmove bodies (the copy itself)
+  allocator   no_memcpy less the benchmark's own loop (victim choice, array update)
+Prints a table and, with --json FILE, writes every figure.
+
+Usage: count_pairs.py --binary build/rel/bench/zsm_pair_count [--pairs N] [--jobs N]
+                      [--sizes 384,784,...] [--allocators patched,baseline,...] [--json FILE]
+"""
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+SIZES = [384, 784, 1168, 1568, 1952, 2352, 2736, 3136]
+FAMILIES = {"patched": ["store", "write"], "baseline": ["store", "write"],
+            "mimalloc": ["store"], "glibc": ["store"]}
+LINE = re.compile(r"^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S.*)$")
+
+
+def parse_annotate(text):
+    """(total, memcpy, harness) instruction counts from callgrind_annotate output."""
+    total = memcpy = harness = 0
+    in_table = False
+    for line in text.splitlines():
+        if "PROGRAM TOTALS" in line:
+            total = int(line.split()[0].replace(",", ""))
+            continue
+        if line.startswith("Ir") and "file:function" in line:
+            in_table = True
+            continue
+        if not in_table:
+            continue
+        m = LINE.match(line)
+        if not m:
+            if line.startswith("---") or not line.strip():
+                if line.startswith("---") and harness + memcpy > 0:
+                    break
+                continue
+            continue
+        count = int(m.group(1).replace(",", ""))
+        name = m.group(2)
+        if re.search(r"mem(cpy|move)", name):
+            memcpy += count
+        elif re.search(r"(store|write)_pairs", name):
+            harness += count
+    return total, memcpy, harness
+
+
+def run_one(binary, allocator, family, size, pairs):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "callgrind.out")
+        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+               f"--callgrind-out-file={out}", binary, allocator, family, str(size), str(pairs)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")
+        text = subprocess.run(["callgrind_annotate", "--threshold=100", out],
+                              capture_output=True, text=True, check=True).stdout
+    total, memcpy, harness = parse_annotate(text)
+    return {"allocator": allocator, "family": family, "size": size, "pairs": pairs,
+            "total": total / pairs, "no_memcpy": (total - memcpy) / pairs,
+            "allocator_only": (total - memcpy - harness) / pairs,
+            "memcpy": memcpy / pairs, "harness": harness / pairs}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--binary", required=True)
+    ap.add_argument("--pairs", type=int, default=20000)
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    ap.add_argument("--allocators", default=",".join(FAMILIES))
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    runs = [(a, f, s) for a in args.allocators.split(",") for f in FAMILIES[a] for s in sizes]
+
+    start = time.time()
+    results = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futures = [pool.submit(run_one, args.binary, a, f, s, args.pairs) for a, f, s in runs]
+        for done, fut in enumerate(concurrent.futures.as_completed(futures), 1):
+            results.append(fut.result())
+            print(f"\r[count_pairs] {done}/{len(runs)} callgrind runs, "
+                  f"{time.time() - start:.0f} s", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    results.sort(key=lambda r: (list(FAMILIES).index(r["allocator"]), r["family"], r["size"]))
+
+    print(f"Retired instructions per pair (callgrind, {args.pairs} pairs each; "
+          "allocator = without memcpy and without the benchmark loop)")
+    print(f"{'allocator':10} {'family':6} " + " ".join(f"{s:>14}" for s in sizes))
+    for a in args.allocators.split(","):
+        for f in FAMILIES[a]:
+            row = {r["size"]: r for r in results if r["allocator"] == a and r["family"] == f}
+            cells = [f"{row[s]['total']:6.0f}/{row[s]['allocator_only']:<6.1f}" for s in sizes]
+            print(f"{a:10} {f:6} " + " ".join(f"{c:>14}" for c in cells))
+    print("(each cell: total incl. memcpy / allocator only)")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"pairs": args.pairs, "results": results}, fh, indent=2)
+
+
+if __name__ == "__main__":
+    main()

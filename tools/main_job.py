@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""The README's main job: the paired store/free benchmark, instruction counts and memory
+efficiency, summarised in one table.
+
+Runs, from a build directory (tools/run-main.sh makes one, -O2 -g):
+  1. bench/zsm_pair_bench (Google Benchmark; repetitions, random interleaving, JSON),
+  2. tools/count_pairs.py on bench/zsm_pair_count (callgrind: exact instructions per pair),
+  3. bench/zsm_memory_bench (live bytes / held bytes on real compressed pages),
+then prints per size: ns per pair for zsm patched and baseline, mimalloc and glibc (medians
+over the repetitions), zsm/mimalloc, instructions per pair per policy, and the memory and
+thread-scaling figures. Every raw result is kept under --out.
+
+Usage: main_job.py --build DIR [--full] [--out DIR]
+  default: a short run (about 2 minutes on 2 cores); --full: 9 repetitions, longer runs,
+  100000 pairs under callgrind and 100000 pages for the memory benchmark.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import count_pairs  # noqa: E402
+
+SIZES = count_pairs.SIZES
+
+
+def step(msg, start):
+    print(f"[main] {time.time() - start:5.0f} s  {msg}", file=sys.stderr, flush=True)
+
+
+def run_pair_bench(binary, out, full):
+    reps, min_time = (9, 0.5) if full else (3, 0.05)
+    cmd = [binary, f"--benchmark_repetitions={reps}", f"--benchmark_min_time={min_time}",
+           "--benchmark_enable_random_interleaving=true", "--benchmark_format=json",
+           f"--benchmark_out={out}", "--benchmark_out_format=json"]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    with open(out) as fh:
+        data = json.load(fh)
+    runs = {}
+    for b in data["benchmarks"]:
+        if b.get("run_type") != "iteration":
+            continue
+        runs.setdefault(b["run_name"], []).append(b)
+    return {name: {"ns": statistics.median(r["real_time"] for r in rs),
+                   "items_per_second": statistics.median(r["items_per_second"] for r in rs),
+                   "repetitions": len(rs)}
+            for name, rs in runs.items()}
+
+
+def run_memory_bench(binary, out, full):
+    pages = 100000 if full else 20000
+    text = subprocess.run([binary, f"--pages={pages}", "--json"], check=True,
+                          capture_output=True, text=True).stdout
+    with open(out, "w") as fh:
+        fh.write(text)
+    return json.loads(text)
+
+
+def print_summary(bench, counts, memory):
+    def ns(name):
+        return bench[name]["ns"] if name in bench else float("nan")
+
+    def instr(alloc, family, size, key):
+        for r in counts:
+            if r["allocator"] == alloc and r["family"] == family and r["size"] == size:
+                return r[key]
+        return float("nan")
+
+    print()
+    print("Paired store/free, steady state (live set of 1024 objects per size); "
+          "ns per pair = median over repetitions")
+    print("instructions per pair: callgrind, allocator only (without memcpy and the benchmark "
+          "loop); in brackets: with memcpy")
+    hdr = (f"{'size':>5} | {'patched':>8} {'baseline':>8} {'mimalloc':>8} {'glibc':>8} | "
+           f"{'zsm/mi':>6} | {'instr patched':>15} {'instr baseline':>15} {'mimalloc':>15}")
+    print(hdr)
+    print("-" * len(hdr))
+    for s in SIZES:
+        p, b = ns(f"zs_store+zs_free/patched/{s}"), ns(f"zs_store+zs_free/baseline/{s}")
+        m, g = ns(f"malloc+memcpy+free/mimalloc/{s}"), ns(f"malloc+memcpy+free/glibc/{s}")
+        ip = instr("patched", "store", s, "allocator_only")
+        ib = instr("baseline", "store", s, "allocator_only")
+        im = instr("mimalloc", "store", s, "allocator_only")
+        tp = instr("patched", "store", s, "total")
+        tb = instr("baseline", "store", s, "total")
+        tm = instr("mimalloc", "store", s, "total")
+        print(f"{s:>5} | {p:8.1f} {b:8.1f} {m:8.1f} {g:8.1f} | {p / m:6.2f} | "
+              f"{ip:6.1f} [{tp:6.0f}] {ib:6.1f} [{tb:6.0f}] {im:6.1f} [{tm:6.0f}]")
+    mixed = [ns(f"zs_store+zs_free/{a}/mixed") for a in ("patched", "baseline")]
+    mixed += [ns(f"malloc+memcpy+free/{a}/mixed") for a in ("mimalloc", "glibc")]
+    print(f"{'mixed':>5} | {mixed[0]:8.1f} {mixed[1]:8.1f} {mixed[2]:8.1f} {mixed[3]:8.1f} | "
+          f"{mixed[0] / mixed[2]:6.2f} |")
+
+    print()
+    print("zs_malloc + zs_obj_write + zs_free, instructions per pair (allocator only): "
+          + ", ".join(f"{s}: {instr('patched', 'write', s, 'allocator_only'):.0f}/"
+                      f"{instr('baseline', 'write', s, 'allocator_only'):.0f}" for s in SIZES)
+          + "  (patched/baseline)")
+    print("zs_obj_read + copy out, ns per read (patched): "
+          + ", ".join(f"{s}: {ns(f'zs_obj_read+copy/patched/{s}'):.1f}" for s in SIZES))
+
+    print()
+    print("Threads on one pool (pairs per second, each thread its own live set; 2T/1T = scaling)")
+    for family, alloc in (("zs_store+zs_free", "patched"), ("zs_store+zs_free", "baseline"),
+                          ("malloc+memcpy+free", "mimalloc"), ("malloc+memcpy+free", "glibc")):
+        cells = []
+        for s in (784, 2352):
+            one = bench.get(f"{family}/{alloc}/shared/{s}/real_time/threads:1")
+            two = bench.get(f"{family}/{alloc}/shared/{s}/real_time/threads:2")
+            if one and two:
+                cells.append(f"{s} B: {one['items_per_second'] / 1e6:5.1f} M/s -> "
+                             f"{two['items_per_second'] / 1e6:5.1f} M/s "
+                             f"({two['items_per_second'] / one['items_per_second']:.2f}x)")
+        print(f"  {alloc:9} " + "   ".join(cells))
+
+    print()
+    print(f"Memory efficiency: live payload bytes / bytes held, {memory['pages_read']} real "
+          "4 KiB pages compressed (zsm held = pool pages + handle cells + metadata)")
+    for r in memory["results"]:
+        print(f"  {r['allocator']:9} {r['phase']:26} {100 * r['efficiency']:5.1f} %")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--full", action="store_true")
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    out = args.out or os.path.join(args.build, "results")
+    os.makedirs(out, exist_ok=True)
+    start = time.time()
+
+    step("1/3 Google Benchmark: pairs, reads, threads, baselines", start)
+    bench = run_pair_bench(os.path.join(args.build, "bench", "zsm_pair_bench"),
+                           os.path.join(out, "pair_bench.json"), args.full)
+    step("2/3 callgrind: instructions per pair", start)
+    pairs = 100000 if args.full else 20000
+    counts = subprocess.run(
+        [sys.executable, os.path.join(os.path.dirname(__file__), "count_pairs.py"),
+         "--binary", os.path.join(args.build, "bench", "zsm_pair_count"),
+         f"--pairs={pairs}", "--json", os.path.join(out, "instructions.json")],
+        check=True, stdout=subprocess.DEVNULL)
+    with open(os.path.join(out, "instructions.json")) as fh:
+        counts = json.load(fh)["results"]
+    step("3/3 memory efficiency on real compressed pages", start)
+    memory = run_memory_bench(os.path.join(args.build, "bench", "zsm_memory_bench"),
+                              os.path.join(out, "memory.json"), args.full)
+    step(f"done; raw results in {out}", start)
+    print_summary(bench, counts, memory)
+
+
+if __name__ == "__main__":
+    main()
