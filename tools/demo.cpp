@@ -1,4 +1,4 @@
-// zsm_demo: the README's main job. Stores objects with sizes like those of compressed 4 KiB
+// zsm_demo: a small tour of the C++ API. Stores objects with sizes like those of compressed 4 KiB
 // pages, frees a random half, compacts, checks every remaining byte, and prints the pool's
 // class table. Usage: zsm_demo [objects] [seed]
 #include <zsm/zsm.hpp>
