@@ -297,6 +297,20 @@ TEST_F(RoundTripErrors, ReadBeyondCapacityIsEinval) {
   for (auto& [h, bytes] : live_) EXPECT_TRUE(check_object(pool_, h, bytes));
 }
 
+// A zero-length write is a no-op, with or without a source buffer.
+TEST_F(RoundTripErrors, EmptyWriteIsANoop) {
+  unsigned long h = store(500, 500);
+  ASSERT_NE(h, 0u);
+  std::vector<uint8_t> bytes = make_pattern(500, seed_of(h, 500));
+  zs_obj_write(pool_, h, bytes.data(), bytes.size());
+  live_[h] = bytes;
+  errno = 0;
+  zs_obj_write(pool_, h, nullptr, 0);
+  zs_obj_write(pool_, h, bytes.data(), 0);
+  EXPECT_EQ(errno, 0);
+  EXPECT_TRUE(check_object(pool_, h, bytes));
+}
+
 TEST_F(RoundTripErrors, WriteBeyondCapacityWritesNothing) {
   for (size_t size : {size_t{1}, size_t{24}, size_t{100}, size_t{1000}, size_t{3624}, size_t{3625}, size_t{4096}}) {
     SCOPED_TRACE("size " + std::to_string(size));

@@ -100,4 +100,44 @@ TEST(Shards, ClassStatsSumTheShards) {
   zs_destroy_pool(pool);
 }
 
+// Compaction treats a class's shards as one: after threads spread a class over the shards and
+// most objects are freed, one compaction leaves nothing freeable in any class.
+TEST(Shards, CompactionMergesAcrossShards) {
+  constexpr int kThreads = 4, kPerThread = 20000;
+  zs_pool* pool = make_pool(4);
+  ASSERT_NE(pool, nullptr);
+  std::vector<std::vector<unsigned long>> handles(kThreads);
+  std::barrier start(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; t++) {
+    threads.emplace_back([&, t] {
+      start.arrive_and_wait();
+      for (int i = 0; i < kPerThread; i++)
+        handles[t].push_back(zs_malloc(pool, 200 + 37 * ((i + t) % 40)));
+    });
+  }
+  for (auto& th : threads) th.join();
+  std::vector<unsigned long> kept;
+  size_t n = 0;
+  for (auto& hs : handles) {
+    for (unsigned long h : hs) {
+      ASSERT_NE(h, 0u);
+      if (n++ % 20 == 0)
+        kept.push_back(h);
+      else
+        zs_free(pool, h);
+    }
+  }
+  unsigned long before = zs_get_total_pages(pool);
+  unsigned long freed = zs_compact(pool);
+  EXPECT_EQ(zs_get_total_pages(pool), before - freed);
+  PoolTotals totals;
+  ASSERT_TRUE(collect_totals(pool, &totals));
+  EXPECT_EQ(totals.freeable, 0u) << "pages a single-lock pool would have freed are left";
+  EXPECT_TRUE(check_stats_consistent(pool, kept.size()));
+  for (unsigned long h : kept) zs_free(pool, h);
+  EXPECT_TRUE(compact_and_check_empty(pool));
+  zs_destroy_pool(pool);
+}
+
 }  // namespace

@@ -30,6 +30,24 @@ inline void cpu_relax() {
 #endif
 }
 
+// Waiting in a retry loop: spin a while, then yield the CPU, so that a waiter does not burn
+// its time slice while the thread it waits for is off the CPU.
+class Backoff {
+ public:
+  void pause() {
+    if (spins_ < kSpins) {
+      spins_++;
+      cpu_relax();
+    } else {
+      sched_yield();
+    }
+  }
+
+ private:
+  static constexpr int kSpins = 128;
+  int spins_ = 0;
+};
+
 class ZSM_CAPABILITY("mutex") Mutex {
  public:
   void lock() ZSM_ACQUIRE() {

@@ -328,7 +328,8 @@ void uncharge_pages(Pool* pool, unsigned long pages) {
 ZsPage* alloc_zspage_metadata(Pool* pool, const SizeClass* cls) {
   ShardArenas& arenas = pool->arenas[cls->shard];
   MutexGuard guard(arenas.lock);
-  return std::launder(static_cast<ZsPage*>(arenas.meta[cls->pages_per_zspage]->alloc()));
+  void* record = arenas.meta[cls->pages_per_zspage]->alloc();
+  return record != nullptr ? std::launder(static_cast<ZsPage*>(record)) : nullptr;
 }
 
 void free_zspage_metadata(Pool* pool, const SizeClass* cls, ZsPage* zspage) {
@@ -499,6 +500,7 @@ inline SizeClass* lock_store_shard(const Pool* pool, SizeClass* first)
 // Locks the class of the object behind `handle` and returns it; the object is pinned until
 // the caller unlocks (see "Finding an object's class" above).
 SizeClass* lock_class_of(unsigned long handle) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  Backoff backoff;
   for (;;) {
     SizeClass* cls = obj_to_zspage(handle_to_obj(handle))->cls.load(std::memory_order_relaxed);
     if (ZSM_LIKELY(cls != nullptr)) {
@@ -507,12 +509,13 @@ SizeClass* lock_class_of(unsigned long handle) ZSM_NO_THREAD_SAFETY_ANALYSIS {
       if (ZSM_LIKELY(zspage->cls.load(std::memory_order_relaxed) == cls)) return cls;
       cls->lock.unlock();
     }
-    cpu_relax();
+    backoff.pause();
   }
 }
 
 // Takes the read lock of the zspage that holds the object behind `handle`; returns the obj.
 unsigned long read_lock_obj(unsigned long handle) {
+  Backoff backoff;
   for (;;) {
     unsigned long obj = handle_to_obj(handle);
     ZsPage* zspage = obj_to_zspage(obj);
@@ -520,7 +523,7 @@ unsigned long read_lock_obj(unsigned long handle) {
       if (ZSM_LIKELY(handle_to_obj(handle) == obj)) return obj;
       zspage->lock.read_unlock();
     }
-    cpu_relax();
+    backoff.pause();
   }
 }
 
@@ -613,6 +616,7 @@ void zs_obj_write(Pool* pool, unsigned long handle, const void* src, size_t size
     errno = EINVAL;
     return;
   }
+  if (size == 0) return;
   unsigned long obj = read_lock_obj(handle);
   const SizeClass* cls = pinned_class(obj);
   if (ZSM_LIKELY(size <= obj_capacity(cls)))
@@ -663,26 +667,69 @@ size_t zs_obj_capacity(Pool* pool, unsigned long handle) {
 
 namespace {
 
-// isolate_dst_zspage(): the fullest non-full, non-empty zspage, off its list.
-ZsPage* isolate_dst_zspage(SizeClass* cls) ZSM_REQUIRES(cls->lock) {
+// The lock shards of one class, compacted as one: the kernel's algorithm runs over the union
+// of their lists with every shard's lock held, so objects move between shards and no shard
+// keeps a half-empty zspage that another shard could take in.
+struct ClassShards {
+  SizeClass* first;
+  uint32_t count;
+  SizeClass* begin() const { return first; }
+  SizeClass* end() const { return first + count; }
+};
+
+void lock_shards(ClassShards shards) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  for (SizeClass& cls : shards) cls.lock.lock();  // in index order, the only multi-lock path
+}
+
+void unlock_shards(ClassShards shards) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  for (SizeClass& cls : shards) cls.lock.unlock();
+}
+
+bool shards_contended(ClassShards shards) {
+  for (SizeClass& cls : shards)
+    if (cls.lock.is_contended()) return true;
+  return false;
+}
+
+// zs_can_compact() over all shards of the class.
+unsigned long shards_can_compact(ClassShards shards) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  unsigned long allocated = 0, inuse = 0;
+  for (SizeClass& cls : shards) {
+    allocated += cls.stats[ZS_OBJS_ALLOCATED];
+    inuse += cls.stats[ZS_OBJS_INUSE];
+  }
+  return can_compact_pages(allocated, inuse, shards.first);
+}
+
+// isolate_dst_zspage(): the fullest non-full, non-empty zspage of any shard, off its list.
+ZsPage* isolate_dst_zspage(ClassShards shards) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   for (int fg = ZS_INUSE_RATIO_99; fg >= ZS_INUSE_RATIO_10; fg--) {
-    if (ZsPage* zspage = cls->fullness_list[fg]) {
-      remove_zspage(cls, zspage);
-      return zspage;
+    for (SizeClass& cls : shards) {
+      if (ZsPage* zspage = cls.fullness_list[fg]) {
+        remove_zspage(&cls, zspage);
+        return zspage;
+      }
     }
   }
   return nullptr;
 }
 
-// isolate_src_zspage(): the emptiest non-empty zspage, off its list.
-ZsPage* isolate_src_zspage(SizeClass* cls) ZSM_REQUIRES(cls->lock) {
+// isolate_src_zspage(): the emptiest non-empty zspage of any shard, off its list.
+ZsPage* isolate_src_zspage(ClassShards shards) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   for (int fg = ZS_INUSE_RATIO_10; fg <= ZS_INUSE_RATIO_99; fg++) {
-    if (ZsPage* zspage = cls->fullness_list[fg]) {
-      remove_zspage(cls, zspage);
-      return zspage;
+    for (SizeClass& cls : shards) {
+      if (ZsPage* zspage = cls.fullness_list[fg]) {
+        remove_zspage(&cls, zspage);
+        return zspage;
+      }
     }
   }
   return nullptr;
+}
+
+// The shard an isolated zspage belongs to (its cls is stable under the shard's lock).
+inline SizeClass* owner(const ZsPage* zspage) {
+  return zspage->cls.load(std::memory_order_relaxed);
 }
 
 // zs_object_copy(): copies the payload of one slot to another, page by page on both sides.
@@ -702,51 +749,67 @@ void copy_object(ClassGeometry g, const ZsPage* dst, uint32_t dst_idx, const ZsP
 }
 
 // migrate_zspage(): moves live objects from src to dst until src is empty or dst is full.
-// src is write-locked, so no reader is inside it; readers of dst are undisturbed.
-void migrate_zspage(SizeClass* cls, ZsPage* src, ZsPage* dst) ZSM_REQUIRES(cls->lock) {
-  for (uint32_t obj_idx = 0; obj_idx < cls->objs_per_zspage; obj_idx++) {
-    if (src->inuse == 0 || dst->inuse == cls->objs_per_zspage) break;
-    unsigned long header = *obj_word(obj_location(cls->geom, src, obj_idx));
+// src is write-locked, so no reader is inside it; readers of dst are undisturbed. The two may
+// belong to different shards, whose in-use counts move with the objects.
+void migrate_zspage(ZsPage* src, ZsPage* dst) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  SizeClass* from = owner(src);
+  SizeClass* to = owner(dst);
+  const ClassGeometry geom = from->geom;
+  uint32_t moved = 0;
+  for (uint32_t obj_idx = 0; obj_idx < from->objs_per_zspage; obj_idx++) {
+    if (src->inuse == 0 || dst->inuse == from->objs_per_zspage) break;
+    unsigned long header = *obj_word(obj_location(geom, src, obj_idx));
     if ((header & OBJ_ALLOCATED_TAG) == 0) continue;
     unsigned long handle = header & ~OBJ_ALLOCATED_TAG;
-    unsigned long obj = obj_malloc(cls->geom, dst, handle);
-    copy_object(cls->geom, dst, obj_to_idx(obj), src, obj_idx);
+    unsigned long obj = obj_malloc(geom, dst, handle);
+    copy_object(geom, dst, obj_to_idx(obj), src, obj_idx);
     record_obj(handle, obj);
-    obj_free(cls->geom, src, obj_idx);
+    obj_free(geom, src, obj_idx);
+    moved++;
   }
+  from->stats[ZS_OBJS_INUSE] -= moved;
+  to->stats[ZS_OBJS_INUSE] += moved;
 }
 
-// __zs_compact(): compacts one class; returns the pages freed. Like the kernel, it keeps one
-// destination until it is full, and stops at the first source a reader holds.
-unsigned long compact_class(Pool* pool, SizeClass* cls) ZSM_EXCLUDES(cls->lock) {
-  cls->lock.lock();
-  unsigned long freed = free_empty_zspages(pool, cls);
+// Puts an isolated zspage back on its shard's lists; frees it if it is empty. Returns the
+// pages freed.
+unsigned long putback_or_free(Pool* pool, ZsPage* zspage) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  SizeClass* cls = owner(zspage);
+  if (putback_zspage(cls, zspage) != ZS_INUSE_RATIO_0) return 0;
+  remove_zspage(cls, zspage);
+  free_zspage(pool, cls, zspage);
+  return cls->pages_per_zspage;
+}
+
+// __zs_compact(): compacts one class, all its shards together; returns the pages freed. Like
+// the kernel, it keeps one destination until it is full, and stops at the first source a
+// reader holds.
+unsigned long compact_class(Pool* pool, ClassShards shards) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  lock_shards(shards);
+  unsigned long freed = 0;
+  for (SizeClass& cls : shards) freed += free_empty_zspages(pool, &cls);
   ZsPage* dst = nullptr;
-  while (zs_can_compact(cls) > 0) {
-    if (dst == nullptr && (dst = isolate_dst_zspage(cls)) == nullptr) break;
-    ZsPage* src = isolate_src_zspage(cls);
+  while (shards_can_compact(shards) > 0) {
+    if (dst == nullptr && (dst = isolate_dst_zspage(shards)) == nullptr) break;
+    ZsPage* src = isolate_src_zspage(shards);
     if (src == nullptr) break;
     if (!src->lock.try_write()) {
-      putback_zspage(cls, src);
+      putback_zspage(owner(src), src);
       break;
     }
-    migrate_zspage(cls, src, dst);
+    migrate_zspage(src, dst);
     src->lock.write_unlock();
-    if (putback_zspage(cls, src) == ZS_INUSE_RATIO_0) {
-      remove_zspage(cls, src);
-      free_zspage(pool, cls, src);
-      freed += cls->pages_per_zspage;
-    }
-    if (dst->inuse == cls->objs_per_zspage || cls->lock.is_contended()) {
-      putback_zspage(cls, dst);
+    freed += putback_or_free(pool, src);
+    if (dst->inuse == shards.first->objs_per_zspage || shards_contended(shards)) {
+      putback_zspage(owner(dst), dst);
       dst = nullptr;
-      cls->lock.unlock();  // let stores and frees of this class in
+      unlock_shards(shards);  // let stores and frees of this class in
       sched_yield();
-      cls->lock.lock();
+      lock_shards(shards);
     }
   }
-  if (dst != nullptr) putback_zspage(cls, dst);
-  cls->lock.unlock();
+  if (dst != nullptr) putback_zspage(owner(dst), dst);
+  unlock_shards(shards);
   return freed;
 }
 
@@ -756,7 +819,9 @@ unsigned long zs_compact(Pool* pool) {
   if (pool == nullptr || pool->compaction_in_progress.exchange(true, std::memory_order_acquire))
     return 0;
   unsigned long freed = 0;
-  for (uint32_t c = 0; c < pool->nr_classes; c++) freed += compact_class(pool, &pool->classes[c]);
+  const uint32_t nr_shards = pool->shard_mask + 1;
+  for (uint32_t c = 0; c < pool->nr_classes; c += nr_shards)
+    freed += compact_class(pool, {&pool->classes[c], nr_shards});
   pool->pages_compacted.fetch_add(freed, std::memory_order_relaxed);
   pool->compaction_in_progress.store(false, std::memory_order_release);
   return freed;
@@ -894,9 +959,12 @@ Pool* zs_create_pool(const char* name, const zs_pool_config* cfg) ZSM_NO_THREAD_
     if (pool->own_source != nullptr)
       pool->source = {VmSource::alloc_page_cb, VmSource::free_page_cb, pool->own_source};
   }
-  if (pool->source.alloc_page == nullptr || pool->source.free_page == nullptr ||
-      !init_classes(pool)) {
-    int err = pool->own_source == nullptr && cfg->page_source != nullptr ? EINVAL : ENOMEM;
+  int err = 0;
+  if (pool->source.alloc_page == nullptr || pool->source.free_page == nullptr)
+    err = cfg->page_source != nullptr ? EINVAL : ENOMEM;  // a bad source, or no default one
+  else if (!init_classes(pool))
+    err = ENOMEM;
+  if (err != 0) {
     zs_destroy_pool(pool);
     errno = err;
     return nullptr;
@@ -938,6 +1006,7 @@ unsigned long zs_get_total_pages(const Pool* pool) {
 size_t zs_pool_bookkeeping_bytes(Pool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   if (pool == nullptr) return 0;
   size_t bytes = sizeof(Pool) + pool->nr_classes * sizeof(SizeClass) +
+                 ((pool->page_size >> kGranuleShift) + 2) * sizeof(SizeClass*) +
                  (pool->shard_mask + 1) * sizeof(ShardArenas);
   for (uint32_t shard = 0; shard <= pool->shard_mask; shard++) {
     ShardArenas& arenas = pool->arenas[shard];

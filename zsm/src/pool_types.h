@@ -164,10 +164,10 @@ struct Pool {
   std::atomic<bool> compaction_in_progress{false};
 };
 
-// zs_can_compact(): pages compaction could free in this class now.
-inline unsigned long zs_can_compact(const SizeClass* cls) ZSM_REQUIRES(cls->lock) {
-  unsigned long allocated = cls->stats[ZS_OBJS_ALLOCATED];
-  unsigned long inuse = cls->stats[ZS_OBJS_INUSE];
+// zs_can_compact(): pages compaction could free in a class whose shards hold `allocated`
+// object slots and `inuse` objects.
+inline unsigned long can_compact_pages(unsigned long allocated, unsigned long inuse,
+                                       const SizeClass* cls) {
   if (allocated <= inuse) return 0;
   return (allocated - inuse) / cls->objs_per_zspage * cls->pages_per_zspage;
 }
