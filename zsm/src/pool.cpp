@@ -82,6 +82,7 @@ namespace {
 
 constexpr unsigned kObjIndexBits = 16;
 constexpr unsigned long kObjIndexMask = (1UL << kObjIndexBits) - 1;
+constexpr uintptr_t kAddressLimit = uintptr_t{1} << (64 - kObjIndexBits);  // for ZsPage addresses
 constexpr unsigned long OBJ_ALLOCATED_TAG = 1;
 constexpr unsigned OBJ_TAG_BITS = 1;
 constexpr uint32_t kFreeListEnd = ~0U >> OBJ_TAG_BITS;  // a link to no object
@@ -124,7 +125,7 @@ struct Location {
 
 // Where byte `off` of the zspage's concatenated pages lies.
 inline Location zspage_location(ClassGeometry g, const ZsPage* zspage, size_t off) {
-  return {zspage->pages()[off >> g.page_shift], off & (g.page_size() - 1)};
+  return {zspage->pages()[off >> g.page_shift], off & g.page_mask};
 }
 
 // Where object `obj_idx` starts (its header or free link).
@@ -132,9 +133,13 @@ inline Location obj_location(ClassGeometry g, const ZsPage* zspage, uint32_t obj
   return zspage_location(g, zspage, size_t{obj_idx} * g.size);
 }
 
-// Where object `obj_idx`'s payload starts.
+// Where object `obj_idx`'s payload starts: in the page of its header, which ends at least 8
+// bytes before the page does. Derived from obj_location() so that the compiler can share the
+// work with obj_malloc() when both are inlined into zs_store().
 inline Location payload_location(ClassGeometry g, const ZsPage* zspage, uint32_t obj_idx) {
-  return zspage_location(g, zspage, size_t{obj_idx} * g.size + g.payload_offset);
+  Location loc = obj_location(g, zspage, obj_idx);
+  loc.offset += g.payload_offset;
+  return loc;
 }
 
 // The first word of an object: its header or free link. Objects start 16-byte aligned, so
@@ -209,8 +214,6 @@ inline ZsPage* find_get_zspage(SizeClass* cls) ZSM_REQUIRES(cls->lock) {
 }
 
 // --- record arenas (handle cells, zspage metadata) ----------------------------------------
-
-constexpr uintptr_t kAddressLimit = uintptr_t{1} << (64 - kObjIndexBits);
 
 }  // namespace
 
@@ -878,7 +881,7 @@ bool init_classes(Pool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
     pool->size_class[i] = next;
     for (uint32_t shard = 0; shard <= pool->shard_mask; shard++) {
       SizeClass* cls = next++;
-      cls->geom = {row.size, t.page_shift, row.huge() ? 0 : kHandleSize};
+      cls->geom = {row.size, t.page_shift, t.page_size - 1, row.huge() ? 0 : kHandleSize};
       cls->objs_per_zspage = row.objs;
       cls->pages_per_zspage = row.pages;
       cls->index = i;

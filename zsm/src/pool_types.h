@@ -61,8 +61,9 @@ static_assert(sizeof(ZsPage) % alignof(char*) == 0);
 struct ClassGeometry {
   uint32_t size = 0;                  // slot size, header included
   uint32_t page_shift = 0;
+  uint32_t page_mask = 0;             // page size - 1
   uint32_t payload_offset = 0;        // kHandleSize; 0 for the huge class (no header)
-  [[nodiscard]] size_t page_size() const { return size_t{1} << page_shift; }
+  [[nodiscard]] size_t page_size() const { return size_t{page_mask} + 1; }
 };
 
 struct alignas(64) SizeClass {
