@@ -1,22 +1,19 @@
 // The two locks of the pool (lock order and roles: see the top of pool.cpp).
 //
-// Mutex: a futex lock (0 free, 1 held, 2 held with waiters), as the kernel's class spinlock
-// but yielding, then sleeping, when the wait is long, which a userspace program on few cores
-// needs. Uncontended it
-// costs one compare-and-swap to take and one atomic decrement to drop. is_contended() lets
-// compaction give way to stores and frees, as the kernel's rwlock_is_contended() does.
+// Mutex: the kernel's class spinlock, made fit for userspace: waiters spin briefly, then
+// yield the CPU between attempts, since the holder may be preempted. Uncontended it costs one
+// compare-and-swap to take and a plain store to drop, the cheapest a lock can be; the store/
+// free pair takes two. is_contended() lets compaction give way to stores and frees, as the
+// kernel's rwlock_is_contended() does.
 //
 // ZspageLock: the kernel's zspage_lock without its spinlock: a count of readers (>= 0) or
 // -1 while one writer holds it. Readers (object reads and writes) never wait for each other;
 // the writer (compaction) only ever trylocks, so it never waits for readers either.
 #pragma once
 
-#include <atomic>
-#include <climits>
-#include <linux/futex.h>
 #include <sched.h>
-#include <sys/syscall.h>
-#include <unistd.h>
+
+#include <atomic>
 
 #include "compiler.h"
 
@@ -51,60 +48,40 @@ class Backoff {
 class ZSM_CAPABILITY("mutex") Mutex {
  public:
   void lock() ZSM_ACQUIRE() {
-    int expected = kFree;
-    if (ZSM_LIKELY(state_.compare_exchange_strong(expected, kHeld, std::memory_order_acquire,
-                                                  std::memory_order_relaxed)))
-      return;
+    if (ZSM_LIKELY(try_lock())) return;
     lock_contended();
   }
 
   bool try_lock() ZSM_TRY_ACQUIRE(true) {
-    int expected = kFree;
-    return state_.compare_exchange_strong(expected, kHeld, std::memory_order_acquire,
-                                          std::memory_order_relaxed);
+    int expected = 0;
+    return held_.compare_exchange_strong(expected, 1, std::memory_order_acquire,
+                                         std::memory_order_relaxed);
   }
 
-  void unlock() ZSM_RELEASE() {
-    if (ZSM_UNLIKELY(state_.fetch_sub(1, std::memory_order_release) != kHeld)) {
-      state_.store(kFree, std::memory_order_release);
-      futex(FUTEX_WAKE_PRIVATE, 1);
-    }
-  }
+  // A plain store: no waiter sleeps in the kernel, so there is nobody to wake.
+  void unlock() ZSM_RELEASE() { held_.store(0, std::memory_order_release); }
 
   // Someone is waiting for this lock (a hint: it may be stale at once).
   [[nodiscard]] bool is_contended() const {
-    return state_.load(std::memory_order_relaxed) == kContended;
+    return waiters_.load(std::memory_order_relaxed) != 0;
   }
 
  private:
-  static constexpr int kFree = 0, kHeld = 1, kContended = 2;
-  static constexpr int kSpinRounds = 128, kYieldRounds = 64;
-
-  // Spins, then yields, and sleeps in the kernel only when the holder is slow to let go.
-  // Yielding before sleeping matters: a futex wake-up makes the scheduler move the woken
-  // thread next to its waker, and two threads that store into one pool then end up sharing a
-  // CPU for good.
+  // Spins while the holder is likely running, then yields the CPU between attempts. Never
+  // sleeps on a futex: a futex wake-up makes the scheduler move the woken thread next to its
+  // waker, and two threads that store into one pool then end up sharing a CPU for good.
   void lock_contended() {
-    for (int round = 0; round < kSpinRounds + kYieldRounds; round++) {
-      int expected = kFree;
-      if (state_.load(std::memory_order_relaxed) == kFree &&
-          state_.compare_exchange_weak(expected, kHeld, std::memory_order_acquire,
-                                       std::memory_order_relaxed))
-        return;
-      if (round < kSpinRounds)
-        cpu_relax();
-      else
-        sched_yield();
+    waiters_.fetch_add(1, std::memory_order_relaxed);
+    Backoff backoff;
+    for (;;) {
+      if (held_.load(std::memory_order_relaxed) == 0 && try_lock()) break;
+      backoff.pause();
     }
-    while (state_.exchange(kContended, std::memory_order_acquire) != kFree)
-      futex(FUTEX_WAIT_PRIVATE, kContended);
+    waiters_.fetch_sub(1, std::memory_order_relaxed);
   }
 
-  void futex(int op, int val) {
-    syscall(SYS_futex, reinterpret_cast<int*>(&state_), op, val, nullptr, nullptr, 0);
-  }
-
-  std::atomic<int> state_{kFree};
+  std::atomic<int> held_{0};
+  std::atomic<int> waiters_{0};
 };
 static_assert(sizeof(std::atomic<int>) == sizeof(int));
 
