@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command (and CI's): set up, then build and run every test in each
-# configuration: a normal optimised build, and one under AddressSanitizer + UBSan.
+# configuration: a normal optimised build (g++), one under AddressSanitizer + UBSan (g++),
+# and one under ThreadSanitizer (clang-19, which also checks -Wthread-safety).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/tools/setup.sh"
@@ -10,7 +11,7 @@ run_config() {  # name, cmake args...
   local name="$1"; shift
   local dir="$root/build/$name"
   echo "=== $name: configure and build"
-  cmake -S "$root" -B "$dir" -G Ninja "$@"
+  cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_COMPILE_WARNING_AS_ERROR=ON "$@"
   cmake --build "$dir" -j "$jobs"
   echo "=== $name: test"
   ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 600
@@ -19,4 +20,6 @@ run_config() {  # name, cmake args...
 start=$SECONDS
 run_config release -DCMAKE_BUILD_TYPE=RelWithDebInfo
 run_config asan -DCMAKE_BUILD_TYPE=Debug -DZSM_SANITIZE=address,undefined
+run_config tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZSM_SANITIZE=thread -DZSM_BUILD_BENCH=OFF \
+  -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19
 echo "all configurations passed in $((SECONDS - start)) s"

@@ -47,7 +47,7 @@ class Backoff {
 
 class ZSM_CAPABILITY("mutex") Mutex {
  public:
-  void lock() ZSM_ACQUIRE() {
+  void lock() ZSM_ACQUIRE() ZSM_NO_THREAD_SAFETY_ANALYSIS {
     if (ZSM_LIKELY(try_lock())) return;
     lock_contended();
   }
@@ -70,7 +70,7 @@ class ZSM_CAPABILITY("mutex") Mutex {
   // Spins while the holder is likely running, then yields the CPU between attempts. Never
   // sleeps on a futex: a futex wake-up makes the scheduler move the woken thread next to its
   // waker, and two threads that store into one pool then end up sharing a CPU for good.
-  void lock_contended() {
+  void lock_contended() ZSM_NO_THREAD_SAFETY_ANALYSIS {
     waiters_.fetch_add(1, std::memory_order_relaxed);
     Backoff backoff;
     for (;;) {
