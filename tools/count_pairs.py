@@ -7,7 +7,10 @@ instruction count into:
   total       everything in the measured loop, divided by the number of pairs
   no_memcpy   total less the memcpy/memmove bodies (the copy itself)
   allocator   no_memcpy less the benchmark's own loop (victim choice, array update)
-Prints a table and, with --json FILE, writes every figure.
+Prints a table and, with --json FILE, writes every figure. Where the machine has hardware
+counters (`perf stat -e instructions true` prints a count), each run is also measured with
+perf as a second opinion: instructions of a run with 2N pairs less a run with N pairs, over N
+(so set-up cancels out); that figure includes memcpy and the benchmark loop, like `total`.
 
 Usage: count_pairs.py --binary build/rel/bench/zsm_pair_count [--pairs N] [--jobs N]
                       [--sizes 384,784,...] [--allocators patched,baseline,...] [--json FILE]
@@ -57,7 +60,27 @@ def parse_annotate(text):
     return total, memcpy, harness
 
 
-def run_one(binary, allocator, family, size, pairs):
+def perf_works():
+    try:
+        out = subprocess.run(["perf", "stat", "-x,", "-e", "instructions", "true"],
+                             capture_output=True, text=True)
+    except FileNotFoundError:
+        return False
+    return out.returncode == 0 and "not supported" not in out.stderr and \
+        re.search(r"^\d+,", out.stderr, re.M) is not None
+
+
+def perf_instructions(binary, allocator, family, size, pairs):
+    def count(n):
+        out = subprocess.run(["perf", "stat", "-x,", "-e", "instructions:u", binary, allocator,
+                              family, str(size), str(n)], capture_output=True, text=True)
+        m = re.search(r"^(\d+),", out.stderr, re.M)
+        return int(m.group(1)) if m else None
+    one, two = count(pairs), count(2 * pairs)
+    return None if one is None or two is None else (two - one) / pairs
+
+
+def run_one(binary, allocator, family, size, pairs, use_perf=False):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
         cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
@@ -68,10 +91,13 @@ def run_one(binary, allocator, family, size, pairs):
         text = subprocess.run(["callgrind_annotate", "--threshold=100", out],
                               capture_output=True, text=True, check=True).stdout
     total, memcpy, harness = parse_annotate(text)
-    return {"allocator": allocator, "family": family, "size": size, "pairs": pairs,
-            "total": total / pairs, "no_memcpy": (total - memcpy) / pairs,
-            "allocator_only": (total - memcpy - harness) / pairs,
-            "memcpy": memcpy / pairs, "harness": harness / pairs}
+    result = {"allocator": allocator, "family": family, "size": size, "pairs": pairs,
+              "total": total / pairs, "no_memcpy": (total - memcpy) / pairs,
+              "allocator_only": (total - memcpy - harness) / pairs,
+              "memcpy": memcpy / pairs, "harness": harness / pairs}
+    if use_perf:
+        result["perf_total"] = perf_instructions(binary, allocator, family, size, pairs)
+    return result
 
 
 def main():
@@ -88,9 +114,13 @@ def main():
     runs = [(a, f, s) for a in args.allocators.split(",") for f in FAMILIES[a] for s in sizes]
 
     start = time.time()
+    use_perf = perf_works()
+    print(f"[count_pairs] hardware counters: {'yes, perf used too' if use_perf else 'no'}",
+          file=sys.stderr)
     results = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(run_one, args.binary, a, f, s, args.pairs) for a, f, s in runs]
+        futures = [pool.submit(run_one, args.binary, a, f, s, args.pairs, use_perf)
+                   for a, f, s in runs]
         for done, fut in enumerate(concurrent.futures.as_completed(futures), 1):
             results.append(fut.result())
             print(f"\r[count_pairs] {done}/{len(runs)} callgrind runs, "
@@ -107,6 +137,10 @@ def main():
             cells = [f"{row[s]['total']:6.0f}/{row[s]['allocator_only']:<6.1f}" for s in sizes]
             print(f"{a:10} {f:6} " + " ".join(f"{c:>14}" for c in cells))
     print("(each cell: total incl. memcpy / allocator only)")
+    if use_perf:
+        print("perf, instructions per pair incl. memcpy and loop: " + ", ".join(
+            f"{r['allocator']}/{r['family']}/{r['size']}: {r['perf_total']:.0f}"
+            for r in results if r.get("perf_total") is not None))
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"pairs": args.pairs, "results": results}, fh, indent=2)
