@@ -68,8 +68,7 @@ class ZSM_CAPABILITY("mutex") Mutex {
 
  private:
   // Spins while the holder is likely running, then yields the CPU between attempts. Never
-  // sleeps on a futex: a futex wake-up makes the scheduler move the woken thread next to its
-  // waker, and two threads that store into one pool then end up sharing a CPU for good.
+  // sleeps in the kernel, which is what lets unlock() be a plain store.
   void lock_contended() ZSM_NO_THREAD_SAFETY_ANALYSIS {
     waiters_.fetch_add(1, std::memory_order_relaxed);
     Backoff backoff;
