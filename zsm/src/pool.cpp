@@ -33,18 +33,19 @@
 //
 // Shards. Each size class is split into nr_shards lock shards (one per CPU by default), each
 // a SizeClass with its own lock, zspages, lists and handle cache. A thread stores into its
-// own shard and moves to another when it finds that one busy, so threads storing into one
-// class soon stop sharing a lock; a
-// free locks the shard that owns the object's zspage, wherever the freeing thread is. With
-// nr_shards = 1 the pool is the kernel's: one lock and one set of lists per class. Shards
-// are picked per thread, not per CPU: two threads that share a CPU and a shard would hand
-// the lock back and forth, and the scheduler, which places a woken thread next to its waker,
-// would keep them on that CPU.
+// own shard and moves to the next when it finds that one busy, so threads storing into one
+// class soon stop sharing a lock; a free locks the shard that owns the object's zspage,
+// wherever the freeing thread is. Shards follow threads, not CPUs, because a thread's objects
+// live in the shard it stored them in: a thread that stays in its shard frees into it too,
+// while a per-CPU choice would scatter a migrating thread's objects over the shards.
+// Compaction takes every shard of a class at once. With nr_shards = 1 the pool is the
+// kernel's: one lock and one set of lists per class.
 //
 // Lock order: Pool::compaction_in_progress (flag) -> SizeClass::lock -> ZspageLock (try only)
 //             -> Pool::source_lock, ShardArenas::lock (leaves).
-//   SizeClass::lock  fullness lists, free lists, inuse counts, stats, the class's handle cache.
-//                    Store, free and compaction of a class take it; nothing takes two.
+//   SizeClass::lock  fullness lists, free lists, inuse counts, stats, the shard's handle cache.
+//                    Store and free take one shard's; compaction takes all shards of one
+//                    class, in index order.
 //   ZspageLock       held for read by zs_obj_read_begin..end and zs_obj_write, so the object
 //                    cannot move; compaction only trylocks it for write before emptying a
 //                    zspage, and leaves that zspage alone if a reader is in.
