@@ -170,8 +170,12 @@ void register_malloc() {
 
 int main(int argc, char** argv) {
   using namespace zsm_bench;
+#if ZSM_BENCH_WITH_PATCHED
   register_zsm<patched>();
+#endif
+#if ZSM_BENCH_WITH_BASELINE
   register_zsm<baseline>();
+#endif
   register_malloc<mimalloc>();
   register_malloc<glibc>();
   benchmark::Initialize(&argc, argv);

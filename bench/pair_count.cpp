@@ -85,8 +85,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   int rc = 2;
+#if ZSM_BENCH_WITH_PATCHED
   if (allocator == "patched") rc = run<patched>(family, size, pairs);
+#endif
+#if ZSM_BENCH_WITH_BASELINE
   if (allocator == "baseline") rc = run<baseline>(family, size, pairs);
+#endif
   if (allocator == "mimalloc") rc = run<mimalloc>(family, size, pairs);
   if (allocator == "glibc") rc = run<glibc>(family, size, pairs);
   if (rc == 2) std::fprintf(stderr, "unknown allocator or family: %s %s\n", argv[1], argv[2]);

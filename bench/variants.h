@@ -3,6 +3,7 @@
 //   Patched, Baseline  zsm compiled twice from the same sources, under the namespaces
 //                      zsm::bench_patched and zsm::bench_baseline, with the two inline
 //                      policies (bench/CMakeLists.txt); called directly, no indirection.
+//                      ZSM_BENCH_WITH_PATCHED/_BASELINE say which are linked in.
 //   Mimalloc, Glibc    mi_malloc/malloc + memcpy + mi_free/free: what a user would pick instead.
 // Each trait has: name, Pool, create(), destroy(), store(), free().
 // zsm traits add: malloc(), write(), read_begin(), read_end(), total_pages(), compact().

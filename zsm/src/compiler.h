@@ -1,10 +1,13 @@
 // Role macros: every compiler attribute the library uses is spelled here, once, by role.
 //
 // The inline policy (CMake ZSM_INLINE_POLICY -> ZSM_INLINE_POLICY_PATCHED) changes what the
-// two hot/cold role macros expand to and nothing else:
-//   ZSM_HOT_HELPER  obj_malloc, obj_free, obj_write   patched: always-inline   baseline: plain
-//   ZSM_SLOW_PATH   alloc_zspage                      patched: noinline        baseline: plain
-// Each macro can be overridden with -D to A/B another attribute without editing the source.
+// hot/cold role macros expand to and nothing else. One macro per helper group:
+//   ZSM_OBJ_HELPER    obj_malloc, obj_free   patched: always-inline   baseline: plain static
+//   ZSM_WRITE_HELPER  obj_write              patched: always-inline   baseline: plain static
+//   ZSM_SLOW_PATH     alloc_zspage           patched: noinline        baseline: plain static
+// Each can be overridden with -D (e.g. -DZSM_WRITE_HELPER= to measure obj_malloc/obj_free
+// alone, as the kernel mail's first patch did), so another attribute can be A/B-tested
+// without editing the source (see "The A/B workflow" in README.md).
 // The thread-safety macros expand to clang's capability attributes (-Wthread-safety) and to
 // nothing elsewhere.
 #pragma once
@@ -19,19 +22,20 @@
 #endif
 
 #if ZSM_INLINE_POLICY_PATCHED
-#ifndef ZSM_HOT_HELPER
-#define ZSM_HOT_HELPER inline __attribute__((always_inline))
-#endif
-#ifndef ZSM_SLOW_PATH
-#define ZSM_SLOW_PATH __attribute__((noinline))
-#endif
+#define ZSM_POLICY_HOT inline __attribute__((always_inline))
+#define ZSM_POLICY_COLD __attribute__((noinline))
 #else
-#ifndef ZSM_HOT_HELPER
-#define ZSM_HOT_HELPER
+#define ZSM_POLICY_HOT
+#define ZSM_POLICY_COLD
+#endif
+#ifndef ZSM_OBJ_HELPER
+#define ZSM_OBJ_HELPER ZSM_POLICY_HOT
+#endif
+#ifndef ZSM_WRITE_HELPER
+#define ZSM_WRITE_HELPER ZSM_POLICY_HOT
 #endif
 #ifndef ZSM_SLOW_PATH
-#define ZSM_SLOW_PATH
-#endif
+#define ZSM_SLOW_PATH ZSM_POLICY_COLD
 #endif
 
 // Roles that do not change with the inline policy: code written once but meant to sit in its

@@ -433,7 +433,7 @@ ZSM_SLOW_PATH ZsPage* alloc_zspage(Pool* pool, SizeClass* cls) {
 // obj_malloc(): takes the first free slot of a zspage for `handle`, writes the header and
 // returns the new obj value. The caller holds the class lock, and records the obj in the
 // handle's cell when the object is ready.
-static ZSM_HOT_HELPER unsigned long obj_malloc(ClassGeometry g, ZsPage* zspage,
+static ZSM_OBJ_HELPER unsigned long obj_malloc(ClassGeometry g, ZsPage* zspage,
                                                unsigned long handle) {
   uint32_t obj_idx = zspage->freeobj;
   unsigned long* word = obj_word(obj_location(g, zspage, obj_idx));
@@ -445,7 +445,7 @@ static ZSM_HOT_HELPER unsigned long obj_malloc(ClassGeometry g, ZsPage* zspage,
 
 // obj_free(): puts slot `obj_idx` back at the head of the zspage's free list. The caller
 // holds the class lock.
-static ZSM_HOT_HELPER void obj_free(ClassGeometry g, ZsPage* zspage, uint32_t obj_idx) {
+static ZSM_OBJ_HELPER void obj_free(ClassGeometry g, ZsPage* zspage, uint32_t obj_idx) {
   *obj_word(obj_location(g, zspage, obj_idx)) = static_cast<unsigned long>(zspage->freeobj)
                                                 << OBJ_TAG_BITS;
   zspage->freeobj = obj_idx;
@@ -454,7 +454,7 @@ static ZSM_HOT_HELPER void obj_free(ClassGeometry g, ZsPage* zspage, uint32_t ob
 
 // obj_write(): copies `len` bytes into the payload of object `obj`, across a page boundary
 // when the object spans one. The object must be pinned (class lock or zspage read lock).
-static ZSM_HOT_HELPER void obj_write(ClassGeometry g, unsigned long obj, const void* src,
+static ZSM_WRITE_HELPER void obj_write(ClassGeometry g, unsigned long obj, const void* src,
                                      size_t len) {
   const ZsPage* zspage = obj_to_zspage(obj);
   Location loc = payload_location(g, zspage, obj_to_idx(obj));
