@@ -24,71 +24,72 @@ namespace {
 
 constexpr size_t kNumSizes = sizeof(kSizes) / sizeof(kSizes[0]);
 
-template <typename A>
 void finish(benchmark::State& state, size_t bytes_per_item) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes_per_item));
 }
 
-template <typename A>
-void BM_StoreFree(benchmark::State& state) {
-  const size_t size = static_cast<size_t>(state.range(0));
+// Runs `body(live)` on a fresh pool that holds a live set of `size`-byte objects.
+template <typename A, typename Body>
+void on_live_set(benchmark::State& state, size_t size, Body body) {
   auto* pool = A::create();
   {
     LiveSet<A> live(pool, size);
-    if (!live.all_stored()) state.SkipWithError("filling the live set failed");
+    if (live.all_stored())
+      body(live);
+    else
+      state.SkipWithError("filling the live set failed");
+  }
+  A::destroy(pool);
+}
+
+template <typename A>
+void BM_StoreFree(benchmark::State& state) {
+  const size_t size = static_cast<size_t>(state.range(0));
+  on_live_set<A>(state, size, [&](LiveSet<A>& live) {
     const unsigned char* src = source_bytes();
     for (auto _ : state) {
       size_t k = live.victim();
-      A::free(pool, live.handles[k]);
-      live.handles[k] = A::store(pool, src, size);
+      A::free(live.pool, live.handles[k]);
+      live.handles[k] = A::store(live.pool, src, size);
       benchmark::DoNotOptimize(live.handles[k]);
     }
-    finish<A>(state, size);
-  }
-  A::destroy(pool);
+    finish(state, size);
+  });
 }
 
 template <typename A>
 void BM_MallocWriteFree(benchmark::State& state) {
   const size_t size = static_cast<size_t>(state.range(0));
-  auto* pool = A::create();
-  {
-    LiveSet<A> live(pool, size);
-    if (!live.all_stored()) state.SkipWithError("filling the live set failed");
+  on_live_set<A>(state, size, [&](LiveSet<A>& live) {
     const unsigned char* src = source_bytes();
     for (auto _ : state) {
       size_t k = live.victim();
-      A::free(pool, live.handles[k]);
-      unsigned long h = A::malloc(pool, size);
-      A::write(pool, h, src, size);
+      A::free(live.pool, live.handles[k]);
+      unsigned long h = A::malloc(live.pool, size);
+      A::write(live.pool, h, src, size);
       live.handles[k] = h;
       benchmark::DoNotOptimize(h);
     }
-    finish<A>(state, size);
-  }
-  A::destroy(pool);
+    finish(state, size);
+  });
 }
 
 template <typename A>
 void BM_Read(benchmark::State& state) {
   const size_t size = static_cast<size_t>(state.range(0));
-  auto* pool = A::create();
-  {
-    LiveSet<A> live(pool, size);
-    if (!live.all_stored()) state.SkipWithError("filling the live set failed");
+  on_live_set<A>(state, size, [&](LiveSet<A>& live) {
     auto scratch = std::make_unique<unsigned char[]>(size);
     auto out = std::make_unique<unsigned char[]>(size);
     for (auto _ : state) {
       unsigned long h = live.handles[live.victim()];
-      void* mem = A::read_begin(pool, h, size, scratch.get());
+      void* mem = A::read_begin(live.pool, h, size, scratch.get());
       std::memcpy(out.get(), mem, size);
-      A::read_end(pool, h, size, mem);
+      A::read_end(live.pool, h, size, mem);
       benchmark::DoNotOptimize(out.get());
     }
-    finish<A>(state, size);
-  }
-  A::destroy(pool);
+    finish(state, size);
+  });
 }
 
 template <typename A>
@@ -134,7 +135,7 @@ void BM_StoreFreeShared(benchmark::State& state) {
     live.handles[k] = A::store(pool, src, size);
     benchmark::DoNotOptimize(live.handles[k]);
   }
-  finish<A>(state, size);
+  finish(state, size);
 }
 
 template <typename A>
