@@ -1,0 +1,631 @@
+// The compressed cache (zsm/cache.hpp).
+//
+// Index. Shards of open-addressing tables with linear probing and backward-shift deletion;
+// the top bits of a key's 64-bit hash pick the shard, the low bits the slot. A Slot (24 B)
+// holds the record's handle and sizes, 32 more bits of the hash, and the CLOCK bit.
+//
+// Records. The pool object of an entry is [key][stored bytes], where the stored bytes are the
+// compressed value, the raw value, or the 8-byte word of a same-filled value. A record longer
+// than a page (a raw page-sized value plus its key) is split: a head object of exactly one
+// page ends with the handle of a tail object that holds the rest.
+//
+// Locks. A shard's std::shared_mutex: get, contains and for_each_key read; put, erase and
+// eviction write. No call holds two shard locks: a put stores its objects before it takes its
+// shard's lock, and makes room (eviction, compaction) after it has dropped it, one shard at a
+// time. The pool has its own locks (no pool-wide one on store, free or read).
+//
+// Capacity. bytes_held() = pool pages + pool bookkeeping + index slots. The pool's page limit
+// is the capacity, so its pages can never exceed it; the index and bookkeeping are brought
+// back under it by make_room() before put() returns.
+#include <zsm/cache.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <shared_mutex>
+
+namespace zsm {
+
+namespace {
+
+class CacheCategory : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "zsm.cache"; }
+  std::string message(int value) const override {
+    switch (static_cast<CacheError>(value)) {
+      case CacheError::value_too_large: return "value larger than the cache's maximum";
+      case CacheError::key_too_large: return "key empty or larger than the cache's maximum";
+      case CacheError::no_memory: return "no room for the value, even after evicting";
+      case CacheError::corrupt: return "stored value failed to decompress; entry dropped";
+      case CacheError::buffer_too_small: return "buffer smaller than the value";
+      case CacheError::bad_options: return "cache options out of range";
+    }
+    return "unknown cache error";
+  }
+};
+
+[[noreturn]] void fail(CacheError e) { throw std::system_error(make_error_code(e)); }
+
+enum Kind : uint8_t { kCompressed, kRecompressed, kRaw, kSame };
+constexpr uint8_t kReferenced = 1;       // CLOCK: used since the hand last passed
+constexpr uint8_t kRecompressTried = 2;  // recompress() has looked at it
+constexpr size_t kTailLink = sizeof(unsigned long);
+
+struct Slot {
+  unsigned long handle = 0;  // 0: an empty slot
+  uint32_t hash = 0;         // bits 0..31 of the key's hash (bits above pick the shard)
+  uint32_t value_size = 0;
+  uint32_t stored_size = 0;  // bytes after the key
+  uint16_t key_size = 0;
+  uint8_t kind = 0;
+  uint8_t flags = 0;         // set by readers too: through std::atomic_ref
+
+  [[nodiscard]] size_t record_size() const { return size_t{key_size} + stored_size; }
+};
+static_assert(sizeof(Slot) == 24, "the index costs 24 bytes an entry");
+
+void set_flag(Slot& s, uint8_t flag) {
+  std::atomic_ref<uint8_t>(s.flags).fetch_or(flag, std::memory_order_relaxed);
+}
+bool test_and_clear(Slot& s, uint8_t flag) {
+  return std::atomic_ref<uint8_t>(s.flags).fetch_and(static_cast<uint8_t>(~flag),
+                                                     std::memory_order_relaxed) & flag;
+}
+
+struct Shard {
+  mutable std::shared_mutex lock;
+  std::vector<Slot> slots;  // a power of two long, or empty
+  size_t used = 0;
+  size_t hand = 0;          // CLOCK hand
+};
+
+uint64_t hash_key(std::string_view key) { return std::hash<std::string_view>{}(key); }
+
+// One 8-byte word repeated (the word, if so).
+std::optional<uint64_t> same_filled_word(std::span<const std::byte> v) {
+  if (v.empty() || v.size() % 8 != 0) return std::nullopt;
+  uint64_t first, word;
+  std::memcpy(&first, v.data(), 8);
+  for (size_t off = 8; off < v.size(); off += 8) {
+    std::memcpy(&word, v.data() + off, 8);
+    if (word != first) return std::nullopt;
+  }
+  return first;
+}
+
+void fill_words(std::span<std::byte> out, uint64_t word) {
+  for (size_t off = 0; off < out.size(); off += 8) std::memcpy(out.data() + off, &word, 8);
+}
+
+// Per-thread buffers: a compressed value and a record copied out of the pool.
+std::vector<std::byte>& scratch(int which, size_t size) {
+  thread_local std::vector<std::byte> buffers[2];
+  if (buffers[which].size() < size) buffers[which].resize(size);
+  return buffers[which];
+}
+
+}  // namespace
+
+const std::error_category& cache_category() noexcept {
+  static const CacheCategory category;
+  return category;
+}
+
+std::error_code make_error_code(CacheError e) noexcept {
+  return {static_cast<int>(e), cache_category()};
+}
+
+struct Cache::Impl {
+  CacheOptions options;
+  std::unique_ptr<Codec> codec, recodec;
+  zs_pool* pool = nullptr;
+  size_t page_size = 0;
+  size_t huge_class_size = 0;
+  std::vector<Shard> shards;
+  unsigned shard_shift = 0;  // 64 - log2(shards)
+
+  std::atomic<size_t> index_bytes{0};
+  std::atomic<size_t> next_victim{0};
+  std::atomic<uint64_t> orig{0}, compr{0}, record_bytes{0}, same{0}, huge{0}, huge_since{0},
+      entries{0}, hits{0}, misses{0}, evictions{0}, recompressed{0}, mem_used_max{0};
+
+  explicit Impl(CacheOptions o);
+  ~Impl();
+
+  Shard& shard_of(uint64_t h) { return shards[shard_shift == 64 ? 0 : h >> shard_shift]; }
+
+  size_t pool_bytes() const { return zs_get_total_pages(pool) * page_size; }
+  size_t bytes_held() const {
+    return pool_bytes() + zs_pool_bookkeeping_bytes(pool) + index_bytes.load();
+  }
+
+  // --- records -------------------------------------------------------------------------
+
+  bool split(size_t record_size) const { return record_size > page_size; }
+  size_t head_payload() const { return page_size - kTailLink; }
+
+  // Stores a record made of `key` and `stored`; returns the head handle, or 0 (errno ENOMEM).
+  unsigned long store_record(std::string_view key, std::span<const std::byte> stored);
+  void free_record(const Slot& s);
+  // Copies a record out of the pool into `out` (record_size() bytes).
+  void read_record(const Slot& s, std::span<std::byte> out) const;
+  bool key_matches(const Slot& s, std::string_view key) const;
+
+  // --- index ---------------------------------------------------------------------------
+
+  Slot* find(Shard& sh, uint64_t h, std::string_view key) const;
+  void insert(Shard& sh, const Slot& s);
+  void remove_at(Shard& sh, size_t i);
+  void grow(Shard& sh);
+  void account(const Slot& s, int sign);
+  void drop(Shard& sh, Slot* s);
+
+  // --- room ----------------------------------------------------------------------------
+
+  bool evict_one();
+  bool free_some();
+  bool make_room(size_t limit);
+  void decode(const Slot& s, std::span<const std::byte> record, std::span<std::byte> out) const;
+};
+
+Cache::Impl::Impl(CacheOptions o) : options(std::move(o)) {
+  codec = Codec::create(options.codec);
+  if (options.recompress_codec) recodec = Codec::create(*options.recompress_codec);
+  unsigned n = options.shards;
+  if (n == 0 || (n & (n - 1)) != 0 || n > 1024) fail(CacheError::bad_options);
+  zs_pool_config pc = options.pool;
+  page_size = pc.page_size != 0 ? pc.page_size : 4096;
+  if (options.capacity_bytes < page_size) fail(CacheError::bad_options);
+  pc.max_pages = options.capacity_bytes / page_size;
+  pool = zs_create_pool_ex("zsm-cache", &pc);
+  if (pool == nullptr) fail(errno == ENOMEM ? CacheError::no_memory : CacheError::bad_options);
+  huge_class_size = zs_huge_class_size(pool);
+  if (options.max_value_size == 0) options.max_value_size = page_size;
+  if (options.max_value_size > page_size || options.max_key_size == 0 ||
+      options.max_key_size > page_size / 2 || options.max_key_size > UINT16_MAX) {
+    zs_destroy_pool(pool);
+    fail(CacheError::bad_options);
+  }
+  shards = std::vector<Shard>(n);
+  shard_shift = 64;
+  while ((1u << (64 - shard_shift)) < n) shard_shift--;
+}
+
+Cache::Impl::~Impl() { zs_destroy_pool(pool); }
+
+unsigned long Cache::Impl::store_record(std::string_view key, std::span<const std::byte> stored) {
+  size_t size = key.size() + stored.size();
+  if (!split(size)) {
+    unsigned long h = zs_malloc(pool, size);
+    if (h == 0) return 0;
+    // One write of the whole record, assembled here.
+    std::vector<std::byte>& buf = scratch(1, size);
+    std::memcpy(buf.data(), key.data(), key.size());
+    if (!stored.empty()) std::memcpy(buf.data() + key.size(), stored.data(), stored.size());
+    zs_obj_write(pool, h, buf.data(), size);
+    return h;
+  }
+  size_t in_head = head_payload() - key.size();
+  unsigned long tail = zs_malloc(pool, stored.size() - in_head);
+  if (tail == 0) return 0;
+  unsigned long head = zs_malloc(pool, page_size);
+  if (head == 0) {
+    zs_free(pool, tail);
+    return 0;
+  }
+  zs_obj_write(pool, tail, stored.data() + in_head, stored.size() - in_head);
+  std::vector<std::byte>& buf = scratch(1, page_size);
+  std::memcpy(buf.data(), key.data(), key.size());
+  std::memcpy(buf.data() + key.size(), stored.data(), in_head);
+  std::memcpy(buf.data() + head_payload(), &tail, kTailLink);
+  zs_obj_write(pool, head, buf.data(), page_size);
+  return head;
+}
+
+void Cache::Impl::read_record(const Slot& s, std::span<std::byte> out) const {
+  size_t size = s.record_size();
+  size_t first = split(size) ? page_size : size;
+  std::vector<std::byte>& copy = scratch(1, page_size);
+  void* mem = zs_obj_read_begin(pool, s.handle, first, copy.data());
+  size_t in_head = split(size) ? head_payload() : size;
+  std::memcpy(out.data(), mem, in_head);
+  unsigned long tail = 0;
+  if (split(size)) std::memcpy(&tail, static_cast<std::byte*>(mem) + head_payload(), kTailLink);
+  zs_obj_read_end(pool, s.handle, first, mem);
+  if (tail == 0) return;
+  size_t rest = size - in_head;
+  mem = zs_obj_read_begin(pool, tail, rest, copy.data());
+  std::memcpy(out.data() + in_head, mem, rest);
+  zs_obj_read_end(pool, tail, rest, mem);
+}
+
+void Cache::Impl::free_record(const Slot& s) {
+  if (split(s.record_size())) {
+    std::vector<std::byte>& copy = scratch(1, page_size);
+    void* mem = zs_obj_read_begin(pool, s.handle, page_size, copy.data());
+    unsigned long tail;
+    std::memcpy(&tail, static_cast<std::byte*>(mem) + head_payload(), kTailLink);
+    zs_obj_read_end(pool, s.handle, page_size, mem);
+    zs_free(pool, tail);
+  }
+  zs_free(pool, s.handle);
+}
+
+bool Cache::Impl::key_matches(const Slot& s, std::string_view key) const {
+  if (s.key_size != key.size()) return false;
+  std::vector<std::byte>& copy = scratch(1, page_size);
+  void* mem = zs_obj_read_begin(pool, s.handle, key.size(), copy.data());
+  bool same = std::memcmp(mem, key.data(), key.size()) == 0;
+  zs_obj_read_end(pool, s.handle, key.size(), mem);
+  return same;
+}
+
+Slot* Cache::Impl::find(Shard& sh, uint64_t h, std::string_view key) const {
+  if (sh.slots.empty()) return nullptr;
+  size_t mask = sh.slots.size() - 1;
+  for (size_t i = h & mask;; i = (i + 1) & mask) {
+    Slot& s = sh.slots[i];
+    if (s.handle == 0) return nullptr;
+    if (s.hash == static_cast<uint32_t>(h) && key_matches(s, key)) return &s;
+  }
+}
+
+void Cache::Impl::grow(Shard& sh) {
+  std::vector<Slot> old = std::move(sh.slots);
+  sh.slots = std::vector<Slot>(old.empty() ? 16 : old.size() * 2);
+  index_bytes += (sh.slots.size() - old.size()) * sizeof(Slot);
+  size_t mask = sh.slots.size() - 1;
+  for (const Slot& s : old) {
+    if (s.handle == 0) continue;
+    size_t i = s.hash & mask;
+    while (sh.slots[i].handle != 0) i = (i + 1) & mask;
+    sh.slots[i] = s;
+  }
+  sh.hand = 0;
+}
+
+void Cache::Impl::insert(Shard& sh, const Slot& s) {
+  if ((sh.used + 1) * 4 > sh.slots.size() * 3) grow(sh);
+  size_t mask = sh.slots.size() - 1;
+  size_t i = s.hash & mask;
+  while (sh.slots[i].handle != 0) i = (i + 1) & mask;
+  sh.slots[i] = s;
+  sh.used++;
+}
+
+// Backward-shift deletion: no tombstones, probe sequences stay short.
+void Cache::Impl::remove_at(Shard& sh, size_t i) {
+  size_t mask = sh.slots.size() - 1;
+  for (size_t j = (i + 1) & mask; sh.slots[j].handle != 0; j = (j + 1) & mask) {
+    size_t home = sh.slots[j].hash & mask;
+    // Move j back into the hole at i when its home does not lie in (i, j].
+    if (((j - home) & mask) >= ((j - i) & mask)) {
+      sh.slots[i] = sh.slots[j];
+      i = j;
+    }
+  }
+  sh.slots[i] = Slot{};
+  sh.used--;
+}
+
+void Cache::Impl::account(const Slot& s, int sign) {
+  auto add = [sign](std::atomic<uint64_t>& counter, uint64_t v) {
+    if (sign > 0)
+      counter += v;
+    else
+      counter -= v;
+  };
+  add(orig, s.value_size);
+  add(compr, s.kind == kSame ? 0 : s.stored_size);
+  add(record_bytes, s.record_size());
+  add(entries, 1);
+  if (s.kind == kSame) add(same, 1);
+  if (s.kind == kRaw) add(huge, 1);
+}
+
+void Cache::Impl::drop(Shard& sh, Slot* s) {
+  account(*s, -1);
+  free_record(*s);
+  remove_at(sh, static_cast<size_t>(s - sh.slots.data()));
+}
+
+// CLOCK over one shard at a time, shards in turn.
+bool Cache::Impl::evict_one() {
+  for (size_t tries = 0; tries < shards.size(); tries++) {
+    Shard& sh = shards[next_victim.fetch_add(1, std::memory_order_relaxed) % shards.size()];
+    std::unique_lock guard(sh.lock);
+    if (sh.used == 0) continue;
+    for (size_t steps = 0; steps < 2 * sh.slots.size() + 1; steps++) {
+      size_t i = sh.hand;
+      sh.hand = (sh.hand + 1) & (sh.slots.size() - 1);
+      Slot& s = sh.slots[i];
+      if (s.handle == 0 || test_and_clear(s, kReferenced)) continue;
+      drop(sh, &s);
+      evictions++;
+      return true;
+    }
+  }
+  return false;
+}
+
+// Frees some pool memory: compacts when a quarter of the pool is holes inside zspages (and
+// compaction frees something), otherwise evicts one entry. False when neither can.
+bool Cache::Impl::free_some() {
+  size_t held = pool_bytes(), live = record_bytes.load() + entries.load() * ZS_HANDLE_SIZE;
+  if (held > 4 * page_size && held > live && (held - live) * 4 > held && zs_compact(pool) > 0)
+    return true;
+  return evict_one() || zs_compact(pool) > 0;
+}
+
+// Brings bytes_held() down to `limit`. False when everything is gone and it still does not fit.
+bool Cache::Impl::make_room(size_t limit) {
+  while (bytes_held() > limit)
+    if (!free_some()) return false;
+  return true;
+}
+
+void Cache::Impl::decode(const Slot& s, std::span<const std::byte> record,
+                         std::span<std::byte> out) const {
+  auto stored = record.subspan(s.key_size, s.stored_size);
+  switch (s.kind) {
+    case kSame: {
+      uint64_t word;
+      std::memcpy(&word, stored.data(), 8);
+      fill_words(out, word);
+      return;
+    }
+    case kRaw:
+      if (!out.empty()) std::memcpy(out.data(), stored.data(), out.size());
+      return;
+    default: {
+      const Codec& c = s.kind == kRecompressed ? *recodec : *codec;
+      if (c.decompress(stored, out)) fail(CacheError::corrupt);
+    }
+  }
+}
+
+// --- the API ---------------------------------------------------------------------------------
+
+Cache::Cache(CacheOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Cache::~Cache() = default;
+
+void Cache::put(std::string_view key, std::span<const std::byte> value) {
+  Impl& m = *impl_;
+  if (key.empty() || key.size() > m.options.max_key_size) fail(CacheError::key_too_large);
+  if (value.size() > m.options.max_value_size) fail(CacheError::value_too_large);
+
+  Slot s;
+  uint64_t h = hash_key(key);
+  s.hash = static_cast<uint32_t>(h);
+  s.key_size = static_cast<uint16_t>(key.size());
+  s.value_size = static_cast<uint32_t>(value.size());
+  s.flags = kReferenced;
+  std::span<const std::byte> stored;
+  uint64_t word = 0;
+  if (auto w = same_filled_word(value)) {
+    word = *w;
+    s.kind = kSame;
+    stored = std::as_bytes(std::span(&word, 1));
+  } else {
+    std::vector<std::byte>& buf = scratch(0, m.codec->bound(value.size()));
+    std::optional<size_t> n = m.codec->compress(value, buf);
+    // Raw when compression does not take the record below the huge class (zram's rule).
+    if (!n || key.size() + *n >= m.huge_class_size || *n >= value.size()) {
+      s.kind = kRaw;
+      stored = value;
+    } else {
+      s.kind = kCompressed;
+      stored = std::span<const std::byte>(buf.data(), *n);
+    }
+  }
+  s.stored_size = static_cast<uint32_t>(stored.size());
+
+  while ((s.handle = m.store_record(key, stored)) == 0)
+    if (!m.free_some()) fail(CacheError::no_memory);
+  {
+    Shard& sh = m.shard_of(h);
+    std::unique_lock guard(sh.lock);
+    if (Slot* old = m.find(sh, h, key)) m.drop(sh, old);
+    m.insert(sh, s);
+    m.account(s, +1);
+    if (s.kind == kRaw) m.huge_since++;
+  }
+  uint64_t used = m.pool_bytes(), max = m.mem_used_max.load();
+  while (used > max && !m.mem_used_max.compare_exchange_weak(max, used)) {
+  }
+  if (!m.make_room(m.options.capacity_bytes)) {
+    erase(key);
+    fail(CacheError::no_memory);
+  }
+}
+
+std::optional<size_t> Cache::get(std::string_view key, std::span<std::byte> out) {
+  Impl& m = *impl_;
+  uint64_t h = hash_key(key);
+  Shard& sh = m.shard_of(h);
+  {
+    std::shared_lock guard(sh.lock);
+    Slot* s = m.find(sh, h, key);
+    if (s == nullptr) {
+      m.misses++;
+      return std::nullopt;
+    }
+    if (out.size() < s->value_size) fail(CacheError::buffer_too_small);
+    set_flag(*s, kReferenced);
+    std::vector<std::byte>& record = scratch(0, s->record_size());
+    m.read_record(*s, record);
+    try {
+      m.decode(*s, std::span(record).first(s->record_size()), out.first(s->value_size));
+      m.hits++;
+      return s->value_size;
+    } catch (const std::system_error&) {
+    }
+  }
+  erase(key);  // a value that does not decompress is worth nothing: drop it
+  fail(CacheError::corrupt);
+}
+
+std::optional<std::vector<std::byte>> Cache::get(std::string_view key) {
+  Impl& m = *impl_;
+  uint64_t h = hash_key(key);
+  size_t size;
+  {
+    Shard& sh = m.shard_of(h);
+    std::shared_lock guard(sh.lock);
+    Slot* s = m.find(sh, h, key);
+    if (s == nullptr) {
+      m.misses++;
+      return std::nullopt;
+    }
+    size = s->value_size;
+  }
+  std::vector<std::byte> value(size);
+  // The value may change between the two looks: retry with its new size.
+  for (;;) {
+    try {
+      std::optional<size_t> n = get(key, value);
+      if (!n) return std::nullopt;
+      value.resize(*n);
+      return value;
+    } catch (const std::system_error& e) {
+      if (e.code() != CacheError::buffer_too_small) throw;
+      value.resize(m.options.max_value_size);
+    }
+  }
+}
+
+bool Cache::erase(std::string_view key) {
+  Impl& m = *impl_;
+  uint64_t h = hash_key(key);
+  Shard& sh = m.shard_of(h);
+  std::unique_lock guard(sh.lock);
+  Slot* s = m.find(sh, h, key);
+  if (s == nullptr) return false;
+  m.drop(sh, s);
+  return true;
+}
+
+bool Cache::contains(std::string_view key) const {
+  Impl& m = *impl_;
+  uint64_t h = hash_key(key);
+  Shard& sh = m.shard_of(h);
+  std::shared_lock guard(sh.lock);
+  return m.find(sh, h, key) != nullptr;
+}
+
+void Cache::for_each_key(const std::function<void(std::string_view)>& fn) const {
+  Impl& m = *impl_;
+  std::vector<char> key;
+  for (Shard& sh : m.shards) {
+    std::shared_lock guard(sh.lock);
+    for (const Slot& s : sh.slots) {
+      if (s.handle == 0) continue;
+      std::vector<std::byte>& record = scratch(0, s.record_size());
+      m.read_record(s, record);
+      fn(std::string_view(reinterpret_cast<const char*>(record.data()), s.key_size));
+    }
+  }
+}
+
+void Cache::clear() {
+  Impl& m = *impl_;
+  for (Shard& sh : m.shards) {
+    std::unique_lock guard(sh.lock);
+    for (Slot& s : sh.slots) {
+      if (s.handle == 0) continue;
+      m.account(s, -1);
+      m.free_record(s);
+    }
+    m.index_bytes -= sh.slots.size() * sizeof(Slot);
+    sh.slots = {};
+    sh.used = 0;
+    sh.hand = 0;
+  }
+  zs_compact(m.pool);
+}
+
+size_t Cache::recompress(size_t max_entries) {
+  Impl& m = *impl_;
+  if (!m.recodec) return 0;
+  size_t moved = 0, tried = 0;
+  std::vector<std::byte> value, out;
+  for (Shard& sh : m.shards) {
+    std::unique_lock guard(sh.lock);
+    for (Slot& s : sh.slots) {
+      if (tried == max_entries) return moved;
+      if (s.handle == 0 || s.kind != kCompressed || (s.flags & kRecompressTried)) continue;
+      tried++;
+      s.flags |= kRecompressTried;
+      std::vector<std::byte>& record = scratch(0, s.record_size());
+      m.read_record(s, record);
+      value.resize(s.value_size);
+      if (m.codec->decompress(std::span(record).subspan(s.key_size, s.stored_size), value))
+        continue;
+      out.resize(m.recodec->bound(value.size()));
+      std::optional<size_t> n = m.recodec->compress(value, out);
+      auto class_of = [&](size_t record_size) {
+        return zs_lookup_class_index(m.pool, static_cast<unsigned>(record_size + ZS_HANDLE_SIZE));
+      };
+      if (!n || class_of(s.key_size + *n) >= class_of(s.record_size())) continue;
+      std::string key(reinterpret_cast<const char*>(record.data()), s.key_size);
+      unsigned long h = m.store_record(key, std::span(out).first(*n));
+      if (h == 0) continue;
+      m.account(s, -1);
+      m.free_record(s);
+      s.handle = h;
+      s.stored_size = static_cast<uint32_t>(*n);
+      s.kind = kRecompressed;
+      m.account(s, +1);
+      moved++;
+      m.recompressed++;
+    }
+  }
+  return moved;
+}
+
+CacheStats Cache::stats() const {
+  const Impl& m = *impl_;
+  struct zs_pool_stats ps{};
+  zs_pool_stats(m.pool, &ps);
+  CacheStats s;
+  s.orig_data_size = m.orig.load();
+  s.compr_data_size = m.compr.load();
+  s.mem_used_total = m.pool_bytes();
+  s.mem_limit = m.options.capacity_bytes;
+  s.mem_used_max = std::max<uint64_t>(m.mem_used_max.load(), s.mem_used_total);
+  s.same_pages = m.same.load();
+  s.pages_compacted = ps.pages_compacted;
+  s.huge_pages = m.huge.load();
+  s.huge_pages_since = m.huge_since.load();
+  s.entries = m.entries.load();
+  s.bytes_held = m.bytes_held();
+  s.hits = m.hits.load();
+  s.misses = m.misses.load();
+  s.evictions = m.evictions.load();
+  s.recompressed = m.recompressed.load();
+  return s;
+}
+
+std::string Cache::mm_stat() const {
+  CacheStats s = stats();
+  char line[256];
+  std::snprintf(line, sizeof line, "%8llu %8llu %8llu %8llu %8llu %8llu %8llu %8llu %8llu",
+                static_cast<unsigned long long>(s.orig_data_size),
+                static_cast<unsigned long long>(s.compr_data_size),
+                static_cast<unsigned long long>(s.mem_used_total),
+                static_cast<unsigned long long>(s.mem_limit),
+                static_cast<unsigned long long>(s.mem_used_max),
+                static_cast<unsigned long long>(s.same_pages),
+                static_cast<unsigned long long>(s.pages_compacted),
+                static_cast<unsigned long long>(s.huge_pages),
+                static_cast<unsigned long long>(s.huge_pages_since));
+  return line;
+}
+
+zs_pool* Cache::pool() const noexcept { return impl_->pool; }
+const CacheOptions& Cache::options() const noexcept { return impl_->options; }
+
+}  // namespace zsm

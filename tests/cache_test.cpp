@@ -1,0 +1,381 @@
+// The compressed cache (compress/include/zsm/cache.hpp): round trips for every codec and value
+// shape, same-filled and raw storage, errors that leave every other entry intact, capacity
+// under a randomized workload, CLOCK eviction order, recompression, a failing page source,
+// corrupted pool memory, and concurrent readers and writers.
+#include <zsm/cache.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Bytes = std::vector<std::byte>;
+
+Bytes random_bytes(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Bytes b(n);
+  for (auto& x : b) x = static_cast<std::byte>(rng());
+  return b;
+}
+
+// Compressible bytes whose content depends on `seed`.
+Bytes text_bytes(size_t n, uint64_t seed) {
+  static const std::string words[] = {"alpha ", "beta ", "gamma ", "delta ", "zram ", "page "};
+  std::mt19937_64 rng(seed);
+  Bytes b;
+  while (b.size() < n) {
+    const std::string& w = words[rng() % 6];
+    for (char c : w) b.push_back(static_cast<std::byte>(c));
+  }
+  b.resize(n);
+  return b;
+}
+
+Bytes same_filled(size_t n, uint64_t word) {
+  Bytes b(n);
+  for (size_t i = 0; i < n; i += 8) std::memcpy(b.data() + i, &word, 8);
+  return b;
+}
+
+zsm::CacheError error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::system_error& e) {
+    if (e.code().category() == zsm::cache_category()) return static_cast<zsm::CacheError>(e.code().value());
+    ADD_FAILURE() << "unexpected error " << e.what();
+  }
+  return static_cast<zsm::CacheError>(0);
+}
+
+zsm::CacheOptions small_cache(size_t capacity, unsigned shards = 4) {
+  zsm::CacheOptions o;
+  o.capacity_bytes = capacity;
+  o.shards = shards;
+  return o;
+}
+
+TEST(Cache, RoundTripsEveryCodecAndShape) {
+  for (auto kind : {zsm::CodecKind::none, zsm::CodecKind::lz4, zsm::CodecKind::lz4hc,
+                    zsm::CodecKind::zstd}) {
+    zsm::CacheOptions o;
+    o.codec.kind = kind;
+    zsm::Cache cache(o);
+    std::map<std::string, Bytes> shapes = {
+        {"empty", {}},
+        {"one", Bytes{std::byte{7}}},
+        {"tiny", text_bytes(5, 1)},
+        {"eight same", same_filled(8, 0x1122334455667788ull)},
+        {"page same", same_filled(4096, 0)},
+        {"page text", text_bytes(4096, 2)},
+        {"page random", random_bytes(4096, 3)},
+        {"3000 random", random_bytes(3000, 4)},
+        {"3625 random", random_bytes(3625, 5)},
+        {"4095 text", text_bytes(4095, 6)},
+    };
+    for (const auto& [key, value] : shapes) cache.put(key, value);
+    for (const auto& [key, value] : shapes) {
+      SCOPED_TRACE(std::string(zsm::Codec::create(o.codec)->name()) + " " + key);
+      auto got = cache.get(key);
+      ASSERT_TRUE(got.has_value());
+      EXPECT_EQ(*got, value);
+      Bytes out(4096);
+      EXPECT_EQ(cache.get(key, out), value.size());
+      EXPECT_TRUE(std::equal(value.begin(), value.end(), out.begin()));
+    }
+    zsm::CacheStats s = cache.stats();
+    EXPECT_EQ(s.entries, shapes.size());
+    EXPECT_EQ(s.same_pages, 2u);
+    if (kind != zsm::CodecKind::none) {
+      EXPECT_GE(s.huge_pages, 3u);  // the random ones
+    }
+    EXPECT_LE(s.bytes_held, o.capacity_bytes);
+  }
+}
+
+// The huge threshold: a record that compression cannot take below the pool's huge class is
+// stored raw, and raw page-sized values with their key span two pool objects.
+TEST(Cache, RawAndSplitRecordsAroundTheHugeClass) {
+  zsm::Cache cache;
+  size_t huge = zs_huge_class_size(cache.pool());
+  std::vector<std::pair<std::string, Bytes>> values;
+  for (size_t n : {huge - 64, huge - 16, huge - 1, huge, huge + 1, size_t{4088}, size_t{4096}}) {
+    std::string key = "raw-" + std::to_string(n) + std::string(100, 'k');
+    values.emplace_back(key, random_bytes(n, n));
+    cache.put(key, values.back().second);
+  }
+  EXPECT_EQ(cache.stats().huge_pages, values.size());
+  for (const auto& [key, value] : values) EXPECT_EQ(cache.get(key), value) << key;
+  for (const auto& [key, value] : values) EXPECT_TRUE(cache.erase(key));
+  cache.clear();
+  EXPECT_EQ(zs_get_total_pages(cache.pool()), 0u);
+}
+
+TEST(Cache, OverwriteEraseContainsIterateClear) {
+  zsm::Cache cache(small_cache(8 << 20));
+  for (int i = 0; i < 500; i++) cache.put("k" + std::to_string(i), text_bytes(100 + i, i));
+  cache.put("k7", text_bytes(3000, 77));
+  EXPECT_EQ(cache.get("k7"), text_bytes(3000, 77));
+  EXPECT_TRUE(cache.contains("k8"));
+  EXPECT_TRUE(cache.erase("k8"));
+  EXPECT_FALSE(cache.erase("k8"));
+  EXPECT_FALSE(cache.contains("k8"));
+  EXPECT_FALSE(cache.get("k8").has_value());
+  std::set<std::string> keys;
+  cache.for_each_key([&](std::string_view k) { keys.insert(std::string(k)); });
+  EXPECT_EQ(keys.size(), 499u);
+  EXPECT_EQ(keys.count("k8"), 0u);
+  EXPECT_EQ(keys.count("k499"), 1u);
+  EXPECT_EQ(cache.stats().entries, 499u);
+  cache.clear();
+  EXPECT_EQ(cache.stats().entries, 0u);
+  EXPECT_EQ(cache.stats().orig_data_size, 0u);
+  EXPECT_EQ(zs_get_total_pages(cache.pool()), 0u);
+  cache.put("again", text_bytes(10, 1));
+  EXPECT_EQ(cache.get("again"), text_bytes(10, 1));
+}
+
+TEST(Cache, BadInputIsAClearErrorAndChangesNothing) {
+  zsm::Cache cache(small_cache(4 << 20));
+  cache.put("keep", text_bytes(1000, 1));
+  EXPECT_EQ(error_of([&] { cache.put("big", Bytes(4097)); }), zsm::CacheError::value_too_large);
+  EXPECT_EQ(error_of([&] { cache.put("", Bytes(10)); }), zsm::CacheError::key_too_large);
+  EXPECT_EQ(error_of([&] { cache.put(std::string(257, 'x'), Bytes(10)); }),
+            zsm::CacheError::key_too_large);
+  Bytes small(10);
+  EXPECT_EQ(error_of([&] { cache.get("keep", small); }), zsm::CacheError::buffer_too_small);
+  EXPECT_EQ(cache.get("keep"), text_bytes(1000, 1));
+  EXPECT_EQ(cache.stats().entries, 1u);
+
+  auto bad = [](zsm::CacheOptions o) {
+    return error_of([&] { zsm::Cache c(o); });
+  };
+  zsm::CacheOptions o;
+  o.shards = 3;
+  EXPECT_EQ(bad(o), zsm::CacheError::bad_options);
+  o = {};
+  o.max_value_size = 8192;
+  EXPECT_EQ(bad(o), zsm::CacheError::bad_options);
+  o = {};
+  o.capacity_bytes = 100;
+  EXPECT_EQ(bad(o), zsm::CacheError::bad_options);
+  o = {};
+  o.codec.level = 1000;
+  o.codec.kind = zsm::CodecKind::zstd;
+  EXPECT_THROW(zsm::Cache c(o), std::system_error);
+}
+
+// A randomized workload in a cache far smaller than the data: the capacity holds after every
+// call, and a get returns the last value put under that key or nothing (evicted).
+TEST(Cache, CapacityIsNeverExceeded) {
+  for (uint64_t seed : {1u, 2u, 3u}) {
+    const size_t capacity = 1 << 20;
+    zsm::Cache cache(small_cache(capacity));
+    std::map<std::string, Bytes> last;
+    std::mt19937_64 rng(seed);
+    for (int op = 0; op < 6000; op++) {
+      std::string key = "key" + std::to_string(rng() % 2000);
+      int what = static_cast<int>(rng() % 10);
+      if (what < 6) {
+        size_t n = rng() % 4097;
+        Bytes v = rng() % 4 == 0 ? random_bytes(n, rng()) : text_bytes(n, rng());
+        cache.put(key, v);
+        last[key] = v;
+      } else if (what < 9) {
+        auto got = cache.get(key);
+        if (got) {
+          ASSERT_TRUE(last.count(key)) << key;
+          ASSERT_EQ(*got, last[key]) << key;
+        }
+      } else {
+        cache.erase(key);
+        last.erase(key);
+      }
+      ASSERT_LE(cache.stats().bytes_held, capacity) << "after op " << op;
+    }
+    zsm::CacheStats s = cache.stats();
+    EXPECT_GT(s.evictions, 0u);
+    EXPECT_LE(s.mem_used_max, capacity);
+  }
+}
+
+// CLOCK: entries read since the hand last passed survive the first sweep.
+TEST(Cache, EvictionSparesRecentlyReadEntries) {
+  const size_t capacity = 512 << 10;
+  zsm::Cache cache(small_cache(capacity, 1));
+  std::vector<std::string> keys;
+  for (int i = 0; cache.stats().evictions == 0 && i < 100000; i++) {
+    keys.push_back("k" + std::to_string(i));
+    cache.put(keys.back(), random_bytes(1000, i));
+  }
+  ASSERT_GT(cache.stats().evictions, 0u);
+  // A full sweep has cleared every bit; read every other survivor to set it again.
+  std::set<std::string> read;
+  for (size_t i = 0; i < keys.size(); i += 2)
+    if (cache.get(keys[i])) read.insert(keys[i]);
+  size_t unread_alive = 0;
+  for (size_t i = 1; i < keys.size(); i += 2) unread_alive += cache.contains(keys[i]);
+  ASSERT_GT(unread_alive, 10u);
+  uint64_t before = cache.stats().evictions;
+  for (int i = 0; cache.stats().evictions - before < unread_alive / 2; i++)
+    cache.put("new" + std::to_string(i), random_bytes(1000, 1000000 + i));
+  for (const std::string& k : read) EXPECT_TRUE(cache.contains(k)) << k << " was read but evicted";
+}
+
+TEST(Cache, RecompressKeepsOnlySmallerClasses) {
+  zsm::CacheOptions o;
+  o.codec = {zsm::CodecKind::lz4, 0, {}};
+  o.recompress_codec = zsm::CodecOptions{zsm::CodecKind::zstd, 19, {}};
+  zsm::Cache cache(o);
+  for (int i = 0; i < 300; i++) cache.put("k" + std::to_string(i), text_bytes(4096, i));
+  uint64_t before = cache.stats().compr_data_size;
+  size_t moved = cache.recompress();
+  EXPECT_GT(moved, 0u);
+  EXPECT_EQ(cache.stats().recompressed, moved);
+  EXPECT_LT(cache.stats().compr_data_size, before);
+  EXPECT_EQ(cache.recompress(), 0u) << "values already tried are not tried again";
+  for (int i = 0; i < 300; i++) EXPECT_EQ(cache.get("k" + std::to_string(i)), text_bytes(4096, i));
+}
+
+// A page source that fails once it has handed out `limit` pages.
+struct LimitedSource {
+  zs_vm_source* vm = zs_vm_source_create(4096, size_t{64} << 20, 16);
+  zs_page_source inner = zs_vm_source_ops(vm);
+  size_t limit = SIZE_MAX, handed = 0;
+  std::vector<void*> pages;
+  zs_page_source ops() {
+    return {[](void* self) -> void* {
+              auto* s = static_cast<LimitedSource*>(self);
+              if (s->handed >= s->limit) return nullptr;
+              void* p = s->inner.alloc_page(s->inner.ctx);
+              if (p != nullptr) {
+                s->handed++;
+                s->pages.push_back(p);
+              }
+              return p;
+            },
+            [](void* self, void* page) {
+              auto* s = static_cast<LimitedSource*>(self);
+              s->handed--;
+              std::erase(s->pages, page);
+              s->inner.free_page(s->inner.ctx, page);
+            },
+            this};
+  }
+  ~LimitedSource() { zs_vm_source_destroy(vm); }
+};
+
+// A page source out of pages: the cache makes room by evicting (its pages go back to the
+// source and are reused), and when nothing can make room the put is a clear no_memory error.
+TEST(Cache, FailingPageSourceIsNoMemoryAndKeepsEntries) {
+  LimitedSource src;
+  zs_page_source ops = src.ops();
+  zsm::CacheOptions o = small_cache(64 << 20);
+  o.pool.page_source = &ops;
+  zsm::Cache cache(o);
+  for (int i = 0; i < 50; i++) cache.put("k" + std::to_string(i), text_bytes(2000, i));
+  src.limit = src.handed;  // no more pages than now
+  for (int i = 50; i < 400; i++) {
+    try {
+      cache.put("k" + std::to_string(i), random_bytes(3000, i));
+    } catch (const std::system_error& e) {
+      EXPECT_EQ(e.code(), zsm::CacheError::no_memory);
+    }
+    ASSERT_LE(src.handed, src.limit);
+  }
+  EXPECT_GT(cache.stats().evictions, 0u);
+  for (int i = 0; i < 400; i++) {
+    auto got = cache.get("k" + std::to_string(i));
+    if (got) {
+      EXPECT_EQ(*got, i < 50 ? text_bytes(2000, i) : random_bytes(3000, i)) << i;
+    }
+  }
+  cache.put("same", same_filled(4096, 3));  // a same-filled value needs almost nothing
+  cache.clear();
+  src.limit = 0;
+  EXPECT_EQ(error_of([&] { cache.put("none", text_bytes(100, 1)); }), zsm::CacheError::no_memory);
+  src.limit = SIZE_MAX;
+  cache.put("after", text_bytes(100, 1));
+  EXPECT_EQ(cache.get("after"), text_bytes(100, 1));
+}
+
+// Stored bytes scribbled over: gets report corrupt (and drop the entry) or miss, or return
+// bytes the codec could not tell were wrong; never a crash or an access out of bounds (ASan).
+// (Only gets and erases follow: the scribbles also hit the pool's free-slot links, and a
+// pool whose own memory is corrupted may not allocate safely.)
+TEST(Cache, CorruptedPoolMemoryNeverCrashes) {
+  LimitedSource src;
+  zs_page_source ops = src.ops();
+  zsm::CacheOptions o = small_cache(64 << 20);
+  o.pool.page_source = &ops;
+  zsm::Cache cache(o);
+  for (int i = 0; i < 200; i++) cache.put("k" + std::to_string(i), text_bytes(3000, i));
+  std::mt19937_64 rng(9);
+  for (void* page : src.pages)
+    for (int n = 0; n < 64; n++) static_cast<unsigned char*>(page)[rng() % 4096] ^= 0x5a;
+  size_t corrupt = 0;
+  for (int i = 0; i < 200; i++) {
+    try {
+      cache.get("k" + std::to_string(i));
+    } catch (const std::system_error& e) {
+      EXPECT_EQ(e.code(), zsm::CacheError::corrupt);
+      corrupt++;
+    }
+  }
+  EXPECT_GT(corrupt, 0u);
+  EXPECT_EQ(cache.stats().entries + corrupt, 200u) << "each corrupt entry is dropped";
+}
+
+// Readers and writers on shared keys: a value always matches its key (it is derived from it).
+TEST(Cache, ConcurrentReadersAndWriters) {
+  zsm::Cache cache(small_cache(2 << 20, 8));
+  auto value_for = [](int key, int version) {
+    Bytes v = text_bytes(200 + (key * 37 + version) % 3000, key * 100003 + version);
+    return v;
+  };
+  std::vector<std::thread> threads;
+  std::vector<int> bad(4, 0);
+  for (int t = 0; t < 4; t++) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(t);
+      for (int op = 0; op < 5000; op++) {
+        int key = static_cast<int>(rng() % 300);
+        std::string k = "key" + std::to_string(key);
+        if (rng() % 3 == 0) {
+          cache.put(k, value_for(key, static_cast<int>(rng() % 4)));
+        } else if (auto got = cache.get(k)) {
+          bool ok = false;
+          for (int v = 0; v < 4 && !ok; v++) ok = *got == value_for(key, v);
+          if (!ok) bad[t]++;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; t++) EXPECT_EQ(bad[t], 0) << "thread " << t;
+  EXPECT_LE(cache.stats().bytes_held, cache.options().capacity_bytes);
+}
+
+TEST(Cache, MmStatHasNineColumns) {
+  zsm::Cache cache;
+  cache.put("a", same_filled(4096, 1));
+  cache.put("b", text_bytes(4096, 1));
+  std::istringstream line(cache.mm_stat());
+  std::vector<uint64_t> cols;
+  for (uint64_t v; line >> v;) cols.push_back(v);
+  ASSERT_EQ(cols.size(), 9u);
+  EXPECT_EQ(cols[0], 8192u);                      // orig_data_size
+  EXPECT_EQ(cols[3], cache.options().capacity_bytes);  // mem_limit
+  EXPECT_EQ(cols[5], 1u);                         // same_pages
+}
+
+}  // namespace
