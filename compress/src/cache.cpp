@@ -127,6 +127,7 @@ struct Cache::Impl {
   std::vector<Shard> shards;
   unsigned shard_shift = 0;  // 64 - log2(shards)
 
+  std::mutex compact_lock;  // zs_compact() returns 0 while another runs: callers take turns
   std::atomic<size_t> index_bytes{0};
   std::atomic<size_t> next_victim{0};
   std::atomic<uint64_t> orig{0}, compr{0}, record_bytes{0}, same{0}, huge{0}, huge_since{0},
@@ -166,6 +167,7 @@ struct Cache::Impl {
   // --- room ----------------------------------------------------------------------------
 
   bool evict_one();
+  unsigned long compact();
   bool free_some();
   bool make_room(size_t limit);
   void decode(const Slot& s, std::span<const std::byte> record, std::span<std::byte> out) const;
@@ -334,8 +336,9 @@ void Cache::Impl::drop(Shard& sh, Slot* s) {
 
 // CLOCK over one shard at a time, shards in turn.
 bool Cache::Impl::evict_one() {
+  size_t start = next_victim.fetch_add(1, std::memory_order_relaxed);
   for (size_t tries = 0; tries < shards.size(); tries++) {
-    Shard& sh = shards[next_victim.fetch_add(1, std::memory_order_relaxed) % shards.size()];
+    Shard& sh = shards[(start + tries) % shards.size()];
     std::unique_lock guard(sh.lock);
     if (sh.used == 0) continue;
     for (size_t steps = 0; steps < 2 * sh.slots.size() + 1; steps++) {
@@ -355,9 +358,14 @@ bool Cache::Impl::evict_one() {
 // compaction frees something), otherwise evicts one entry. False when neither can.
 bool Cache::Impl::free_some() {
   size_t held = pool_bytes(), live = record_bytes.load() + entries.load() * ZS_HANDLE_SIZE;
-  if (held > 4 * page_size && held > live && (held - live) * 4 > held && zs_compact(pool) > 0)
+  if (held > 4 * page_size && held > live && (held - live) * 4 > held && compact() > 0)
     return true;
-  return evict_one() || zs_compact(pool) > 0;
+  return evict_one() || compact() > 0;
+}
+
+unsigned long Cache::Impl::compact() {
+  std::lock_guard guard(compact_lock);
+  return zs_compact(pool);
 }
 
 // Brings bytes_held() down to `limit`. False when everything is gone and it still does not fit.
@@ -544,7 +552,7 @@ void Cache::clear() {
     sh.used = 0;
     sh.hand = 0;
   }
-  zs_compact(m.pool);
+  m.compact();
 }
 
 size_t Cache::recompress(size_t max_entries) {
