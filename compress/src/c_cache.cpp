@@ -1,0 +1,124 @@
+// The cache's C API (zsm/cache.h): each call forwards to zsm::Cache and turns its
+// exceptions into negative errno values.
+#include <zsm/cache.h>
+#include <zsm/cache.hpp>
+
+#include <cerrno>
+#include <new>
+
+namespace {
+
+zsm::Cache* impl(zsm_cache* c) { return reinterpret_cast<zsm::Cache*>(c); }
+
+int to_errno(const std::system_error& e) {
+  if (e.code().category() == zsm::cache_category()) {
+    switch (static_cast<zsm::CacheError>(e.code().value())) {
+      case zsm::CacheError::value_too_large: return -E2BIG;
+      case zsm::CacheError::key_too_large: return -ENAMETOOLONG;
+      case zsm::CacheError::no_memory: return -ENOMEM;
+      case zsm::CacheError::corrupt: return -EBADMSG;
+      case zsm::CacheError::buffer_too_small: return -ENOBUFS;
+      case zsm::CacheError::bad_options: return -EINVAL;
+    }
+  }
+  return -EINVAL;  // codec options
+}
+
+// Runs f, mapping every failure to a negative errno.
+template <typename F>
+long guarded(F f) noexcept {
+  try {
+    return f();
+  } catch (const std::system_error& e) {
+    return to_errno(e);
+  } catch (const std::bad_alloc&) {
+    return -ENOMEM;
+  }
+}
+
+zsm::CodecOptions codec_options(zsm_codec codec, int level) {
+  static const zsm::CodecKind kinds[] = {zsm::CodecKind::lz4, zsm::CodecKind::lz4hc,
+                                         zsm::CodecKind::zstd, zsm::CodecKind::none};
+  if (static_cast<unsigned>(codec) > ZSM_CODEC_NONE)
+    throw std::system_error(make_error_code(zsm::CacheError::bad_options));
+  return {kinds[codec], level, {}};
+}
+
+std::string_view key_of(const void* key, size_t len) {
+  return {static_cast<const char*>(key), key == nullptr ? 0 : len};
+}
+
+}  // namespace
+
+extern "C" {
+
+zsm_cache* zsm_cache_create(const zsm_cache_config* cfg, int* err) {
+  zsm_cache_config defaults{};
+  if (cfg == nullptr) cfg = &defaults;
+  zsm::Cache* cache = nullptr;
+  long rc = guarded([&] {
+    zsm::CacheOptions o;
+    if (cfg->capacity_bytes != 0) o.capacity_bytes = cfg->capacity_bytes;
+    o.codec = codec_options(cfg->codec, cfg->level);
+    if (cfg->recompress) o.recompress_codec = codec_options(cfg->recompress_codec, cfg->recompress_level);
+    o.max_value_size = cfg->max_value_size;
+    if (cfg->max_key_size != 0) o.max_key_size = cfg->max_key_size;
+    if (cfg->shards != 0) o.shards = cfg->shards;
+    o.pool = cfg->pool;
+    cache = new zsm::Cache(std::move(o));
+    return 0L;
+  });
+  if (err != nullptr) *err = static_cast<int>(rc);
+  return reinterpret_cast<zsm_cache*>(cache);
+}
+
+void zsm_cache_destroy(zsm_cache* cache) { delete impl(cache); }
+
+int zsm_cache_put(zsm_cache* cache, const void* key, size_t key_len, const void* value,
+                  size_t value_len) {
+  if (cache == nullptr || (value == nullptr && value_len != 0)) return -EINVAL;
+  return static_cast<int>(guarded([&] {
+    impl(cache)->put(key_of(key, key_len),
+                     {static_cast<const std::byte*>(value), value == nullptr ? 0 : value_len});
+    return 0L;
+  }));
+}
+
+long zsm_cache_get(zsm_cache* cache, const void* key, size_t key_len, void* buf, size_t buf_len) {
+  if (cache == nullptr || (buf == nullptr && buf_len != 0)) return -EINVAL;
+  return guarded([&] {
+    auto n = impl(cache)->get(key_of(key, key_len),
+                              {static_cast<std::byte*>(buf), buf == nullptr ? 0 : buf_len});
+    return n ? static_cast<long>(*n) : -ENOENT;
+  });
+}
+
+int zsm_cache_erase(zsm_cache* cache, const void* key, size_t key_len) {
+  if (cache == nullptr) return -EINVAL;
+  return impl(cache)->erase(key_of(key, key_len)) ? 0 : -ENOENT;
+}
+
+int zsm_cache_contains(zsm_cache* cache, const void* key, size_t key_len) {
+  return cache != nullptr && impl(cache)->contains(key_of(key, key_len)) ? 1 : 0;
+}
+
+void zsm_cache_clear(zsm_cache* cache) {
+  if (cache != nullptr) impl(cache)->clear();
+}
+
+long zsm_cache_recompress(zsm_cache* cache, size_t max_entries) {
+  if (cache == nullptr) return -EINVAL;
+  return guarded([&] { return static_cast<long>(impl(cache)->recompress(max_entries)); });
+}
+
+void zsm_cache_stats(zsm_cache* cache, struct zsm_cache_stats* out) {
+  if (cache == nullptr || out == nullptr) return;
+  zsm::CacheStats s = impl(cache)->stats();
+  *out = {s.orig_data_size, s.compr_data_size, s.mem_used_total, s.mem_limit, s.mem_used_max,
+          s.same_pages, s.pages_compacted, s.huge_pages, s.huge_pages_since, s.entries,
+          s.bytes_held, s.hits, s.misses, s.evictions, s.recompressed};
+}
+
+zs_pool* zsm_cache_pool(zsm_cache* cache) { return cache != nullptr ? impl(cache)->pool() : nullptr; }
+
+}  // extern "C"

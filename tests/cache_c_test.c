@@ -1,0 +1,54 @@
+/* The cache's C API from C: put/get/erase/contains, errors as negative errno, stats. */
+#include <zsm/cache.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#define CHECK(cond)                                                     \
+	do {                                                            \
+		if (!(cond)) {                                          \
+			fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #cond); \
+			return 1;                                       \
+		}                                                       \
+	} while (0)
+
+int main(void)
+{
+	struct zsm_cache_config cfg;
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.capacity_bytes = 4u << 20;
+	cfg.codec = ZSM_CODEC_ZSTD;
+	int err = 1;
+	struct zsm_cache *cache = zsm_cache_create(&cfg, &err);
+	CHECK(cache != NULL && err == 0);
+
+	char value[4096], out[4096];
+	for (size_t i = 0; i < sizeof(value); i++)
+		value[i] = "zsmalloc "[i % 9];
+	CHECK(zsm_cache_put(cache, "page-1", 6, value, sizeof(value)) == 0);
+	CHECK(zsm_cache_get(cache, "page-1", 6, out, sizeof(out)) == (long)sizeof(value));
+	CHECK(memcmp(out, value, sizeof(value)) == 0);
+	CHECK(zsm_cache_contains(cache, "page-1", 6) == 1);
+	CHECK(zsm_cache_get(cache, "page-1", 6, out, 10) == -ENOBUFS);
+	CHECK(zsm_cache_get(cache, "nope", 4, out, sizeof(out)) == -ENOENT);
+	CHECK(zsm_cache_put(cache, "big", 3, value, 4096) == 0);
+	CHECK(zsm_cache_put(cache, "", 0, value, 10) == -ENAMETOOLONG);
+	static char huge[8192];
+	CHECK(zsm_cache_put(cache, "huge", 4, huge, sizeof(huge)) == -E2BIG);
+
+	struct zsm_cache_stats st;
+	zsm_cache_stats(cache, &st);
+	CHECK(st.entries == 2 && st.orig_data_size == 8192 && st.compr_data_size < 1024);
+	CHECK(st.bytes_held <= cfg.capacity_bytes && st.mem_limit == cfg.capacity_bytes);
+	CHECK(zsm_cache_erase(cache, "page-1", 6) == 0);
+	CHECK(zsm_cache_erase(cache, "page-1", 6) == -ENOENT);
+	zsm_cache_clear(cache);
+	CHECK(zs_get_total_pages(zsm_cache_pool(cache)) == 0);
+	zsm_cache_destroy(cache);
+
+	cfg.shards = 3;
+	CHECK(zsm_cache_create(&cfg, &err) == NULL && err == -EINVAL);
+	printf("cache C API: all checks passed\n");
+	return 0;
+}
