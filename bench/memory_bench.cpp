@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "corpus.h"
 #include "live_set.h"
 #include "variants.h"
 
@@ -82,31 +83,15 @@ bool same_filled(const unsigned char* page) {
   return true;
 }
 
-// Reads up to `want` pages from the corpus, skipping same-filled ones.
+// Reads up to `opt.pages` pages from the corpus, skipping same-filled ones.
 std::vector<std::vector<unsigned char>> read_pages(const Options& opt) {
-  std::vector<std::filesystem::path> files;
-  for (const std::string& root : opt.roots) {
-    std::error_code ec;
-    for (auto it = std::filesystem::recursive_directory_iterator(
-             root, std::filesystem::directory_options::skip_permission_denied, ec);
-         it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-      if (ec) break;
-      if (it->is_regular_file(ec) && !it->is_symlink(ec) && it->file_size(ec) >= kPage)
-        files.push_back(it->path());
-    }
-  }
-  std::sort(files.begin(), files.end());
-  std::shuffle(files.begin(), files.end(), std::mt19937_64(opt.seed));
   std::vector<std::vector<unsigned char>> pages;
-  std::vector<unsigned char> page(kPage);
-  for (const auto& file : files) {
-    std::ifstream in(file, std::ios::binary);
-    for (int n = 0; n < 8 && pages.size() < opt.pages; n++) {
-      if (!in.read(reinterpret_cast<char*>(page.data()), kPage)) break;
-      if (!same_filled(page.data())) pages.push_back(page);
-    }
-    if (pages.size() >= opt.pages) break;
-  }
+  for_each_corpus_page(corpus_files(opt.roots, opt.seed), opt.pages, 8,
+                       [&](const std::filesystem::path&, size_t, const unsigned char* page) {
+                         if (same_filled(page)) return false;
+                         pages.emplace_back(page, page + kPage);
+                         return true;
+                       });
   return pages;
 }
 
@@ -298,7 +283,7 @@ int main(int argc, char** argv) {
       opt.roots.push_back(arg);
     }
   }
-  if (opt.roots.empty()) opt.roots = {"/usr/lib", "/usr/share"};
+  if (opt.roots.empty()) opt.roots = default_corpus_roots();
   auto pages = read_pages(opt);
   if (pages.empty()) {
     std::fprintf(stderr, "no pages found under the given directories\n");

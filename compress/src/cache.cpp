@@ -100,9 +100,10 @@ void fill_words(std::span<std::byte> out, uint64_t word) {
   for (size_t off = 0; off < out.size(); off += 8) std::memcpy(out.data() + off, &word, 8);
 }
 
-// Per-thread buffers: a compressed value and a record copied out of the pool.
+// Per-thread buffers: 0 a record being assembled, 1 a copy of an object spanning pages,
+// 2 a split record put back together.
 std::vector<std::byte>& scratch(int which, size_t size) {
-  thread_local std::vector<std::byte> buffers[2];
+  thread_local std::vector<std::byte> buffers[3];
   if (buffers[which].size() < size) buffers[which].resize(size);
   return buffers[which];
 }
@@ -148,11 +149,16 @@ struct Cache::Impl {
   bool split(size_t record_size) const { return record_size > page_size; }
   size_t head_payload() const { return page_size - kTailLink; }
 
-  // Stores a record made of `key` and `stored`; returns the head handle, or 0 (errno ENOMEM).
-  unsigned long store_record(std::string_view key, std::span<const std::byte> stored);
+  // Stores a record (key and stored bytes, contiguous); returns the head handle, or 0 when
+  // the pool has no room.
+  unsigned long store_record(std::span<const std::byte> record);
   void free_record(const Slot& s);
   // Copies a record out of the pool into `out` (record_size() bytes).
   void read_record(const Slot& s, std::span<std::byte> out) const;
+  // Calls fn(record bytes) with the record readable in one piece: straight from the pool
+  // when it lies in one page, else from a copy; returns what fn returns.
+  template <typename Fn>
+  auto with_record(const Slot& s, Fn fn) const;
   bool key_matches(const Slot& s, std::string_view key) const;
 
   // --- index ---------------------------------------------------------------------------
@@ -170,7 +176,8 @@ struct Cache::Impl {
   unsigned long compact();
   bool free_some();
   bool make_room(size_t limit);
-  void decode(const Slot& s, std::span<const std::byte> record, std::span<std::byte> out) const;
+  // Decodes a record's value into out (value_size bytes); false when it does not decompress.
+  bool decode(const Slot& s, std::span<const std::byte> record, std::span<std::byte> out) const;
 };
 
 Cache::Impl::Impl(CacheOptions o) : options(std::move(o)) {
@@ -198,30 +205,23 @@ Cache::Impl::Impl(CacheOptions o) : options(std::move(o)) {
 
 Cache::Impl::~Impl() { zs_destroy_pool(pool); }
 
-unsigned long Cache::Impl::store_record(std::string_view key, std::span<const std::byte> stored) {
-  size_t size = key.size() + stored.size();
-  if (!split(size)) {
-    unsigned long h = zs_malloc(pool, size);
-    if (h == 0) return 0;
-    // One write of the whole record, assembled here.
-    std::vector<std::byte>& buf = scratch(1, size);
-    std::memcpy(buf.data(), key.data(), key.size());
-    if (!stored.empty()) std::memcpy(buf.data() + key.size(), stored.data(), stored.size());
-    zs_obj_write(pool, h, buf.data(), size);
+unsigned long Cache::Impl::store_record(std::span<const std::byte> record) {
+  if (!split(record.size())) {
+    unsigned long h = zs_malloc(pool, record.size());
+    if (h != 0) zs_obj_write(pool, h, record.data(), record.size());
     return h;
   }
-  size_t in_head = head_payload() - key.size();
-  unsigned long tail = zs_malloc(pool, stored.size() - in_head);
+  auto rest = record.subspan(head_payload());
+  unsigned long tail = zs_malloc(pool, rest.size());
   if (tail == 0) return 0;
   unsigned long head = zs_malloc(pool, page_size);
   if (head == 0) {
     zs_free(pool, tail);
     return 0;
   }
-  zs_obj_write(pool, tail, stored.data() + in_head, stored.size() - in_head);
+  zs_obj_write(pool, tail, rest.data(), rest.size());
   std::vector<std::byte>& buf = scratch(1, page_size);
-  std::memcpy(buf.data(), key.data(), key.size());
-  std::memcpy(buf.data() + key.size(), stored.data(), in_head);
+  std::memcpy(buf.data(), record.data(), head_payload());
   std::memcpy(buf.data() + head_payload(), &tail, kTailLink);
   zs_obj_write(pool, head, buf.data(), page_size);
   return head;
@@ -254,6 +254,24 @@ void Cache::Impl::free_record(const Slot& s) {
     zs_free(pool, tail);
   }
   zs_free(pool, s.handle);
+}
+
+template <typename Fn>
+auto Cache::Impl::with_record(const Slot& s, Fn fn) const {
+  size_t size = s.record_size();
+  if (split(size)) {
+    std::vector<std::byte>& whole = scratch(2, size);
+    read_record(s, whole);
+    return fn(std::span<const std::byte>(whole.data(), size));
+  }
+  struct ReadGuard {
+    zs_pool* pool;
+    unsigned long handle;
+    size_t size;
+    void* mem;
+    ~ReadGuard() { zs_obj_read_end(pool, handle, size, mem); }
+  } read{pool, s.handle, size, zs_obj_read_begin(pool, s.handle, size, scratch(1, size).data())};
+  return fn(std::span<const std::byte>(static_cast<const std::byte*>(read.mem), size));
 }
 
 bool Cache::Impl::key_matches(const Slot& s, std::string_view key) const {
@@ -290,7 +308,9 @@ void Cache::Impl::grow(Shard& sh) {
 }
 
 void Cache::Impl::insert(Shard& sh, const Slot& s) {
-  if ((sh.used + 1) * 4 > sh.slots.size() * 3) grow(sh);
+  // Linear probing with backward-shift deletion stays quick up to 7/8 full; growing later
+  // keeps the index near 30 bytes an entry.
+  if ((sh.used + 1) * 8 > sh.slots.size() * 7) grow(sh);
   size_t mask = sh.slots.size() - 1;
   size_t i = s.hash & mask;
   while (sh.slots[i].handle != 0) i = (i + 1) & mask;
@@ -375,7 +395,7 @@ bool Cache::Impl::make_room(size_t limit) {
   return true;
 }
 
-void Cache::Impl::decode(const Slot& s, std::span<const std::byte> record,
+bool Cache::Impl::decode(const Slot& s, std::span<const std::byte> record,
                          std::span<std::byte> out) const {
   auto stored = record.subspan(s.key_size, s.stored_size);
   switch (s.kind) {
@@ -383,14 +403,14 @@ void Cache::Impl::decode(const Slot& s, std::span<const std::byte> record,
       uint64_t word;
       std::memcpy(&word, stored.data(), 8);
       fill_words(out, word);
-      return;
+      return true;
     }
     case kRaw:
       if (!out.empty()) std::memcpy(out.data(), stored.data(), out.size());
-      return;
+      return true;
     default: {
       const Codec& c = s.kind == kRecompressed ? *recodec : *codec;
-      if (c.decompress(stored, out)) fail(CacheError::corrupt);
+      return !c.decompress(stored, out);
     }
   }
 }
@@ -411,27 +431,27 @@ void Cache::put(std::string_view key, std::span<const std::byte> value) {
   s.key_size = static_cast<uint16_t>(key.size());
   s.value_size = static_cast<uint32_t>(value.size());
   s.flags = kReferenced;
-  std::span<const std::byte> stored;
-  uint64_t word = 0;
-  if (auto w = same_filled_word(value)) {
-    word = *w;
+  // The record, [key][stored bytes], assembled where compression writes.
+  std::vector<std::byte>& record = scratch(0, key.size() + m.codec->bound(value.size()) + 8);
+  std::memcpy(record.data(), key.data(), key.size());
+  std::span<std::byte> after_key = std::span(record).subspan(key.size());
+  if (auto word = same_filled_word(value)) {
     s.kind = kSame;
-    stored = std::as_bytes(std::span(&word, 1));
+    s.stored_size = 8;
+    std::memcpy(after_key.data(), &*word, 8);
   } else {
-    std::vector<std::byte>& buf = scratch(0, m.codec->bound(value.size()));
-    std::optional<size_t> n = m.codec->compress(value, buf);
+    std::optional<size_t> n = m.codec->compress(value, after_key);
     // Raw when compression does not take the record below the huge class (zram's rule).
     if (!n || key.size() + *n >= m.huge_class_size || *n >= value.size()) {
       s.kind = kRaw;
-      stored = value;
+      s.stored_size = static_cast<uint32_t>(value.size());
+      if (!value.empty()) std::memcpy(after_key.data(), value.data(), value.size());
     } else {
       s.kind = kCompressed;
-      stored = std::span<const std::byte>(buf.data(), *n);
+      s.stored_size = static_cast<uint32_t>(*n);
     }
   }
-  s.stored_size = static_cast<uint32_t>(stored.size());
-
-  while ((s.handle = m.store_record(key, stored)) == 0)
+  while ((s.handle = m.store_record(std::span(record).first(s.record_size()))) == 0)
     if (!m.free_some()) fail(CacheError::no_memory);
   {
     Shard& sh = m.shard_of(h);
@@ -454,23 +474,34 @@ std::optional<size_t> Cache::get(std::string_view key, std::span<std::byte> out)
   Impl& m = *impl_;
   uint64_t h = hash_key(key);
   Shard& sh = m.shard_of(h);
+  bool corrupt = false;
   {
     std::shared_lock guard(sh.lock);
-    Slot* s = m.find(sh, h, key);
-    if (s == nullptr) {
-      m.misses++;
-      return std::nullopt;
+    size_t mask = sh.slots.size() - 1;
+    for (size_t i = h & mask; !sh.slots.empty(); i = (i + 1) & mask) {
+      Slot& s = sh.slots[i];
+      if (s.handle == 0) break;
+      if (s.hash != static_cast<uint32_t>(h) || s.key_size != key.size()) continue;
+      // One read of the record: compare the key, then decode from the same bytes.
+      int found = m.with_record(s, [&](std::span<const std::byte> record) {
+        if (std::memcmp(record.data(), key.data(), key.size()) != 0) return 0;
+        if (out.size() < s.value_size) return -1;
+        return m.decode(s, record, out.first(s.value_size)) ? 1 : -2;
+      });
+      if (found == 0) continue;
+      if (found == -1) fail(CacheError::buffer_too_small);
+      if (found == 1) {
+        set_flag(s, kReferenced);
+        m.hits++;
+        return s.value_size;
+      }
+      corrupt = true;
+      break;
     }
-    if (out.size() < s->value_size) fail(CacheError::buffer_too_small);
-    set_flag(*s, kReferenced);
-    std::vector<std::byte>& record = scratch(0, s->record_size());
-    m.read_record(*s, record);
-    try {
-      m.decode(*s, std::span(record).first(s->record_size()), out.first(s->value_size));
-      m.hits++;
-      return s->value_size;
-    } catch (const std::system_error&) {
-    }
+  }
+  if (!corrupt) {
+    m.misses++;
+    return std::nullopt;
   }
   erase(key);  // a value that does not decompress is worth nothing: drop it
   fail(CacheError::corrupt);
@@ -526,14 +557,13 @@ bool Cache::contains(std::string_view key) const {
 
 void Cache::for_each_key(const std::function<void(std::string_view)>& fn) const {
   Impl& m = *impl_;
-  std::vector<char> key;
   for (Shard& sh : m.shards) {
     std::shared_lock guard(sh.lock);
     for (const Slot& s : sh.slots) {
       if (s.handle == 0) continue;
-      std::vector<std::byte>& record = scratch(0, s.record_size());
-      m.read_record(s, record);
-      fn(std::string_view(reinterpret_cast<const char*>(record.data()), s.key_size));
+      m.with_record(s, [&](std::span<const std::byte> record) {
+        fn(std::string_view(reinterpret_cast<const char*>(record.data()), s.key_size));
+      });
     }
   }
 }
@@ -559,7 +589,7 @@ size_t Cache::recompress(size_t max_entries) {
   Impl& m = *impl_;
   if (!m.recodec) return 0;
   size_t moved = 0, tried = 0;
-  std::vector<std::byte> value, out;
+  std::vector<std::byte> value;
   for (Shard& sh : m.shards) {
     std::unique_lock guard(sh.lock);
     for (Slot& s : sh.slots) {
@@ -567,19 +597,20 @@ size_t Cache::recompress(size_t max_entries) {
       if (s.handle == 0 || s.kind != kCompressed || (s.flags & kRecompressTried)) continue;
       tried++;
       s.flags |= kRecompressTried;
-      std::vector<std::byte>& record = scratch(0, s.record_size());
-      m.read_record(s, record);
       value.resize(s.value_size);
-      if (m.codec->decompress(std::span(record).subspan(s.key_size, s.stored_size), value))
-        continue;
-      out.resize(m.recodec->bound(value.size()));
-      std::optional<size_t> n = m.recodec->compress(value, out);
+      std::vector<std::byte>& record = scratch(0, s.key_size + m.recodec->bound(s.value_size));
+      bool ok = m.with_record(s, [&](std::span<const std::byte> old) {
+        std::memcpy(record.data(), old.data(), s.key_size);
+        return m.decode(s, old, value);
+      });
+      if (!ok) continue;
+      std::optional<size_t> n =
+          m.recodec->compress(value, std::span(record).subspan(s.key_size));
       auto class_of = [&](size_t record_size) {
         return zs_lookup_class_index(m.pool, static_cast<unsigned>(record_size + ZS_HANDLE_SIZE));
       };
       if (!n || class_of(s.key_size + *n) >= class_of(s.record_size())) continue;
-      std::string key(reinterpret_cast<const char*>(record.data()), s.key_size);
-      unsigned long h = m.store_record(key, std::span(out).first(*n));
+      unsigned long h = m.store_record(std::span(record).first(s.key_size + *n));
       if (h == 0) continue;
       m.account(s, -1);
       m.free_record(s);
