@@ -594,7 +594,8 @@ size_t Cache::recompress(size_t max_entries) {
     std::unique_lock guard(sh.lock);
     for (Slot& s : sh.slots) {
       if (tried == max_entries) return moved;
-      if (s.handle == 0 || s.kind != kCompressed || (s.flags & kRecompressTried)) continue;
+      bool candidate = s.kind == kCompressed || s.kind == kRaw;  // zram: type=huge too
+      if (s.handle == 0 || !candidate || (s.flags & kRecompressTried)) continue;
       tried++;
       s.flags |= kRecompressTried;
       value.resize(s.value_size);
@@ -622,6 +623,7 @@ size_t Cache::recompress(size_t max_entries) {
       m.recompressed++;
     }
   }
+  if (moved > 0) m.compact();  // the old records left holes
   return moved;
 }
 

@@ -90,8 +90,9 @@ class Cache {
   void for_each_key(const std::function<void(std::string_view)>& fn) const;
   void clear();
 
-  // Re-encodes up to `max_entries` values not yet tried with the recompress codec; returns
-  // how many moved to a smaller size class. 0 when no recompress codec is configured.
+  // Re-encodes up to `max_entries` values (compressed or raw) not yet tried with the
+  // recompress codec, keeping a result only where it moves the value to a smaller size class,
+  // then compacts the pool; returns how many moved. 0 when no recompress codec is configured.
   size_t recompress(size_t max_entries = SIZE_MAX);
 
   [[nodiscard]] CacheStats stats() const;
