@@ -1,0 +1,28 @@
+// Example: the compressed cache from C++. Stores 4 KiB pages of text (every tenth one
+// same-filled), reads one back, recompresses with zstd and prints zram's mm_stat line.
+#include <zsm/cache.hpp>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+std::vector<std::byte> make_page(int n) {
+  static const char text[] = "zsm compressed cache ";
+  std::vector<std::byte> page(4096);
+  for (size_t i = 0; i < page.size(); i++)
+    page[i] = static_cast<std::byte>(n % 10 == 0 ? 0 : text[(i + n) % (sizeof text - 1)]);
+  return page;
+}
+
+int main() {
+  zsm::CacheOptions options;
+  options.capacity_bytes = 16 << 20;
+  options.recompress_codec = zsm::CodecOptions{zsm::CodecKind::zstd, 19, {}};
+  zsm::Cache cache(options);
+  for (int n = 0; n < 1000; n++) cache.put("page:" + std::to_string(n), make_page(n));
+
+  bool ok = cache.get("page:3") == make_page(3) && !cache.get("page:1000");
+  std::printf("recompressed %zu\nmm_stat %s\n", cache.recompress(), cache.mm_stat().c_str());
+  ok = ok && cache.get("page:999") == make_page(999);
+  return ok ? 0 : 1;
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the build tree into a scratch prefix, then builds and runs the examples of
+# tests/consumer/ against it twice: through find_package(zsm), and through pkg-config.
+# Usage: consumer_test.sh BUILD_DIR SCRATCH_DIR
+set -euo pipefail
+build="$1" scratch="$2"
+here="$(cd "$(dirname "$0")" && pwd)"
+rm -rf "$scratch"
+prefix="$scratch/prefix"
+cmake --install "$build" --prefix "$prefix" > /dev/null
+libdir="$(dirname "$(find "$prefix" -name libzsm.so -print -quit)")"
+export LD_LIBRARY_PATH="$libdir"
+
+echo "== find_package(zsm)"
+cmake -S "$here/consumer" -B "$scratch/cmake-build" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" > /dev/null
+cmake --build "$scratch/cmake-build" > /dev/null
+"$scratch/cmake-build/pool_example" | tail -3
+"$scratch/cmake-build/cache_example"
+"$scratch/cmake-build/cache_example_static" > /dev/null
+
+echo "== pkg-config"
+export PKG_CONFIG_PATH="$libdir/pkgconfig"
+mkdir -p "$scratch/pc-build"
+cc -std=c11 "$here/consumer/pool_example.c" $(pkg-config --cflags --libs zsm) \
+  -o "$scratch/pc-build/pool_example"
+c++ -std=c++20 "$here/consumer/cache_example.cpp" $(pkg-config --cflags --libs zsm-cache) \
+  -o "$scratch/pc-build/cache_example"
+"$scratch/pc-build/pool_example" > /dev/null
+"$scratch/pc-build/cache_example"
+echo "consumer builds ran: find_package and pkg-config"
