@@ -8,6 +8,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   liblz4-dev libzstd-dev libmimalloc-dev
   valgrind clang-19
+  llvm-19 python3-scipy gnuplot-nox binutils
 )
 
 missing=()

@@ -1,0 +1,200 @@
+"""How the A/B (tools/ab.py) is shown: the kernel mail's lines per configuration, a markdown
+table, and a gnuplot PNG, from configurations as ab.py keeps them ("label", "raw" figures and
+their "summary" from ab_analysis.summarize). `ab_report.py build/ab/results.json` prints the
+report of a saved run again, summaries recomputed.
+
+Every delta is patched - baseline. A time difference is significant at one size when the
+Mann-Whitney U test gives p < 0.05 (ab_analysis.ALPHA), and over all sizes when more sizes are
+significant than chance alone would make (ab_analysis.time_summary); otherwise the line says
+"within noise".
+"""
+import json
+import os
+import subprocess
+import sys
+
+import ab_analysis
+from ab_analysis import FAMILIES, VARIANTS
+
+PAIR_TITLES = {"store": "zs_store() + zs_free()",
+               "write": "zs_malloc() + zs_obj_write() + zs_free()"}
+
+
+def fmt_bytes(n):
+    return f"{n:,} B"
+
+
+def fmt_pct(x):
+    return f"{x:+.1f} %" if round(x, 1) != 0 else "0.0 %"
+
+
+def time_phrase(t, where):
+    """One time comparison over all sizes, with its significance stated plainly."""
+    head = f"{fmt_pct(t['delta_pct'])} time per pair {where}"
+    alpha = ab_analysis.ALPHA
+    if t["significant"] == 0:
+        return (f"{head}: within noise (no size with p < {alpha}; "
+                f"smallest p = {t['min_p']:.2f})")
+    counts = (f"{t['significant']} of {t['sizes']} sizes at p < {alpha} "
+              f"({t['faster']} faster, {t['slower']} slower)")
+    if t["within_noise"]:
+        return (f"{head}: within noise overall: {counts}, as chance alone gives "
+                f"(binomial p = {t['chance_p']:.2f})")
+    return (f"{head} (geomean of the medians): {counts}; chance alone: "
+            f"binomial p = {t['chance_p']:.2g}")
+
+
+def size_line(fn, s):
+    b, p = s["baseline"]["bytes"], s["patched"]["bytes"]
+    line = f"{fn}() from {fmt_bytes(b)} to {fmt_bytes(p)} ({fmt_pct(100.0 * (p - b) / b)})"
+    cb, cp = s["baseline"]["clone_bytes"], s["patched"]["clone_bytes"]
+    if cb or cp:
+        line += f", plus {fmt_bytes(cb)} -> {fmt_bytes(cp)} in .cold/.part clones"
+    return line
+
+
+def helper_list(symbols):
+    if not symbols:
+        return "none"
+    return ", ".join(f"{s['function']}{' [' + s['clone'] + ']' if s['clone'] else ''} "
+                     f"({fmt_bytes(s['bytes'])})" for s in symbols)
+
+
+def callee_list(callees):
+    parts = [f"{fn}() -> {', '.join(names)}" for fn, names in callees.items() if names]
+    return "; ".join(parts) if parts else "nothing (everything inlined)"
+
+
+def same_code(symbols):
+    """Whether both variants have the same functions (clones included) of the same sizes."""
+    def shape(v):
+        return sorted((s["function"], s["clone"], s["bytes"]) for s in symbols
+                      if s["variant"] == v)
+    return shape("patched") == shape("baseline")
+
+
+def mail_lines(config):
+    """The mail's paragraph for one configuration."""
+    s = config["summary"]
+    sizes = [r["size"] for r in s["families"]["store"]["sizes"]]
+    span = f"{len(sizes)} sizes {sizes[0]}..{sizes[-1]} B" if len(sizes) > 1 \
+        else f"size {sizes[0]} B"
+    lines = [f"{config['label']}: patched vs baseline, {span}"]
+    for n, (family, fam) in enumerate(s["families"].items(), 1):
+        lines.append(f"{n}. {PAIR_TITLES[family]}:")
+        lines.append(f"   - {fam['instr_delta']:+.1f} retired instructions per pair "
+                     f"({fmt_pct(fam['instr_delta_pct'])} of the "
+                     f"{fam['instr_baseline_total']:.0f} of the pair with its memcpy, "
+                     f"{fmt_pct(fam['instr_delta_alloc_pct'])} of the allocator's own "
+                     f"{fam['instr_baseline']:.0f})")
+        lines.append("   - " + time_phrase(fam["time"]["one_binary"], "in one binary"))
+        lines.append("   - " + time_phrase(fam["time"]["separate"], "across two binaries"))
+    if same_code(config["raw"]["symbols"]):
+        lines.append("   the two variants compiled to the same functions of the same sizes: "
+                     "under this compiler the policy changes nothing")
+    lines.append("   code size (function body; baseline -> patched):")
+    lines += [f"   - {size_line(fn, cs)}" for fn, cs in s["code_size"].items()]
+    lines.append("   out of line:")
+    for v in VARIANTS:
+        lines.append(f"   - {v}: named helpers with their own copy: "
+                     f"{helper_list(s['out_of_line'][v])}")
+        lines.append(f"     {v}: calls from the API bodies: "
+                     f"{callee_list(config['raw']['callees'][v])}")
+    return lines
+
+
+def markdown(configs):
+    """Two markdown tables: per configuration, pair and size; per function, code size."""
+    out = ["| configuration | pair | size | instr baseline | instr patched | Δ instr "
+           "| ns baseline | ns patched | Δ time, one binary (p) | Δ time, two binaries (p) |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for c in configs:
+        for family, fam in c["summary"]["families"].items():
+            for r in fam["sizes"]:
+                one, sep = r["one_binary"], r["separate"]
+                out.append(
+                    f"| {c['label']} | {FAMILIES[family]} | {r['size']} "
+                    f"| {r['instr']['baseline']:.1f} | {r['instr']['patched']:.1f} "
+                    f"| {r['instr_delta']:+.1f} | {one['baseline_ns']:.1f} "
+                    f"| {one['patched_ns']:.1f} | {cell(one)} | {cell(sep)} |")
+    out += ["", "| configuration | function | baseline B | patched B | Δ "
+            "| baseline calls out of line | patched calls out of line |",
+            "|---|---|---:|---:|---:|---|---|"]
+    for c in configs:
+        for fn, cs in c["summary"]["code_size"].items():
+            b, p = cs["baseline"]["bytes"], cs["patched"]["bytes"]
+            out.append(f"| {c['label']} | {fn} | {b} | {p} | {fmt_pct(100.0 * (p - b) / b)} "
+                       f"| {', '.join(c['raw']['callees']['baseline'][fn]) or '-'} "
+                       f"| {', '.join(c['raw']['callees']['patched'][fn]) or '-'} |")
+    out.append("")
+    out.append("instr: callgrind retired instructions per pair, allocator only (without memcpy "
+               "and the benchmark loop). ns: median CPU time per pair over the repetitions in "
+               "one binary. Δ time: patched vs baseline medians, two-sided Mann-Whitney U p; "
+               f"p >= {ab_analysis.ALPHA} is within noise.")
+    return "\n".join(out) + "\n"
+
+
+def cell(cmp):
+    verdict = "" if cmp["significant"] else ", noise"
+    return f"{fmt_pct(cmp['delta_pct'])} ({cmp['p']:.3f}{verdict})"
+
+
+def plot(configs, out_dir):
+    """ab.png: instructions and ns per pair against size, per pair, configuration and
+    variant. Returns the PNG's path."""
+    data = os.path.join(out_dir, "ab_plot.dat")
+    with open(data, "w") as fh:
+        for c in configs:  # one gnuplot index per configuration
+            fh.write(f"# {c['label']}\n")
+            for i, r in enumerate(c["summary"]["families"]["store"]["sizes"]):
+                w = c["summary"]["families"]["write"]["sizes"][i]
+                fh.write(" ".join(str(x) for x in (
+                    r["size"], r["instr"]["patched"], r["instr"]["baseline"],
+                    r["one_binary"]["patched_ns"], r["one_binary"]["baseline_ns"],
+                    w["instr"]["patched"], w["instr"]["baseline"],
+                    w["one_binary"]["patched_ns"], w["one_binary"]["baseline_ns"])) + "\n")
+            fh.write("\n\n")
+    png = os.path.join(out_dir, "ab.png")
+    panels = [(2, "store", "instructions per pair (allocator only)"),
+              (4, "store", "ns per pair (median CPU time, one binary)"),
+              (6, "write", "instructions per pair (allocator only)"),
+              (8, "write", "ns per pair (median CPU time, one binary)")]
+    script = ["set terminal pngcairo size 1400,1000 font ',10' noenhanced",
+              f"set output '{png}'", "set multiplot layout 2,2", "set key top left font ',8'",
+              "set xlabel 'object size (B)'", "set grid"]
+    for col, family, ylabel in panels:
+        script += [f"set title '{FAMILIES[family]}'", f"set ylabel '{ylabel}'"]
+        curves = []
+        for i, c in enumerate(configs):
+            for off, v, dash in ((0, "patched", 1), (1, "baseline", 2)):
+                curves.append(f"'{data}' index {i} using 1:{col + off} with linespoints "
+                              f"lc {i + 1} dt {dash} title '{c['label']} {v}'")
+        script.append("plot " + ", ".join(curves))
+    script.append("unset multiplot")
+    proc = subprocess.run(["gnuplot"], input="\n".join(script), text=True, capture_output=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"gnuplot failed:\n{proc.stderr}")
+    return png
+
+
+def report(configs):
+    """The printed report: every configuration's mail paragraph, then the markdown table."""
+    lines = []
+    for c in configs:
+        lines += mail_lines(c) + [""]
+    return "\n".join(lines) + "\n" + markdown(configs)
+
+
+def main():
+    """Redraws the report of a saved run, its summaries recomputed from the raw figures."""
+    with open(sys.argv[1]) as fh:
+        data = json.load(fh)
+    st = data["settings"]
+    for c in data["configs"]:
+        c["summary"] = ab_analysis.summarize(c["raw"], st["sizes"], st["functions"],
+                                             st["helpers"])
+    print("\n".join(data["header"]) + "\n\n" + report(data["configs"]))
+
+
+if __name__ == "__main__":
+    main()
