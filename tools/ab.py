@@ -283,8 +283,8 @@ def header(args):
              f"(random interleaving) and {args.runs} runs of each separate binary, "
              f"min time {args.min_time} s; instructions: callgrind, {args.pairs} pairs"]
     if args.patched_defs or args.baseline_defs:
-        lines.append(f"role macro overrides: patched {args.patched_defs or 'none'}, "
-                     f"baseline {args.baseline_defs or 'none'}")
+        lines.append(f"role macro overrides: patched {', '.join(args.patched_defs) or 'none'}; "
+                     f"baseline {', '.join(args.baseline_defs) or 'none'}")
     if args.quick:
         lines.append("QUICK RUN: too few repetitions for any conclusion about time")
     return lines

@@ -163,8 +163,9 @@ def out_of_line(symbols, helpers):
 
 
 def callees(calls, functions):
-    """{variant: {function: [base names]}}: what each API function's body (not its .cold
-    part) calls out of line in its own variant's namespace."""
+    """{variant: {function: [names]}}: what each API function's body (not its .cold part)
+    calls out of line in its own variant's namespace; a clone keeps its suffix, as GCC names
+    it ("obj_write.isra.0"; "zs_obj_write.part.0" is the function's own split-off part)."""
     result = {v: {fn: set() for fn in functions} for v in VARIANTS}
     for caller, targets in calls.items():
         parsed = parse_symbol(caller)
@@ -173,7 +174,7 @@ def callees(calls, functions):
         for target in targets:
             callee = parse_symbol(target)
             if callee and callee[0] == parsed[0]:
-                result[parsed[0]][parsed[1]].add(callee[1])
+                result[parsed[0]][parsed[1]].add(callee[1] + callee[2].replace(" ", ""))
     return {v: {fn: sorted(names) for fn, names in fns.items()} for v, fns in result.items()}
 
 
@@ -201,11 +202,13 @@ def family_summary(raw, family, sizes):
                                      samples[bench_name(family, "baseline", size)]["cpu_ns"])
         rows.append(row)
     delta = statistics.fmean(r["instr_delta"] for r in rows)
+    copies = [instructions(raw["instructions"], family, v, s)["memcpy"]
+              for v in VARIANTS for s in sizes]
     total_b = statistics.fmean(r["instr_total"]["baseline"] for r in rows)
     alloc_b = statistics.fmean(r["instr"]["baseline"] for r in rows)
     return {"sizes": rows, "instr_delta": delta, "instr_baseline_total": total_b,
             "instr_baseline": alloc_b, "instr_delta_pct": 100.0 * delta / total_b,
-            "instr_delta_alloc_pct": 100.0 * delta / alloc_b,
+            "instr_delta_alloc_pct": 100.0 * delta / alloc_b, "copy_inlined": min(copies) == 0,
             "time": {key: time_summary([r[key] for r in rows])
                      for key in ("one_binary", "separate")}}
 

@@ -24,8 +24,12 @@ def fmt_bytes(n):
     return f"{n:,} B"
 
 
+def fmt_signed(x):
+    return f"{x:+.1f}" if round(x, 1) != 0 else "0.0"
+
+
 def fmt_pct(x):
-    return f"{x:+.1f} %" if round(x, 1) != 0 else "0.0 %"
+    return f"{fmt_signed(x)} %"
 
 
 def time_phrase(t, where):
@@ -82,11 +86,13 @@ def mail_lines(config):
     lines = [f"{config['label']}: patched vs baseline, {span}"]
     for n, (family, fam) in enumerate(s["families"].items(), 1):
         lines.append(f"{n}. {PAIR_TITLES[family]}:")
-        lines.append(f"   - {fam['instr_delta']:+.1f} retired instructions per pair "
+        copy = ", which includes the copy: the compiler inlined memcpy" \
+            if fam["copy_inlined"] else ""
+        lines.append(f"   - {fmt_signed(fam['instr_delta'])} retired instructions per pair "
                      f"({fmt_pct(fam['instr_delta_pct'])} of the "
                      f"{fam['instr_baseline_total']:.0f} of the pair with its memcpy, "
                      f"{fmt_pct(fam['instr_delta_alloc_pct'])} of the allocator's own "
-                     f"{fam['instr_baseline']:.0f})")
+                     f"{fam['instr_baseline']:.0f}{copy})")
         lines.append("   - " + time_phrase(fam["time"]["one_binary"], "in one binary"))
         lines.append("   - " + time_phrase(fam["time"]["separate"], "across two binaries"))
     if same_code(config["raw"]["symbols"]):
@@ -115,7 +121,7 @@ def markdown(configs):
                 out.append(
                     f"| {c['label']} | {FAMILIES[family]} | {r['size']} "
                     f"| {r['instr']['baseline']:.1f} | {r['instr']['patched']:.1f} "
-                    f"| {r['instr_delta']:+.1f} | {one['baseline_ns']:.1f} "
+                    f"| {fmt_signed(r['instr_delta'])} | {one['baseline_ns']:.1f} "
                     f"| {one['patched_ns']:.1f} | {cell(one)} | {cell(sep)} |")
     out += ["", "| configuration | function | baseline B | patched B | Δ "
             "| baseline calls out of line | patched calls out of line |",

@@ -116,7 +116,8 @@ class SymbolTest(unittest.TestCase):
     def test_parse_calls_and_callees(self):
         store_b = f"{B}zs_store(Pool*, void const*, unsigned long)"
         store_p = f"{P}zs_store(Pool*, void const*, unsigned long)"
-        write_b = f"{B}{ANON}obj_write(ClassGeometry, unsigned long, void const*, unsigned long)"
+        write_b = (f"{B}{ANON}obj_write(ClassGeometry, unsigned long, void const*, unsigned long)"
+                   " [clone .isra.0]")
         text = "\n".join([
             f"0000000000009ba0 <{store_b}>:",
             f"    9ccd:\tcall   8f80 <{write_b}>",
@@ -138,11 +139,11 @@ class SymbolTest(unittest.TestCase):
         # Only the body's calls into its own variant count: not libc, not the other
         # variant, not the .cold part's.
         got = an.callees(calls, ["zs_store", "zs_free"])
-        self.assertEqual(got["baseline"], {"zs_store": ["obj_write"], "zs_free": []})
+        self.assertEqual(got["baseline"], {"zs_store": ["obj_write.isra.0"], "zs_free": []})
         self.assertEqual(got["patched"], {"zs_store": ["remove_zspage"], "zs_free": []})
 
 
-def synthetic_raw(sizes, slow_ns=100.0):
+def synthetic_raw(sizes, memcpy=100.0):
     """Raw figures of one configuration: patched saves 20 instructions per pair at every
     size and is 10 % faster in one binary (clearly apart), the same across two binaries."""
     counts = []
@@ -151,12 +152,12 @@ def synthetic_raw(sizes, slow_ns=100.0):
             for v, alloc in (("patched", 230.0), ("baseline", 250.0)):
                 counts.append({"allocator": v, "family": fam, "size": size,
                                "allocator_only": alloc + size / 100,
-                               "total": alloc + size / 100 + 100.0})
+                               "total": alloc + size / 100 + 100.0, "memcpy": memcpy})
     one, sep = {}, {}
     for fam in an.FAMILIES:
         for size in sizes:
             one[an.bench_name(fam, "patched", size)] = {"cpu_ns": [90.0 + i for i in range(9)]}
-            one[an.bench_name(fam, "baseline", size)] = {"cpu_ns": [slow_ns + i for i in range(9)]}
+            one[an.bench_name(fam, "baseline", size)] = {"cpu_ns": [100.0 + i for i in range(9)]}
             sep[an.bench_name(fam, "patched", size)] = {"cpu_ns": [50.0] * 9}
             sep[an.bench_name(fam, "baseline", size)] = {"cpu_ns": [50.0] * 9}
     symbols = [{"variant": "patched", "function": "zs_store", "clone": "", "bytes": 1710},
@@ -195,6 +196,20 @@ class SummaryTest(unittest.TestCase):
         self.assertIn("baseline: named helpers with their own copy: obj_write (191 B)", text)
         self.assertIn("patched: calls from the API bodies: nothing (everything inlined)", text)
         self.assertNotIn("the policy changes nothing", text)
+        self.assertNotIn("inlined memcpy", text)
+
+    def test_an_inlined_copy_is_said(self):
+        raw = synthetic_raw(self.sizes, memcpy=0.0)
+        config = {"label": "g++ 12 -O2 +PGO", "raw": raw,
+                  "summary": an.summarize(raw, self.sizes, ["zs_store"], ["obj_write"])}
+        self.assertTrue(config["summary"]["families"]["store"]["copy_inlined"])
+        self.assertIn("which includes the copy: the compiler inlined memcpy",
+                      "\n".join(ab_report.mail_lines(config)))
+
+    def test_no_negative_zero(self):
+        self.assertEqual(ab_report.fmt_signed(-1e-12), "0.0")
+        self.assertEqual(ab_report.fmt_pct(-0.04), "0.0 %")
+        self.assertEqual(ab_report.fmt_pct(2.35), "+2.4 %")
 
     def test_same_code_is_said(self):
         symbols = [{"variant": v, "function": "zs_store", "clone": "", "bytes": 1300}
