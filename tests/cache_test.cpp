@@ -17,16 +17,12 @@
 #include <thread>
 #include <vector>
 
+#include "bytes.h"
+
 namespace {
 
-using Bytes = std::vector<std::byte>;
-
-Bytes random_bytes(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  Bytes b(n);
-  for (auto& x : b) x = static_cast<std::byte>(rng());
-  return b;
-}
+using zsm_test::Bytes;
+using zsm_test::random_bytes;
 
 // Compressible bytes whose content depends on `seed`.
 Bytes text_bytes(size_t n, uint64_t seed) {

@@ -10,16 +10,12 @@
 #include <thread>
 #include <vector>
 
+#include "bytes.h"
+
 namespace {
 
-using Bytes = std::vector<std::byte>;
-
-Bytes random_bytes(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  Bytes b(n);
-  for (auto& x : b) x = static_cast<std::byte>(rng());
-  return b;
-}
+using zsm_test::Bytes;
+using zsm_test::random_bytes;
 
 Bytes text_bytes(size_t n) {
   static const std::string words = "the quick brown fox jumps over the lazy dog zsmalloc zram ";
