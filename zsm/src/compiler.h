@@ -43,6 +43,9 @@
 #ifndef ZSM_ALWAYS_INLINE
 #define ZSM_ALWAYS_INLINE inline __attribute__((always_inline))
 #endif
+#ifndef ZSM_ALWAYS_INLINE_LAMBDA
+#define ZSM_ALWAYS_INLINE_LAMBDA __attribute__((always_inline))
+#endif
 #ifndef ZSM_COLD_PATH
 #define ZSM_COLD_PATH __attribute__((noinline, cold))
 #endif

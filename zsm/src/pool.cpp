@@ -597,9 +597,10 @@ unsigned long zs_store(Pool* pool, const void* src, size_t size) {
     errno = EINVAL;
     return 0;
   }
-  return zs_alloc(pool, size, [src, size](ClassGeometry geom, unsigned long obj) {
-    obj_write(geom, obj, src, size);
-  });
+  // Inlined like zs_alloc itself, so that what zs_store() calls is obj_write(), as the
+  // inline policy intends, and not a wrapper around it.
+  return zs_alloc(pool, size, [src, size](ClassGeometry geom, unsigned long obj)
+                                  ZSM_ALWAYS_INLINE_LAMBDA { obj_write(geom, obj, src, size); });
 }
 
 void zs_free(Pool* pool, unsigned long handle) ZSM_NO_THREAD_SAFETY_ANALYSIS {
