@@ -1,7 +1,5 @@
 // The public C API (zsm/zsmalloc.h): each call forwards to the variant this library was
 // built with. struct zs_pool is the opaque face of zsm::Pool.
-#include <zsm/zsmalloc.h>
-
 #include "pool.h"
 #include "vm_source.h"
 
@@ -28,6 +26,15 @@ ZSM_API unsigned long zs_malloc(zs_pool* pool, size_t size) {
 
 ZSM_API unsigned long zs_store(zs_pool* pool, const void* src, size_t size) {
   return zsm::zs_store(impl(pool), src, size);
+}
+
+ZSM_API unsigned long zs_malloc_tagged(zs_pool* pool, size_t size, zs_alloc_tag* tag) {
+  return zsm::zs_malloc_tagged(impl(pool), size, tag);
+}
+
+ZSM_API unsigned long zs_store_tagged(zs_pool* pool, const void* src, size_t size,
+                                      zs_alloc_tag* tag) {
+  return zsm::zs_store_tagged(impl(pool), src, size, tag);
 }
 
 ZSM_API void zs_free(zs_pool* pool, unsigned long handle) { zsm::zs_free(impl(pool), handle); }
@@ -78,6 +85,20 @@ ZSM_API int zs_class_stats(zs_pool* pool, unsigned int index, struct zs_class_st
 ZSM_API int zs_print_classes(zs_pool* pool, FILE* out) {
   return zsm::zs_print_classes(impl(pool), out);
 }
+
+ZSM_API int zs_check_pool(zs_pool* pool, FILE* report) {
+  return zsm::zs_check_pool(impl(pool), report);
+}
+
+ZSM_API int zs_alloc_profiling_set(int enabled) { return zsm::zs_alloc_profiling_set(enabled); }
+
+ZSM_API int zs_alloc_profiling_enabled(void) { return zsm::zs_alloc_profiling_enabled(); }
+
+ZSM_API size_t zs_alloc_info_read(struct zs_alloc_info* out, size_t max) {
+  return zsm::zs_alloc_info_read(out, max);
+}
+
+ZSM_API int zs_print_allocinfo(FILE* out, size_t max) { return zsm::zs_print_allocinfo(out, max); }
 
 ZSM_API zs_vm_source* zs_vm_source_create(size_t page_size, size_t reserve_bytes,
                                           size_t retain_pages) {

@@ -50,6 +50,28 @@
 #define ZSM_COLD_PATH __attribute__((noinline, cold))
 #endif
 
+// Allocation profiling (profile.h): ZSM_PROFILING compiles it in; its hooks, run behind one
+// cheap check, are out of line unless ZSM_PROFILING_INLINE asks for them inline (the A/B of
+// the kernel's "uninline code gated by mem_alloc_profiling_key" patch).
+#ifndef ZSM_PROFILING
+#define ZSM_PROFILING 0
+#endif
+#ifndef ZSM_PROFILING_INLINE
+#define ZSM_PROFILING_INLINE 0
+#endif
+#ifndef ZSM_PROFILE_HOOK
+#if ZSM_PROFILING_INLINE
+#define ZSM_PROFILE_HOOK inline __attribute__((always_inline))
+#else
+#define ZSM_PROFILE_HOOK inline __attribute__((noinline))
+#endif
+#endif
+
+// ZSM_DEBUG_INVARIANTS: check a class's invariants after every call that changes it.
+#ifndef ZSM_DEBUG_INVARIANTS
+#define ZSM_DEBUG_INVARIANTS 0
+#endif
+
 // Functions the public API exports from the shared library.
 #ifndef ZSM_API
 #define ZSM_API __attribute__((visibility("default")))

@@ -5,21 +5,21 @@
 // size *class*. An *object* is one slot of the class size in a zspage. A *handle* is what the
 // user holds: the address of an 8-byte *handle cell* that says where the object is now.
 //
-// Object and handle encoding.
-//   handle  = address of a HandleCell (8-aligned, nonzero). It never changes.
-//   obj     = *cell = (address of the ZsPage metadata << kObjIndexBits) | object index.
-//             The index is zspage-wide (object i starts at byte i * size of the chain);
-//             16 index bits cover the largest zspage (16 x 64 KiB / 32 B = 32768 objects),
-//             48 address bits cover every user-space address. Compaction moves an object by
-//             rewriting its cell, so handles stay valid.
-//   header  = the first 8 bytes of a live non-huge object: handle | OBJ_ALLOCATED_TAG.
+// Object and handle encoding (helpers in obj.h).
+//   handle  = address of a HandleCell (8-aligned, nonzero). It never changes. Every cell of a
+//             pool lies in the pool's CellRegion (records.h), one reserved range.
+//   obj     = *cell = (address of the ZsPage metadata << 16) | flags | object index.
+//             The index (15 bits) is zspage-wide (object i starts at byte i * size of the
+//             chain) and covers the largest zspage (16 x 64 KiB / 32 B = 32768 objects); bit
+//             15 marks an object allocation profiling counted (profile.h); 48 address bits
+//             cover every user-space address. Compaction moves an object by rewriting its
+//             cell, so handles stay valid.
+//   header  = the first 8 bytes of a live non-huge object: handle | (size - 1) << 48 |
+//             OBJ_ALLOCATED_TAG, where size is what the object was allocated with.
 //             A free object's first 8 bytes are instead a link: next free index << 1 (tag 0).
-//             Huge objects (one per one-page zspage) have no header: the page is all payload
-//             and ZsPage::huge_header holds handle | tag.
-// Where the kernel encodes a PFN and goes page -> struct page -> zspage, we encode the zspage
-// itself: the pool never needs to get from a page back to its zspage (no page migration in
-// userspace), so page sources may return pages from anywhere.
-//
+//             Huge objects (one per one-page zspage) have no header: the page is all payload,
+//             and the zspage's huge_size_m1 holds the size. A huge object never moves (its
+//             zspage is full or empty), so nothing needs its handle.
 // zspage layout. pages() lists the chain; objects sit back to back over the concatenated
 // pages and may span one page boundary. A free object's link fits in its first page, because
 // objects start on 16-byte boundaries. Free objects form a LIFO list from `freeobj`.
@@ -62,10 +62,19 @@
 //
 // Moving an object (compaction) copies it to its new slot, then publishes the new obj in
 // the cell with a release store: a reader that sees the new cell sees the copied bytes.
+//
+// Hardened pools (ZS_POOL_HARDENED). Misuse must be caught before it corrupts anything, at
+// the price of a few instructions, so the checks use only what the pool keeps anyway. A
+// handle is checked to be a cell of the pool's region (a range check), and its cell to hold
+// an obj: a cell that holds none holds 0 (never used) or a free link, which is an address in
+// the region, while an obj is a ZsPage address shifted up by 16, above any address. The
+// check is made on every read of the cell, under the class lock too, so that two threads
+// freeing one handle cannot both pass it. A free also checks the object's header against the
+// handle, and reads and writes are checked against the size in the header. A double free is
+// missed only once the handle has been handed out again. Failures go to report.h.
 #include "pool.h"
 
 #include <sched.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -73,7 +82,11 @@
 #include <new>
 #include <thread>
 
+#include "check.h"
+#include "obj.h"
 #include "pool_types.h"
+#include "profile.h"
+#include "report.h"
 #include "vm_source.h"
 
 namespace zsm {
@@ -81,88 +94,12 @@ inline namespace ZSM_VARIANT_NS {
 
 namespace {
 
-constexpr unsigned kObjIndexBits = 16;
-constexpr unsigned long kObjIndexMask = (1UL << kObjIndexBits) - 1;
-constexpr uintptr_t kAddressLimit = uintptr_t{1} << (64 - kObjIndexBits);  // for ZsPage addresses
-constexpr unsigned long OBJ_ALLOCATED_TAG = 1;
-constexpr unsigned OBJ_TAG_BITS = 1;
-constexpr uint32_t kFreeListEnd = ~0U >> OBJ_TAG_BITS;  // a link to no object
 constexpr uint32_t kHandleBatch = 64;                   // cells moved between class and pool
 constexpr unsigned kMaxShards = 64, kDefaultMaxShards = 16;
 
-static_assert((kMaxChain << kMaxPageShift) / kMinAllocSize <= (1UL << kObjIndexBits),
-              "object index bits must cover the largest zspage");
 static_assert(sizeof(unsigned long) == 8, "handles and obj values need 64-bit longs");
 
-// --- obj encoding -------------------------------------------------------------------------
-
-inline unsigned long location_to_obj(const ZsPage* zspage, uint32_t obj_idx) {
-  return (reinterpret_cast<uintptr_t>(zspage) << kObjIndexBits) | obj_idx;
-}
-
-inline ZsPage* obj_to_zspage(unsigned long obj) {
-  return reinterpret_cast<ZsPage*>(obj >> kObjIndexBits);
-}
-
-inline uint32_t obj_to_idx(unsigned long obj) { return obj & kObjIndexMask; }
-
-inline HandleCell* handle_to_cell(unsigned long handle) {
-  return reinterpret_cast<HandleCell*>(handle);
-}
-
-inline void record_obj(unsigned long handle, unsigned long obj) {
-  handle_to_cell(handle)->store(obj, std::memory_order_release);
-}
-
-inline unsigned long handle_to_obj(unsigned long handle) {
-  return handle_to_cell(handle)->load(std::memory_order_acquire);
-}
-
-// A byte of a zspage: the page and the offset in it.
-struct Location {
-  char* page;
-  size_t offset;
-};
-
-// Where byte `off` of the zspage's concatenated pages lies.
-inline Location zspage_location(ClassGeometry g, const ZsPage* zspage, size_t off) {
-  return {zspage->pages()[off >> g.page_shift], off & g.page_mask};
-}
-
-// Where object `obj_idx` starts (its header or free link).
-inline Location obj_location(ClassGeometry g, const ZsPage* zspage, uint32_t obj_idx) {
-  return zspage_location(g, zspage, size_t{obj_idx} * g.size);
-}
-
-// Where object `obj_idx`'s payload starts: in the page of its header, which ends at least 8
-// bytes before the page does. Derived from obj_location() so that the compiler can share the
-// work with obj_malloc() when both are inlined into zs_store().
-inline Location payload_location(ClassGeometry g, const ZsPage* zspage, uint32_t obj_idx) {
-  Location loc = obj_location(g, zspage, obj_idx);
-  loc.offset += g.payload_offset;
-  return loc;
-}
-
-// The first word of an object: its header or free link. Objects start 16-byte aligned, so
-// the word never spans pages. The huge class has no header, but its one object's first word
-// serves as a link while it is free, and the header obj_malloc() writes there is
-// overwritten by the payload: the same code serves both.
-inline unsigned long* obj_word(Location loc) {
-  return reinterpret_cast<unsigned long*>(loc.page + loc.offset);
-}
-
-inline size_t obj_capacity(const SizeClass* cls) {
-  return cls->geom.size - cls->geom.payload_offset;
-}
-
 // --- fullness lists -----------------------------------------------------------------------
-
-int get_fullness_group(const SizeClass* cls, const ZsPage* zspage) {
-  uint32_t inuse = zspage->inuse, objs = cls->objs_per_zspage;
-  if (inuse == 0) return ZS_INUSE_RATIO_0;
-  if (inuse == objs) return ZS_INUSE_RATIO_100;
-  return static_cast<int>(100 * inuse / objs / 10 + 1);
-}
 
 void insert_zspage(SizeClass* cls, ZsPage* zspage, int fullness) ZSM_REQUIRES(cls->lock) {
   cls->stats[fullness]++;
@@ -213,58 +150,6 @@ inline ZsPage* find_get_zspage(SizeClass* cls) ZSM_REQUIRES(cls->lock) {
   if (ZSM_UNLIKELY(with_room == 0)) return nullptr;
   return cls->fullness_list[31 - __builtin_clz(with_room)];
 }
-
-// --- record arenas (handle cells, zspage metadata) ----------------------------------------
-
-}  // namespace
-
-RecordArena::~RecordArena() {
-  while (chunks_ != nullptr) {
-    Chunk* next = chunks_->next;
-    munmap(chunks_, kChunkSize);
-    chunks_ = next;
-  }
-}
-
-// Records come zero-filled from mmap, which is a valid initial ZsPage and HandleCell, and are
-// never re-initialised here: a recycled ZsPage keeps its lock word (see pool.cpp's header).
-void* RecordArena::alloc() {
-  if (free_ != nullptr) {
-    void* record = free_;
-    std::memcpy(&free_, record, sizeof(free_));
-    return record;
-  }
-  if (chunks_ == nullptr || carved_ + record_size_ > kChunkSize) {
-    void* map = mmap(nullptr, kChunkSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                     -1, 0);
-    if (map == MAP_FAILED) return nullptr;
-    if (reinterpret_cast<uintptr_t>(map) + kChunkSize > kAddressLimit) {
-      munmap(map, kChunkSize);
-      return nullptr;
-    }
-    auto* chunk = static_cast<Chunk*>(map);
-    chunk->next = chunks_;
-    chunks_ = chunk;
-    carved_ = kChunkHeader;
-  }
-  void* record = reinterpret_cast<char*>(chunks_) + carved_;
-  carved_ += record_size_;
-  return record;
-}
-
-size_t RecordArena::carved_bytes() const {
-  size_t bytes = 0;
-  for (const Chunk* chunk = chunks_; chunk != nullptr; chunk = chunk->next)
-    bytes += chunk == chunks_ ? carved_ : kChunkSize;
-  return bytes;
-}
-
-void RecordArena::free(void* record) {
-  std::memcpy(record, &free_, sizeof(free_));
-  free_ = record;
-}
-
-namespace {
 
 // --- handle cells ---------------------------------------------------------------------------
 
@@ -430,15 +315,15 @@ ZSM_SLOW_PATH ZsPage* alloc_zspage(Pool* pool, SizeClass* cls) {
 
 // --- objects: the hot helpers ------------------------------------------------------------
 
-// obj_malloc(): takes the first free slot of a zspage for `handle`, writes the header and
+// obj_malloc(): takes the first free slot of a zspage, writes `header` (make_header()) and
 // returns the new obj value. The caller holds the class lock, and records the obj in the
 // handle's cell when the object is ready.
 static ZSM_OBJ_HELPER unsigned long obj_malloc(ClassGeometry g, ZsPage* zspage,
-                                               unsigned long handle) {
+                                               unsigned long header) {
   uint32_t obj_idx = zspage->freeobj;
   unsigned long* word = obj_word(obj_location(g, zspage, obj_idx));
   zspage->freeobj = static_cast<uint32_t>(*word >> OBJ_TAG_BITS);
-  *word = handle | OBJ_ALLOCATED_TAG;
+  *word = header;
   zspage->inuse++;
   return location_to_obj(zspage, obj_idx);
 }
@@ -501,15 +386,44 @@ inline SizeClass* lock_store_shard(const Pool* pool, SizeClass* first)
   return cls;
 }
 
+// How a path trusts the obj it reads from a handle's cell. The default paths take it as it
+// is (misuse is undefined behaviour); hardened pools check it first (see "Hardened pools"
+// above). Both are inlined into the lookups below, so the default code is unchanged.
+struct TrustHandle {
+  unsigned long operator()(unsigned long obj) const { return obj; }
+};
+
+struct CheckHandle {
+  const Pool* pool;
+  const char* call;
+  unsigned long handle;
+  // A cell of this pool that holds no obj holds 0 or a link inside the cell region.
+  unsigned long operator()(unsigned long obj) const {
+    if (ZSM_UNLIKELY(obj == 0 || pool->cells.contains(obj)))
+      report_free_handle(pool, call, handle);
+    return obj;
+  }
+};
+
+// A hardened pool's check that `handle` is one of its cells; returns the checker for what
+// the cell holds.
+CheckHandle check_handle(const Pool* pool, const char* call, unsigned long handle) {
+  if (ZSM_UNLIKELY(!pool->cells.contains(handle) || handle % sizeof(HandleCell) != 0))
+    report_foreign_handle(pool, call, handle);
+  return {pool, call, handle};
+}
+
 // Locks the class of the object behind `handle` and returns it; the object is pinned until
 // the caller unlocks (see "Finding an object's class" above).
-SizeClass* lock_class_of(unsigned long handle) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+template <typename Check>
+ZSM_ALWAYS_INLINE SizeClass* lock_class_of(unsigned long handle, Check check)
+    ZSM_NO_THREAD_SAFETY_ANALYSIS {
   Backoff backoff;
   for (;;) {
-    SizeClass* cls = obj_to_zspage(handle_to_obj(handle))->cls.load(std::memory_order_relaxed);
+    SizeClass* cls = obj_to_zspage(check(handle_to_obj(handle)))->cls.load(std::memory_order_relaxed);
     if (ZSM_LIKELY(cls != nullptr)) {
       cls->lock.lock();
-      ZsPage* zspage = obj_to_zspage(handle_to_cell(handle)->load(std::memory_order_relaxed));
+      ZsPage* zspage = obj_to_zspage(check(handle_to_cell(handle)->load(std::memory_order_relaxed)));
       if (ZSM_LIKELY(zspage->cls.load(std::memory_order_relaxed) == cls)) return cls;
       cls->lock.unlock();
     }
@@ -518,10 +432,11 @@ SizeClass* lock_class_of(unsigned long handle) ZSM_NO_THREAD_SAFETY_ANALYSIS {
 }
 
 // Takes the read lock of the zspage that holds the object behind `handle`; returns the obj.
-unsigned long read_lock_obj(unsigned long handle) {
+template <typename Check>
+ZSM_ALWAYS_INLINE unsigned long read_lock_obj(unsigned long handle, Check check) {
   Backoff backoff;
   for (;;) {
-    unsigned long obj = handle_to_obj(handle);
+    unsigned long obj = check(handle_to_obj(handle));
     ZsPage* zspage = obj_to_zspage(obj);
     if (ZSM_LIKELY(zspage->lock.try_read())) {
       if (ZSM_LIKELY(handle_to_obj(handle) == obj)) return obj;
@@ -531,22 +446,46 @@ unsigned long read_lock_obj(unsigned long handle) {
   }
 }
 
+// The pinned object behind `handle` for a read or write of `len` bytes: a hardened pool
+// also checks the handle and the object's size.
+unsigned long pin_for_access(Pool* pool, const char* call, unsigned long handle, size_t len) {
+  if (ZSM_LIKELY(!pool->hardened)) return read_lock_obj(handle, TrustHandle{});
+  unsigned long obj = read_lock_obj(handle, check_handle(pool, call, handle));
+  size_t size = obj_size(obj_to_zspage(obj)->cls.load(std::memory_order_relaxed)->geom, obj);
+  if (ZSM_UNLIKELY(len > size)) report_out_of_bounds(pool, call, handle, len, size);
+  return obj;
+}
+
 // The zspage of a pinned object: its class pointer is stable.
 inline SizeClass* pinned_class(unsigned long obj) {
   return obj_to_zspage(obj)->cls.load(std::memory_order_relaxed);
 }
 
+// Places an object of `size` bytes for `handle` in the first free slot of `zspage`, fills it
+// and publishes it in the handle's cell, counted by allocation profiling when that is on.
+template <typename Fill>
+ZSM_ALWAYS_INLINE void place_object(Pool* pool, SizeClass* cls, ZsPage* zspage,
+                                    unsigned long handle, size_t size, zs_alloc_tag* tag,
+                                    Fill fill) ZSM_REQUIRES(cls->lock) {
+  const ClassGeometry geom = cls->geom;
+  unsigned long obj = obj_malloc(geom, zspage, make_header(handle, size));
+  zspage->huge_size_m1 = static_cast<uint16_t>(size - 1);
+  fill(geom, obj);
+  if (profiling_enabled()) obj |= profile_alloc(pool, cls, handle, size, tag);
+  record_obj(handle, obj);
+  cls->stats[ZS_OBJS_INUSE]++;
+}
+
 // The body of zs_malloc() and zs_store(), written once: `fill` runs under the class lock
 // once the object is placed, before anyone else can see the handle.
 template <typename Fill>
-ZSM_ALWAYS_INLINE unsigned long zs_alloc(Pool* pool, size_t size, Fill fill)
+ZSM_ALWAYS_INLINE unsigned long zs_alloc(Pool* pool, size_t size, zs_alloc_tag* tag, Fill fill)
     ZSM_NO_THREAD_SAFETY_ANALYSIS {
   if (ZSM_UNLIKELY(pool == nullptr || size - 1 >= pool->page_size)) {
     errno = pool == nullptr || size == 0 ? EINVAL : ENOSPC;
     return 0;
   }
   SizeClass* cls = lock_store_shard(pool, class_for_size(pool, size + kHandleSize));
-  const ClassGeometry geom = cls->geom;
   unsigned long handle = cache_alloc_handle(pool, cls);
   if (ZSM_UNLIKELY(handle == 0)) {
     cls->lock.unlock();
@@ -555,11 +494,9 @@ ZSM_ALWAYS_INLINE unsigned long zs_alloc(Pool* pool, size_t size, Fill fill)
   }
   ZsPage* zspage = find_get_zspage(cls);
   if (ZSM_LIKELY(zspage != nullptr)) {
-    unsigned long obj = obj_malloc(geom, zspage, handle);
-    fill(geom, obj);
-    record_obj(handle, obj);
+    place_object(pool, cls, zspage, handle, size, tag, fill);
     fix_fullness_group(cls, zspage);
-    cls->stats[ZS_OBJS_INUSE]++;
+    debug_check_class(pool, cls, zspage);
     cls->lock.unlock();
     return handle;
   }
@@ -574,14 +511,64 @@ ZSM_ALWAYS_INLINE unsigned long zs_alloc(Pool* pool, size_t size, Fill fill)
     return 0;
   }
   zspage->cls.store(cls, std::memory_order_relaxed);
-  unsigned long obj = obj_malloc(geom, zspage, handle);
-  fill(geom, obj);
-  record_obj(handle, obj);
+  place_object(pool, cls, zspage, handle, size, tag, fill);
   insert_zspage(cls, zspage, get_fullness_group(cls, zspage));
   cls->stats[ZS_OBJS_ALLOCATED] += cls->objs_per_zspage;
-  cls->stats[ZS_OBJS_INUSE]++;
+  debug_check_class(pool, cls, zspage);
   cls->lock.unlock();
   return handle;
+}
+
+template <typename Fill>
+ZSM_ALWAYS_INLINE unsigned long zs_alloc_filled(Pool* pool, const void* src, size_t size,
+                                                zs_alloc_tag* tag) {
+  if (ZSM_UNLIKELY(src == nullptr)) {
+    errno = EINVAL;
+    return 0;
+  }
+  return zs_alloc(pool, size, tag, Fill{src, size});
+}
+
+// zs_store()'s fill, inlined like the rest of its body, so that what zs_store() calls is
+// obj_write(), as the inline policy intends, and not a wrapper around it.
+struct CopyFill {
+  const void* src;
+  size_t size;
+  ZSM_ALWAYS_INLINE void operator()(ClassGeometry geom, unsigned long obj) const {
+    obj_write(geom, obj, src, size);
+  }
+};
+
+struct NoFill {
+  void operator()(ClassGeometry, unsigned long) const {}
+};
+
+// The object's class is locked: frees it, and its handle, and unlocks.
+ZSM_ALWAYS_INLINE void free_locked(Pool* pool, SizeClass* cls, unsigned long handle,
+                                   unsigned long obj) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  ZsPage* zspage = obj_to_zspage(obj);
+  if (ZSM_PROFILING && ZSM_UNLIKELY(obj & kObjProfiled))
+    profile_free(pool, cls, handle, obj_size(cls->geom, obj));
+  cls->stats[ZS_OBJS_INUSE]--;
+  obj_free(cls->geom, zspage, obj_to_idx(obj));
+  if (ZSM_UNLIKELY(fix_fullness_group(cls, zspage) == ZS_INUSE_RATIO_0))
+    release_empty_zspage(pool, cls, zspage);
+  cache_free_handle(pool, cls, handle);
+  debug_check_class(pool, cls, zspage);
+  cls->lock.unlock();
+}
+
+// zs_free() in a hardened pool: the handle, its cell and the object's header are checked
+// before anything changes.
+ZSM_COLD_PATH void hardened_free(Pool* pool, unsigned long handle) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  SizeClass* cls = lock_class_of(handle, check_handle(pool, "zs_free", handle));
+  unsigned long obj = handle_to_cell(handle)->load(std::memory_order_relaxed);
+  if (!is_huge(cls->geom)) {
+    unsigned long header = *obj_word(obj_location(cls->geom, obj_to_zspage(obj), obj_to_idx(obj)));
+    if (ZSM_UNLIKELY(header_to_handle(header) != handle))
+      report_corrupt_header(pool, "zs_free", handle, header);
+  }
+  free_locked(pool, cls, handle, obj);
 }
 
 }  // namespace
@@ -589,31 +576,26 @@ ZSM_ALWAYS_INLINE unsigned long zs_alloc(Pool* pool, size_t size, Fill fill)
 // --- the API ---------------------------------------------------------------------------------
 
 unsigned long zs_malloc(Pool* pool, size_t size) {
-  return zs_alloc(pool, size, [](ClassGeometry, unsigned long) {});
+  return zs_alloc(pool, size, nullptr, NoFill{});
+}
+
+unsigned long zs_malloc_tagged(Pool* pool, size_t size, zs_alloc_tag* tag) {
+  return zs_alloc(pool, size, tag, NoFill{});
 }
 
 unsigned long zs_store(Pool* pool, const void* src, size_t size) {
-  if (ZSM_UNLIKELY(src == nullptr)) {
-    errno = EINVAL;
-    return 0;
-  }
-  // Inlined like zs_alloc itself, so that what zs_store() calls is obj_write(), as the
-  // inline policy intends, and not a wrapper around it.
-  return zs_alloc(pool, size, [src, size](ClassGeometry geom, unsigned long obj)
-                                  ZSM_ALWAYS_INLINE_LAMBDA { obj_write(geom, obj, src, size); });
+  return zs_alloc_filled<CopyFill>(pool, src, size, nullptr);
 }
 
-void zs_free(Pool* pool, unsigned long handle) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+unsigned long zs_store_tagged(Pool* pool, const void* src, size_t size, zs_alloc_tag* tag) {
+  return zs_alloc_filled<CopyFill>(pool, src, size, tag);
+}
+
+void zs_free(Pool* pool, unsigned long handle) {
   if (ZSM_UNLIKELY(pool == nullptr || handle == 0)) return;
-  SizeClass* cls = lock_class_of(handle);
-  unsigned long obj = handle_to_cell(handle)->load(std::memory_order_relaxed);
-  ZsPage* zspage = obj_to_zspage(obj);
-  cls->stats[ZS_OBJS_INUSE]--;
-  obj_free(cls->geom, zspage, obj_to_idx(obj));
-  if (ZSM_UNLIKELY(fix_fullness_group(cls, zspage) == ZS_INUSE_RATIO_0))
-    release_empty_zspage(pool, cls, zspage);
-  cache_free_handle(pool, cls, handle);
-  cls->lock.unlock();
+  if (ZSM_UNLIKELY(pool->hardened)) return hardened_free(pool, handle);
+  SizeClass* cls = lock_class_of(handle, TrustHandle{});
+  free_locked(pool, cls, handle, handle_to_cell(handle)->load(std::memory_order_relaxed));
 }
 
 void zs_obj_write(Pool* pool, unsigned long handle, const void* src, size_t size) {
@@ -622,7 +604,7 @@ void zs_obj_write(Pool* pool, unsigned long handle, const void* src, size_t size
     return;
   }
   if (size == 0) return;
-  unsigned long obj = read_lock_obj(handle);
+  unsigned long obj = pin_for_access(pool, "zs_obj_write", handle, size);
   const SizeClass* cls = pinned_class(obj);
   if (ZSM_LIKELY(size <= obj_capacity(cls)))
     obj_write(cls->geom, obj, src, size);
@@ -636,7 +618,7 @@ void* zs_obj_read_begin(Pool* pool, unsigned long handle, size_t mem_len, void* 
     errno = EINVAL;
     return nullptr;
   }
-  unsigned long obj = read_lock_obj(handle);
+  unsigned long obj = pin_for_access(pool, "zs_obj_read_begin", handle, mem_len);
   ZsPage* zspage = obj_to_zspage(obj);
   const SizeClass* cls = pinned_class(obj);
   if (ZSM_UNLIKELY(mem_len > obj_capacity(cls))) {
@@ -657,12 +639,16 @@ void* zs_obj_read_begin(Pool* pool, unsigned long handle, size_t mem_len, void* 
 
 void zs_obj_read_end(Pool* pool, unsigned long handle, size_t, void*) {
   if (ZSM_UNLIKELY(pool == nullptr || handle == 0)) return;
+  if (ZSM_UNLIKELY(pool->hardened)) {
+    CheckHandle check = check_handle(pool, "zs_obj_read_end", handle);
+    check(handle_to_cell(handle)->load(std::memory_order_relaxed));
+  }
   obj_to_zspage(handle_to_cell(handle)->load(std::memory_order_relaxed))->lock.read_unlock();
 }
 
 size_t zs_obj_capacity(Pool* pool, unsigned long handle) {
   if (pool == nullptr || handle == 0) return 0;
-  unsigned long obj = read_lock_obj(handle);
+  unsigned long obj = pin_for_access(pool, "zs_obj_capacity", handle, 0);
   size_t capacity = obj_capacity(pinned_class(obj));
   obj_to_zspage(obj)->lock.read_unlock();
   return capacity;
@@ -686,8 +672,11 @@ void lock_shards(ClassShards shards) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   for (SizeClass& cls : shards) cls.lock.lock();  // in index order, the only multi-lock path
 }
 
-void unlock_shards(ClassShards shards) ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  for (SizeClass& cls : shards) cls.lock.unlock();
+void unlock_shards(const Pool* pool, ClassShards shards) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  for (SizeClass& cls : shards) {
+    debug_check_class(pool, &cls, nullptr);
+    cls.lock.unlock();
+  }
 }
 
 bool shards_contended(ClassShards shards) {
@@ -765,10 +754,10 @@ void migrate_zspage(ZsPage* src, ZsPage* dst) ZSM_NO_THREAD_SAFETY_ANALYSIS {
     if (src->inuse == 0 || dst->inuse == from->objs_per_zspage) break;
     unsigned long header = *obj_word(obj_location(geom, src, obj_idx));
     if ((header & OBJ_ALLOCATED_TAG) == 0) continue;
-    unsigned long handle = header & ~OBJ_ALLOCATED_TAG;
-    unsigned long obj = obj_malloc(geom, dst, handle);
+    unsigned long handle = header_to_handle(header);
+    unsigned long obj = obj_malloc(geom, dst, header);
     copy_object(geom, dst, obj_to_idx(obj), src, obj_idx);
-    record_obj(handle, obj);
+    record_obj(handle, obj | (handle_to_cell(handle)->load(std::memory_order_relaxed) & kObjProfiled));
     obj_free(geom, src, obj_idx);
     moved++;
   }
@@ -808,13 +797,13 @@ unsigned long compact_class(Pool* pool, ClassShards shards) ZSM_NO_THREAD_SAFETY
     if (dst->inuse == shards.first->objs_per_zspage || shards_contended(shards)) {
       putback_zspage(owner(dst), dst);
       dst = nullptr;
-      unlock_shards(shards);  // let stores and frees of this class in
+      unlock_shards(pool, shards);  // let stores and frees of this class in
       sched_yield();
       lock_shards(shards);
     }
   }
   if (dst != nullptr) putback_zspage(owner(dst), dst);
-  unlock_shards(shards);
+  unlock_shards(pool, shards);
   return freed;
 }
 
@@ -900,7 +889,7 @@ bool init_classes(Pool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   if (pool->arenas == nullptr) return false;
   for (uint32_t shard = 0; shard <= pool->shard_mask; shard++) {
     ShardArenas& arenas = pool->arenas[shard];
-    arenas.cells = new (std::nothrow) RecordArena(sizeof(HandleCell));
+    arenas.cells = new (std::nothrow) RecordArena(sizeof(HandleCell), &pool->cells);
     if (arenas.cells == nullptr) return false;
     for (uint32_t n = 1; n <= t.chain; n++) {
       arenas.meta[n] = new (std::nothrow) RecordArena(zspage_metadata_size(n));
@@ -936,7 +925,7 @@ Pool* zs_create_pool(const char* name, const zs_pool_config* cfg) ZSM_NO_THREAD_
   unsigned shards = cfg->nr_shards != 0 ? cfg->nr_shards : default_shards();
   if (!valid_geometry(page_size, chain) ||
       (page_size != 4096 && page_size != 16384 && page_size != 65536) || shards > kMaxShards ||
-      (shards & (shards - 1)) != 0) {
+      (shards & (shards - 1)) != 0 || (cfg->flags & ~ZS_POOL_HARDENED) != 0) {
     errno = EINVAL;
     return nullptr;
   }
@@ -956,6 +945,7 @@ Pool* zs_create_pool(const char* name, const zs_pool_config* cfg) ZSM_NO_THREAD_
   pool->shard_mask = shards - 1;
   pool->table = build_class_table(pool->page_size, chain);
   pool->max_pages = cfg->max_pages;
+  pool->hardened = (cfg->flags & ZS_POOL_HARDENED) != 0;
   if (cfg->page_source != nullptr) {
     pool->source = *cfg->page_source;
   } else {
@@ -967,7 +957,7 @@ Pool* zs_create_pool(const char* name, const zs_pool_config* cfg) ZSM_NO_THREAD_
   int err = 0;
   if (pool->source.alloc_page == nullptr || pool->source.free_page == nullptr)
     err = cfg->page_source != nullptr ? EINVAL : ENOMEM;  // a bad source, or no default one
-  else if (!init_classes(pool))
+  else if (!pool->cells.reserve(ZSM_PROFILING) || !init_classes(pool))
     err = ENOMEM;
   if (err != 0) {
     zs_destroy_pool(pool);

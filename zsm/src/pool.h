@@ -7,7 +7,11 @@
 // per variant, with ZSM_VARIANT_NS redefined before each (see bench/variants.h); including it
 // twice for one variant only repeats declarations.
 
+// The library calls the plain functions: the call-site macros of zsmalloc.h are for users.
+#define ZSM_NO_ALLOC_TAGS 1
 #include <zsm/zsmalloc.h>
+#undef zs_malloc
+#undef zs_store
 
 #include <cstddef>
 #include <cstdio>
@@ -25,6 +29,8 @@ const char* zs_pool_name(const Pool* pool);
 
 unsigned long zs_malloc(Pool* pool, size_t size);
 unsigned long zs_store(Pool* pool, const void* src, size_t size);
+unsigned long zs_malloc_tagged(Pool* pool, size_t size, zs_alloc_tag* tag);
+unsigned long zs_store_tagged(Pool* pool, const void* src, size_t size, zs_alloc_tag* tag);
 void zs_free(Pool* pool, unsigned long handle);
 void zs_obj_write(Pool* pool, unsigned long handle, const void* src, size_t size);
 void* zs_obj_read_begin(Pool* pool, unsigned long handle, size_t mem_len, void* local_copy);
@@ -41,6 +47,12 @@ size_t zs_pool_bookkeeping_bytes(Pool* pool);
 unsigned zs_class_count(const Pool* pool);
 int zs_class_stats(Pool* pool, unsigned index, struct zs_class_stats* out);
 int zs_print_classes(Pool* pool, FILE* out);
+int zs_check_pool(Pool* pool, FILE* report);
+
+int zs_alloc_profiling_set(int enabled);
+int zs_alloc_profiling_enabled();
+size_t zs_alloc_info_read(zs_alloc_info* out, size_t max);
+int zs_print_allocinfo(FILE* out, size_t max);
 
 }  // namespace ZSM_VARIANT_NS
 }  // namespace zsm

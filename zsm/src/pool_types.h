@@ -11,6 +11,7 @@
 
 #include "compiler.h"
 #include "lock.h"
+#include "records.h"
 #include "size_class.h"
 
 namespace zsm {
@@ -46,6 +47,9 @@ struct ZsPage {
   uint32_t freeobj;                   // index of the first free object (class lock)
   uint8_t fullness;                   // fullness group, valid while on a list
   uint8_t nr_pages;                   // size of the pages[] that follows
+  // Size - 1 of the last object stored in the zspage: in the huge class, which has no
+  // header, the size of its one object. Written for every store, as cheaper than a branch.
+  uint16_t huge_size_m1;
   // char* pages[nr_pages] follows the struct.
 
   [[nodiscard]] char** pages() { return reinterpret_cast<char**>(this + 1); }
@@ -87,46 +91,12 @@ struct alignas(64) SizeClass {
   unsigned long stats[NR_CLASS_STAT_TYPES] ZSM_GUARDED_BY(lock) = {};
   HandleCell* free_cells ZSM_GUARDED_BY(lock) = nullptr;  // this class's cache of handle cells
   uint32_t nr_free_cells ZSM_GUARDED_BY(lock) = 0;
+  // Allocation profiling (profile.h): objects and bytes counted in this shard. A free may
+  // land in another shard of the class than its store did (compaction moves objects between
+  // shards), so one shard's figures may wrap below zero; the class's sum is exact.
+  unsigned long prof_objs ZSM_GUARDED_BY(lock) = 0;
+  unsigned long prof_bytes ZSM_GUARDED_BY(lock) = 0;
 };
-
-// Pool-wide allocator of fixed-size records (handle cells, zspage metadata): chunks mapped
-// from the OS, carved on demand, recycled through a free list, unmapped with the pool.
-class RecordArena {
- public:
-  explicit RecordArena(size_t record_size) : record_size_(record_size) {}
-  RecordArena(const RecordArena&) = delete;
-  RecordArena& operator=(const RecordArena&) = delete;
-  ~RecordArena();
-
-  // nullptr when memory is short. Records are 8-aligned and below 2^48 (see obj encoding).
-  void* alloc();
-  void free(void* record);
-  // Bytes of records ever handed out (touched memory), free or not.
-  [[nodiscard]] size_t carved_bytes() const;
-  // Calls fn(record) for every record ever handed out, free or not.
-  template <typename Fn>
-  void for_each_record(Fn fn) const;
-
- private:
-  struct Chunk {
-    Chunk* next;
-  };
-  static constexpr size_t kChunkSize = size_t{64} << 10;
-  static constexpr size_t kChunkHeader = 64;
-  const size_t record_size_;
-  Chunk* chunks_ = nullptr;           // newest first; carving happens in the newest
-  size_t carved_ = 0;                 // bytes carved from the newest chunk
-  void* free_ = nullptr;              // free records, linked through their first word
-};
-
-template <typename Fn>
-void RecordArena::for_each_record(Fn fn) const {
-  for (const Chunk* chunk = chunks_; chunk != nullptr; chunk = chunk->next) {
-    size_t end = chunk == chunks_ ? carved_ : kChunkSize;
-    for (size_t off = kChunkHeader; off + record_size_ <= end; off += record_size_)
-      fn(reinterpret_cast<char*>(const_cast<Chunk*>(chunk)) + off);
-  }
-}
 
 // The records of one shard: handle cells and zspage metadata (one arena per chain length).
 // Records go back to the shard that handed them out (a cell to its object's shard, metadata
@@ -156,14 +126,23 @@ struct Pool {
   Mutex source_lock;                             // serialises calls into `source`
   zs_page_source source = {};
   VmSource* own_source = nullptr;                // the default source, when the pool made it
+  bool hardened = false;                         // ZS_POOL_HARDENED
 
-
+  CellRegion cells;                              // where every handle cell lies
   ShardArenas* arenas = nullptr;                 // nr_shards of them
 
   std::atomic<unsigned long> pages_allocated{0};
   std::atomic<unsigned long> pages_compacted{0};
   std::atomic<bool> compaction_in_progress{false};
 };
+
+// The fullness group a zspage's in-use count puts it in.
+inline int get_fullness_group(const SizeClass* cls, const ZsPage* zspage) {
+  uint32_t inuse = zspage->inuse, objs = cls->objs_per_zspage;
+  if (inuse == 0) return ZS_INUSE_RATIO_0;
+  if (inuse == objs) return ZS_INUSE_RATIO_100;
+  return static_cast<int>(100 * inuse / objs / 10 + 1);
+}
 
 // zs_can_compact(): pages compaction could free in a class whose shards hold `allocated`
 // object slots and `inuse` objects.

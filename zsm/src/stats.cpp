@@ -23,6 +23,8 @@ void fill_class_stats(const Pool* pool, SizeClass* first, struct zs_class_stats*
     for (int fg = 0; fg < NR_FULLNESS_GROUPS; fg++) out->zspages[fg] += cls->stats[fg];
     out->obj_allocated += cls->stats[ZS_OBJS_ALLOCATED];
     out->obj_used += cls->stats[ZS_OBJS_INUSE];
+    out->prof_objs += cls->prof_objs;
+    out->prof_bytes += cls->prof_bytes;
   }
   out->pages_used = out->obj_allocated / first->objs_per_zspage * first->pages_per_zspage;
   out->freeable = can_compact_pages(out->obj_allocated, out->obj_used, first);

@@ -51,7 +51,18 @@ struct zs_pool_config {
 	const struct zs_page_source *page_source; /* NULL = a reserved virtual range owned by the pool */
 	unsigned int nr_shards;    /* lock shards per size class, a power of two up to 64; 0 = one per CPU
 	                              (up to 16); 1 = the kernel's single lock per class */
+	unsigned int flags;        /* ZS_POOL_* below; 0 = none */
 };
+
+/*
+ * Hardened pool: every call that takes a handle checks that this pool handed it out and that
+ * it is still allocated, and reads and writes are checked against the size the object was
+ * allocated with. A violation (double free, a handle never returned or from another pool, a
+ * read or write past the object's size) is reported on stderr and aborts the process, before
+ * anything in the pool is changed. Without the flag these are undefined behaviour. The cost
+ * is a few instructions per call (README.md, "Hardened mode").
+ */
+#define ZS_POOL_HARDENED 0x1u
 
 /* Kernel constants for 4 KiB pages and the default chain of 8. */
 #define ZS_HANDLE_SIZE 8u            /* in-object header of a non-huge object */
@@ -170,6 +181,8 @@ struct zs_class_stats {
 	unsigned long obj_used;        /* live objects */
 	unsigned long pages_used;      /* obj_allocated / objs_per_zspage * pages_per_zspage */
 	unsigned long freeable;        /* pages zs_compact() could free now */
+	unsigned long prof_objs;       /* live objects allocated while profiling was on */
+	unsigned long prof_bytes;      /* their bytes, as requested */
 };
 
 /* Number of class indices (255 with 4 KiB pages). */
@@ -187,6 +200,92 @@ int zs_class_stats(struct zs_pool *pool, unsigned int index, struct zs_class_sta
  * a Total row. Returns 0, or -1 with errno set when writing fails.
  */
 int zs_print_classes(struct zs_pool *pool, FILE *out);
+
+/*
+ * Check the pool's invariants: every zspage's free list and in-use count, its fullness group
+ * and list, the class statistics, every live object's header and handle, and the pages held
+ * against the zspages found. Each violation is printed to `report` (when not NULL). Returns
+ * 0 when all hold, -1 with errno EUCLEAN when one does not (EINVAL for a NULL pool). Takes
+ * each class's locks in turn: call it while no other thread uses the pool, or the page count
+ * may be caught mid-change. Builds with ZSM_DEBUG_INVARIANTS run the per-class part of this
+ * check after every call that changes a class, and abort on the first violation.
+ */
+int zs_check_pool(struct zs_pool *pool, FILE *report);
+
+/*
+ * Allocation profiling, after the kernel's memory allocation profiling (alloc tags,
+ * /proc/allocinfo). Built in with the CMake option ZSM_PROFILING (default ON), off at run
+ * time until zs_alloc_profiling_set(1). While it is on, each zs_malloc() or zs_store() adds
+ * the object's size and one call to the counters of its call site and its size class; the
+ * free takes them off again, whenever it happens and wherever compaction has moved the object.
+ * Objects allocated while profiling was off are never counted, even when freed while it is on.
+ *
+ * Call sites: zs_malloc() and zs_store() are macros that give each call site a static
+ * struct zs_alloc_tag (file, line, function) and call zs_malloc_tagged()/zs_store_tagged().
+ * Define ZSM_NO_ALLOC_TAGS before including this header to call the plain functions, whose
+ * objects are counted under one "<untagged>" site. Tags are process-wide, like the kernel's.
+ */
+struct zs_alloc_tag {
+	const char *file;
+	const char *func;
+	unsigned int line;
+	/* The library's, updated atomically: do not write. */
+	unsigned int registered;
+	unsigned long bytes;             /* live bytes allocated here */
+	unsigned long calls;             /* live objects allocated here */
+	struct zs_alloc_tag *next;       /* the library's list of tags seen */
+};
+
+/* Allocate or store as zs_malloc()/zs_store(), counting the object under `tag` (NULL =
+ * "<untagged>"). */
+unsigned long zs_malloc_tagged(struct zs_pool *pool, size_t size, struct zs_alloc_tag *tag);
+unsigned long zs_store_tagged(struct zs_pool *pool, const void *src, size_t size,
+			      struct zs_alloc_tag *tag);
+
+/*
+ * Turn profiling on (1) or off (0), from any thread, while pools are in use. Returns the
+ * previous state, or -1 with errno EOPNOTSUPP when the library was built without
+ * ZSM_PROFILING.
+ */
+int zs_alloc_profiling_set(int enabled);
+
+/* 1 when profiling is on, 0 when it is off or not built in. */
+int zs_alloc_profiling_enabled(void);
+
+/* One call site's counters, as zs_alloc_info_read() reports them. */
+struct zs_alloc_info {
+	const char *file;
+	const char *func;
+	unsigned int line;
+	unsigned long bytes;
+	unsigned long calls;
+};
+
+/*
+ * Copy up to `max` call sites, most live bytes first, into `out`; returns how many sites
+ * have been seen in all (which may exceed max). Sites whose objects have all been freed are
+ * included with zero counters, as in /proc/allocinfo.
+ */
+size_t zs_alloc_info_read(struct zs_alloc_info *out, size_t max);
+
+/*
+ * Print up to `max` call sites (0 = all), most live bytes first, in the form of
+ * /proc/allocinfo: a header, then "bytes calls file:line func:function" per site. Returns 0,
+ * or -1 with errno set (EINVAL for a NULL stream, EIO when writing fails).
+ */
+int zs_print_allocinfo(FILE *out, size_t max);
+
+#if !defined(ZSM_NO_ALLOC_TAGS)
+/* A static tag for the call site (a GNU statement expression, as in the kernel). */
+#define ZS_ALLOC_TAG_HERE()                                                        \
+	({                                                                         \
+		static struct zs_alloc_tag zs_alloc_tag_ = {__FILE__, __func__, __LINE__, \
+							  0, 0, 0, 0};             \
+		&zs_alloc_tag_;                                                    \
+	})
+#define zs_malloc(pool, size) zs_malloc_tagged((pool), (size), ZS_ALLOC_TAG_HERE())
+#define zs_store(pool, src, size) zs_store_tagged((pool), (src), (size), ZS_ALLOC_TAG_HERE())
+#endif
 
 /*
  * The default page source on its own, for wrapping (tests, limits, accounting): it reserves

@@ -1,0 +1,206 @@
+// Invariant checks (design: check.h). With its class lock held, a class must satisfy:
+//   lists     every zspage on fullness_list[g] names the class, has fullness g, and its
+//             in-use count puts it in group g; prev links mirror next links; bit g of
+//             `nonempty` is set exactly when the list is non-empty.
+//   stats     stats[g] counts the zspages of group g; ZS_OBJS_ALLOCATED is the slots of all
+//             of them (full ones included), ZS_OBJS_INUSE their live objects.
+//   zspage    the free list visits distinct slots, and free + in use = slots; each live
+//             object's header (non-huge classes) names a handle cell of the pool whose obj
+//             points back at the object.
+// zs_check_pool() also checks every zspage the pool holds, full ones included (found through
+// the metadata arenas), and that their pages add up to zs_get_total_pages().
+#include "check.h"
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <vector>
+
+#include "obj.h"
+#include "pool.h"
+#include "report.h"
+
+namespace zsm {
+inline namespace ZSM_VARIANT_NS {
+
+namespace {
+
+// Where violations go: printed to `out` (when not null) and counted.
+class Findings {
+ public:
+  explicit Findings(FILE* out) : out_(out) {}
+  __attribute__((format(printf, 2, 3))) void add(const char* fmt, ...) {
+    if (count_++ == 0 && out_ == nullptr) {
+      va_list args;
+      va_start(args, fmt);
+      std::vsnprintf(first_, sizeof(first_), fmt, args);
+      va_end(args);
+    }
+    if (out_ == nullptr) return;
+    va_list args;
+    va_start(args, fmt);
+    std::vfprintf(out_, fmt, args);
+    va_end(args);
+    std::fputc('\n', out_);
+  }
+  [[nodiscard]] int count() const { return count_; }
+  [[nodiscard]] const char* first() const { return first_; }
+
+ private:
+  FILE* out_;
+  int count_ = 0;
+  char first_[256] = {};
+};
+
+// The zspage's free list, its in-use count and its live objects' headers and cells.
+void check_zspage(const Pool* pool, const SizeClass* cls, const ZsPage* zspage, Findings& f) {
+  const ClassGeometry g = cls->geom;
+  const uint32_t objs = cls->objs_per_zspage;
+  if (zspage->cls.load(std::memory_order_relaxed) != cls)
+    f.add("class %u: zspage %p names another class", cls->index, static_cast<const void*>(zspage));
+  if (zspage->inuse > objs) f.add("class %u: zspage in use %u > %u slots", cls->index, zspage->inuse, objs);
+  std::vector<bool> is_free(objs);
+  uint32_t nr_free = 0;
+  for (uint32_t idx = zspage->freeobj; idx != kFreeListEnd;) {
+    if (idx >= objs || is_free[idx]) {
+      f.add("class %u: free list reaches slot %u twice or out of range", cls->index, idx);
+      return;
+    }
+    is_free[idx] = true;
+    nr_free++;
+    idx = static_cast<uint32_t>(*obj_word(obj_location(g, zspage, idx)) >> OBJ_TAG_BITS);
+  }
+  if (nr_free + zspage->inuse != objs)
+    f.add("class %u: %u free + %u in use != %u slots", cls->index, nr_free, zspage->inuse, objs);
+  if (is_huge(g)) return;
+  for (uint32_t idx = 0; idx < objs; idx++) {
+    if (is_free[idx]) continue;
+    unsigned long header = *obj_word(obj_location(g, zspage, idx));
+    unsigned long handle = header_to_handle(header);
+    if ((header & OBJ_ALLOCATED_TAG) == 0 || !pool->cells.contains(handle)) {
+      f.add("class %u: live slot %u has header %#lx", cls->index, idx, header);
+      continue;
+    }
+    unsigned long obj = handle_to_cell(handle)->load(std::memory_order_relaxed) & ~kObjProfiled;
+    if (obj != location_to_obj(zspage, idx))
+      f.add("class %u: handle %#lx of slot %u holds obj %#lx", cls->index, handle, idx, obj);
+  }
+}
+
+// Zspages and objects a class's lists hold.
+struct ListTotals {
+  unsigned long zspages[NR_FULLNESS_GROUPS] = {};
+  unsigned long inuse = 0;
+};
+
+// The class's fullness lists; fully checks each listed zspage when `deep`.
+ListTotals check_lists(const Pool* pool, SizeClass* cls, bool deep, Findings& f)
+    ZSM_REQUIRES(cls->lock) {
+  ListTotals totals;
+  for (int fg = ZS_INUSE_RATIO_0; fg < ZS_INUSE_RATIO_100; fg++) {
+    const ZsPage* prev = nullptr;
+    for (const ZsPage* zspage = cls->fullness_list[fg]; zspage != nullptr; zspage = zspage->next) {
+      if (totals.zspages[fg] > cls->stats[fg]) {
+        f.add("class %u: list %d longer than its count %lu", cls->index, fg, cls->stats[fg]);
+        break;
+      }
+      if (zspage->prev != prev || zspage->fullness != fg || get_fullness_group(cls, zspage) != fg)
+        f.add("class %u: zspage in list %d has prev %p, group %u, in use %u", cls->index, fg,
+              static_cast<const void*>(zspage->prev), zspage->fullness, zspage->inuse);
+      if (deep) check_zspage(pool, cls, zspage, f);
+      totals.zspages[fg]++;
+      totals.inuse += zspage->inuse;
+      prev = zspage;
+    }
+    if (totals.zspages[fg] != cls->stats[fg])
+      f.add("class %u: list %d holds %lu zspages, counted %lu", cls->index, fg,
+            totals.zspages[fg], cls->stats[fg]);
+    if (((cls->nonempty >> fg) & 1) != (cls->fullness_list[fg] != nullptr ? 1 : 0))
+      f.add("class %u: nonempty bit %d wrong", cls->index, fg);
+  }
+  return totals;
+}
+
+// The class's object counts against its lists (full zspages are on none: counted only).
+void check_stats(SizeClass* cls, const ListTotals& totals, Findings& f) ZSM_REQUIRES(cls->lock) {
+  unsigned long zspages = cls->stats[ZS_INUSE_RATIO_100];
+  for (int fg = ZS_INUSE_RATIO_0; fg < ZS_INUSE_RATIO_100; fg++) zspages += totals.zspages[fg];
+  unsigned long full_objs = cls->stats[ZS_INUSE_RATIO_100] * cls->objs_per_zspage;
+  if (cls->stats[ZS_OBJS_ALLOCATED] != zspages * cls->objs_per_zspage)
+    f.add("class %u: %lu slots counted, %lu zspages hold %lu", cls->index,
+          cls->stats[ZS_OBJS_ALLOCATED], zspages, zspages * cls->objs_per_zspage);
+  if (cls->stats[ZS_OBJS_INUSE] != totals.inuse + full_objs)
+    f.add("class %u: %lu objects counted, zspages hold %lu", cls->index,
+          cls->stats[ZS_OBJS_INUSE], totals.inuse + full_objs);
+}
+
+void lock_all_classes(Pool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  for (uint32_t c = 0; c < pool->nr_classes; c++) pool->classes[c].lock.lock();
+}
+
+void unlock_all_classes(Pool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  for (uint32_t c = 0; c < pool->nr_classes; c++) pool->classes[c].lock.unlock();
+}
+
+// Every zspage the metadata arenas hold for a class, full ones included, and their pages.
+void check_all_zspages(Pool* pool, Findings& f) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  unsigned long pages = 0;
+  std::vector<unsigned long> full(pool->nr_classes);
+  for (uint32_t shard = 0; shard <= pool->shard_mask; shard++) {
+    ShardArenas& arenas = pool->arenas[shard];
+    MutexGuard guard(arenas.lock);
+    for (RecordArena* arena : arenas.meta) {
+      if (arena == nullptr) continue;
+      arena->for_each_record([&](void* record) {
+        auto* zspage = static_cast<ZsPage*>(record);
+        SizeClass* cls = zspage->cls.load(std::memory_order_relaxed);
+        if (cls == nullptr) return;
+        pages += zspage->nr_pages;
+        if (zspage->fullness != ZS_INUSE_RATIO_100) return;  // listed: checked with its list
+        check_zspage(pool, cls, zspage, f);
+        full[cls - pool->classes]++;
+      });
+    }
+  }
+  for (uint32_t c = 0; c < pool->nr_classes; c++) {
+    if (full[c] != pool->classes[c].stats[ZS_INUSE_RATIO_100])
+      f.add("class %u: %lu full zspages found, %lu counted", pool->classes[c].index, full[c],
+            pool->classes[c].stats[ZS_INUSE_RATIO_100]);
+  }
+  if (pages != pool->pages_allocated.load(std::memory_order_relaxed))
+    f.add("zspages hold %lu pages, the pool counts %lu", pages,
+          pool->pages_allocated.load(std::memory_order_relaxed));
+}
+
+}  // namespace
+
+#if ZSM_DEBUG_INVARIANTS
+void debug_check_class(const Pool* pool, SizeClass* cls, const ZsPage* touched) {
+  Findings f(nullptr);
+  check_stats(cls, check_lists(pool, cls, false, f), f);
+  if (touched != nullptr && touched->cls.load(std::memory_order_relaxed) == cls)
+    check_zspage(pool, cls, touched, f);
+  if (f.count() != 0) report_invariant(pool, f.first());
+}
+#endif
+
+int zs_check_pool(Pool* pool, FILE* report) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  if (pool == nullptr) {
+    errno = EINVAL;
+    return -1;
+  }
+  Findings f(report);
+  lock_all_classes(pool);
+  for (uint32_t c = 0; c < pool->nr_classes; c++) {
+    SizeClass* cls = &pool->classes[c];
+    check_stats(cls, check_lists(pool, cls, true, f), f);
+  }
+  check_all_zspages(pool, f);
+  unlock_all_classes(pool);
+  if (f.count() == 0) return 0;
+  errno = EUCLEAN;
+  return -1;
+}
+
+}  // namespace ZSM_VARIANT_NS
+}  // namespace zsm
