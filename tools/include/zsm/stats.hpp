@@ -1,0 +1,118 @@
+// zsm::stats: what a program can print about its own pool or cache, in the kernel's formats,
+// and a sampler that records how a pool's memory evolves, for plots.
+//
+// - print_classes: the kernel's debugfs /sys/kernel/debug/zsmalloc/<pool>/classes table (the
+//   library's zs_print_classes, unchanged).
+// - print_mm_stat: zram's /sys/block/zramN/mm_stat line, nine columns in zram's order.
+// - summarize / print_summary: pages and bookkeeping held, objects, utilization, compaction.
+// - class_geometry / print_class_geometry: each distinct class's zspage shape and the waste at
+//   its tail, computed by the pool (never pasted numbers): the data of the waste plot.
+// - Sampler: one row per call (op count, seconds, pages held, live bytes, utilization,
+//   freeable pages, pages compacted since the last row), written as a gnuplot-ready table.
+//
+// Everything reads the pool through its public C API (zs_class_stats, zs_get_total_pages,
+// zs_pool_stats), which locks one class at a time: any thread may call these while others
+// use the pool, and a row is a consistent picture of each class, not of the whole pool.
+// Depends on zsm::zsm and zsm::cache only.
+#pragma once
+
+#include <zsm/cache.hpp>
+#include <zsm/zsmalloc.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <optional>
+#include <vector>
+
+namespace zsm::stats {
+
+// The debugfs classes table: one row per distinct class, then Total. False when writing fails.
+bool print_classes(zs_pool* pool, std::FILE* out);
+
+// zram's mm_stat line, without a header: orig_data_size compr_data_size mem_used_total
+// mem_limit mem_used_max same_pages pages_compacted huge_pages huge_pages_since.
+bool print_mm_stat(const Cache& cache, std::FILE* out);
+// The names of those nine columns, space-separated, for a header line.
+const char* mm_stat_columns();
+
+// The page size a pool was created with (the size of its last class, which is one page).
+size_t pool_page_size(zs_pool* pool);
+
+// One distinct size class's shape. Objects of min_payload..max_payload bytes land in it
+// (the in-object header and the merged indices below it included).
+struct ClassGeometry {
+  unsigned index = 0;
+  unsigned size = 0;              // slot size, header included
+  unsigned pages_per_zspage = 0;
+  unsigned objs_per_zspage = 0;
+  size_t zspage_bytes = 0;        // pages_per_zspage * page size
+  size_t tail_waste = 0;          // zspage_bytes - objs_per_zspage * size
+  size_t min_payload = 0;
+  size_t max_payload = 0;
+};
+std::vector<ClassGeometry> class_geometry(zs_pool* pool);
+// The geometry as a table with a '#' header line, one class per line.
+bool print_class_geometry(zs_pool* pool, std::FILE* out);
+
+struct PoolSummary {
+  const char* name = "";
+  size_t page_size = 0;
+  unsigned long pages = 0;              // zs_get_total_pages
+  size_t bookkeeping_bytes = 0;         // zs_pool_bookkeeping_bytes
+  unsigned long objects = 0;            // live objects (obj_used)
+  unsigned long slots = 0;              // object slots in the zspages held (obj_allocated)
+  uint64_t slot_bytes = 0;              // live objects times their slot size
+  std::optional<uint64_t> payload_bytes;  // what the caller stored, when it says
+  unsigned long freeable_pages = 0;     // what zs_compact() could free now
+  unsigned long pages_compacted = 0;    // freed by compaction over the pool's life
+  unsigned classes = 0;                 // distinct classes
+  unsigned classes_in_use = 0;          // distinct classes holding a zspage
+  size_t huge_class_size = 0;
+
+  // Pages held, in bytes.
+  [[nodiscard]] uint64_t held_bytes() const { return uint64_t{pages} * page_size; }
+  // Live bytes (the payload when known, else the slots) over the pages held.
+  [[nodiscard]] double utilization() const;
+};
+PoolSummary summarize(zs_pool* pool, std::optional<uint64_t> payload_bytes = std::nullopt);
+bool print_summary(const PoolSummary& summary, std::FILE* out);
+
+// Records the pool's state each time sample() is called; the caller chooses when (every N
+// operations, after a compaction). Compactions show as pages_compacted growing between two
+// rows, whoever called zs_compact (a cache compacts by itself under pressure).
+class Sampler {
+ public:
+  // What counts as live bytes; by default the bytes of the live object slots.
+  using LiveBytes = std::function<uint64_t()>;
+
+  struct Sample {
+    uint64_t op = 0;                 // the caller's operation count
+    double seconds = 0;              // since the sampler was created
+    unsigned long pages = 0;
+    uint64_t held_bytes = 0;         // pages times the page size
+    uint64_t live_bytes = 0;
+    double utilization = 0;          // live_bytes / held_bytes (0 for an empty pool)
+    unsigned long freeable_pages = 0;
+    unsigned long compacted_pages = 0;  // freed by compaction since the previous sample
+  };
+
+  explicit Sampler(zs_pool* pool, LiveBytes live_bytes = {});
+
+  void sample(uint64_t op);
+  [[nodiscard]] const std::vector<Sample>& samples() const noexcept { return samples_; }
+  // The samples as whitespace-separated columns under a '#' header naming them.
+  bool write_trace(std::FILE* out) const;
+
+ private:
+  zs_pool* pool_;
+  LiveBytes live_bytes_;
+  size_t page_size_;
+  std::chrono::steady_clock::time_point start_;
+  unsigned long last_compacted_;
+  std::vector<Sample> samples_;
+};
+
+}  // namespace zsm::stats
