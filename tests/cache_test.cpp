@@ -307,8 +307,9 @@ TEST(Cache, FailingPageSourceIsNoMemoryAndKeepsEntries) {
 // Stored bytes scribbled over: gets report corrupt (and drop the entry) or miss, or return
 // bytes the codec could not tell were wrong; never a crash or an access out of bounds (ASan).
 // (Only gets and erases follow: the scribbles also hit the pool's free-slot links, and a
-// pool whose own memory is corrupted may not allocate safely.)
-TEST(Cache, CorruptedPoolMemoryNeverCrashes) {
+// pool whose own memory is corrupted may not allocate safely.) A build with
+// ZSM_DEBUG_INVARIANTS must instead stop at the first free of a scribbled zspage.
+void get_scribbled_entries() {
   LimitedSource src;
   zs_page_source ops = src.ops();
   zsm::CacheOptions o = small_cache(64 << 20);
@@ -329,6 +330,15 @@ TEST(Cache, CorruptedPoolMemoryNeverCrashes) {
   }
   EXPECT_GT(corrupt, 0u);
   EXPECT_EQ(cache.stats().entries + corrupt, 200u) << "each corrupt entry is dropped";
+}
+
+TEST(Cache, CorruptedPoolMemoryNeverCrashes) {
+#if ZSM_TEST_DEBUG_INVARIANTS
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(get_scribbled_entries(), "zsm: fatal: pool '.*': invariant broken");
+#else
+  get_scribbled_entries();
+#endif
 }
 
 // Readers and writers on shared keys: a value always matches its key (it is derived from it).

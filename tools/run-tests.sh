@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command (and CI's): set up, then build and run every test in each
-# configuration: a normal optimised build (g++), one under AddressSanitizer + UBSan (g++),
+# configuration: a normal optimised build (g++), one under AddressSanitizer + UBSan (g++)
+# that also checks the pool's invariants after every call (ZSM_DEBUG_INVARIANTS),
 # and one under ThreadSanitizer (clang-19, which also checks -Wthread-safety).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -19,7 +20,7 @@ run_config() {  # name, cmake args...
 
 start=$SECONDS
 run_config release -DCMAKE_BUILD_TYPE=RelWithDebInfo
-run_config asan -DCMAKE_BUILD_TYPE=Debug -DZSM_SANITIZE=address,undefined
+run_config asan -DCMAKE_BUILD_TYPE=Debug -DZSM_SANITIZE=address,undefined -DZSM_DEBUG_INVARIANTS=ON
 run_config tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZSM_SANITIZE=thread -DZSM_BUILD_BENCH=OFF \
   -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19
 echo "all configurations passed in $((SECONDS - start)) s"

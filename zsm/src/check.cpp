@@ -77,7 +77,7 @@ void check_zspage(const Pool* pool, const SizeClass* cls, const ZsPage* zspage, 
     if (is_free[idx]) continue;
     unsigned long header = *obj_word(obj_location(g, zspage, idx));
     unsigned long handle = header_to_handle(header);
-    if ((header & OBJ_ALLOCATED_TAG) == 0 || !pool->cells.contains(handle)) {
+    if ((header & OBJ_ALLOCATED_TAG) == 0 || !pool->cells.is_cell(handle)) {
       f.add("class %u: live slot %u has header %#lx", cls->index, idx, header);
       continue;
     }

@@ -408,7 +408,7 @@ struct CheckHandle {
 // A hardened pool's check that `handle` is one of its cells; returns the checker for what
 // the cell holds.
 CheckHandle check_handle(const Pool* pool, const char* call, unsigned long handle) {
-  if (ZSM_UNLIKELY(!pool->cells.contains(handle) || handle % sizeof(HandleCell) != 0))
+  if (ZSM_UNLIKELY(!pool->cells.is_cell(handle)))
     report_foreign_handle(pool, call, handle);
   return {pool, call, handle};
 }

@@ -42,6 +42,10 @@ class CellRegion {
   [[nodiscard]] bool contains(unsigned long word) const {
     return word - reinterpret_cast<uintptr_t>(base_) < carved_.load(std::memory_order_acquire);
   }
+  // True when `handle` is the address of a cell of the region (in it, and 8-aligned).
+  [[nodiscard]] bool is_cell(unsigned long handle) const {
+    return contains(handle) && handle % sizeof(unsigned long) == 0;
+  }
   // The mirror word of the cell at `handle` (only with a mirror).
   [[nodiscard]] std::atomic<unsigned long>* mirror_of(unsigned long handle) const {
     return reinterpret_cast<std::atomic<unsigned long>*>(handle + size_);
