@@ -9,6 +9,8 @@
 //   zs_store+zs_free/<variant>/mixed               sizes drawn from the 8 classes
 //   malloc+memcpy+free/<mimalloc|glibc>/<size|mixed>  the baselines, same pattern
 //   zs_store+zs_free/<variant>/shared/<size>/threads:N  N threads on one pool
+// Built as zsm_overhead_bench (ZSM_BENCH_OVERHEAD_ONLY), it runs only zs_store+zs_free on
+// patched and the overhead variants of variants.h (hardened, profiling), for tools/overhead.py.
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -171,6 +173,14 @@ void register_malloc() {
 
 int main(int argc, char** argv) {
   using namespace zsm_bench;
+#if ZSM_BENCH_OVERHEAD_ONLY
+  register_sized<patched>("zs_store+zs_free", BM_StoreFree<patched>);
+  register_sized<hardened>("zs_store+zs_free", BM_StoreFree<hardened>);
+  register_sized<prof_inline_off>("zs_store+zs_free", BM_StoreFree<prof_inline_off>);
+  register_sized<prof_outline_off>("zs_store+zs_free", BM_StoreFree<prof_outline_off>);
+  register_sized<prof_inline_on>("zs_store+zs_free", BM_StoreFree<prof_inline_on>);
+  register_sized<prof_outline_on>("zs_store+zs_free", BM_StoreFree<prof_outline_on>);
+#else
 #if ZSM_BENCH_WITH_PATCHED
   register_zsm<patched>();
 #endif
@@ -179,6 +189,7 @@ int main(int argc, char** argv) {
 #endif
   register_malloc<mimalloc>();
   register_malloc<glibc>();
+#endif
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -2,7 +2,7 @@
 // and allocator, with callgrind collecting only around the measured loop. Run it under
 //   valgrind --tool=callgrind --instr-atstart=no zsm_pair_count <allocator> <family> <size> <pairs>
 // (tools/count_pairs.py does, for every size and allocator, and divides by <pairs>).
-//   allocator: patched | baseline | mimalloc | glibc
+//   allocator: patched | baseline | mimalloc | glibc | hardened | prof_{inline,outline}_{off,on}
 //   family:    store   (zs_store + zs_free; malloc + memcpy + free for the baselines)
 //              write   (zs_malloc + zs_obj_write + zs_free; zsm only)
 // Outside valgrind it just runs the loop (a smoke test).
@@ -73,7 +73,8 @@ int run(const std::string& family, size_t size, long pairs) {
 int main(int argc, char** argv) {
   using namespace zsm_bench;
   if (argc != 5) {
-    std::fprintf(stderr, "usage: %s patched|baseline|mimalloc|glibc store|write SIZE PAIRS\n",
+    std::fprintf(stderr, "usage: %s patched|baseline|mimalloc|glibc|hardened|prof_{inline,outline}_{off,on} "
+                 "store|write SIZE PAIRS\n",
                  argv[0]);
     return 2;
   }
@@ -90,6 +91,15 @@ int main(int argc, char** argv) {
 #endif
 #if ZSM_BENCH_WITH_BASELINE
   if (allocator == "baseline") rc = run<baseline>(family, size, pairs);
+#endif
+#if ZSM_BENCH_WITH_PATCHED
+  if (allocator == "hardened") rc = run<hardened>(family, size, pairs);
+#endif
+#if ZSM_BENCH_WITH_PROFILING
+  if (allocator == "prof_inline_off") rc = run<prof_inline_off>(family, size, pairs);
+  if (allocator == "prof_inline_on") rc = run<prof_inline_on>(family, size, pairs);
+  if (allocator == "prof_outline_off") rc = run<prof_outline_off>(family, size, pairs);
+  if (allocator == "prof_outline_on") rc = run<prof_outline_on>(family, size, pairs);
 #endif
   if (allocator == "mimalloc") rc = run<mimalloc>(family, size, pairs);
   if (allocator == "glibc") rc = run<glibc>(family, size, pairs);

@@ -1,10 +1,15 @@
 // The allocators a benchmark can run, as traits with one shape, so that every family is
 // written once and instantiated per allocator:
-//   Patched, Baseline  zsm compiled twice from the same sources, under the namespaces
+//   patched, baseline  zsm compiled twice from the same sources, under the namespaces
 //                      zsm::bench_patched and zsm::bench_baseline, with the two inline
 //                      policies (bench/CMakeLists.txt); called directly, no indirection.
 //                      ZSM_BENCH_WITH_PATCHED/_BASELINE say which are linked in.
-//   Mimalloc, Glibc    mi_malloc/malloc + memcpy + mi_free/free: what a user would pick instead.
+//   hardened           patched on pools created with ZS_POOL_HARDENED.
+//   prof_inline_off/on, prof_outline_off/on
+//                      patched with allocation profiling compiled in (zsm::bench_prof_inline,
+//                      zsm::bench_prof_outline: its hooks inline or out of line), with the
+//                      switch off or on while the pool lives. ZSM_BENCH_WITH_PROFILING.
+//   mimalloc, glibc    mi_malloc/malloc + memcpy + mi_free/free: what a user would pick instead.
 // Each trait has: name, Pool, create(), destroy(), store(), free().
 // zsm traits add: malloc(), write(), read_begin(), read_end(), total_pages(), compact().
 #pragma once
@@ -22,17 +27,31 @@
 #define ZSM_VARIANT_NS bench_baseline
 #include "pool.h"
 #undef ZSM_VARIANT_NS
+#define ZSM_VARIANT_NS bench_prof_inline
+#include "pool.h"
+#undef ZSM_VARIANT_NS
+#define ZSM_VARIANT_NS bench_prof_outline
+#include "pool.h"
+#undef ZSM_VARIANT_NS
 
 namespace zsm_bench {
 
-#define ZSM_BENCH_VARIANT(Trait, ns)                                                          \
+// A zsm variant whose pools are created with `pool_flags`, with the variant's profiling
+// switch on while a pool lives when `profiling` (benchmarks use one pool at a time).
+#define ZSM_BENCH_VARIANT(Trait, ns, pool_flags, profiling)                                   \
   struct Trait {                                                                              \
     static constexpr const char* name = #Trait;                                               \
     using Pool = zsm::ns::Pool;                                                               \
     static Pool* create(const zs_pool_config* cfg = nullptr) {                               \
-      return zsm::ns::zs_create_pool("bench", cfg);                                           \
+      zs_pool_config config = cfg != nullptr ? *cfg : zs_pool_config{};                      \
+      config.flags |= (pool_flags);                                                           \
+      if (profiling) zsm::ns::zs_alloc_profiling_set(1);                                      \
+      return zsm::ns::zs_create_pool("bench", &config);                                       \
     }                                                                                         \
-    static void destroy(Pool* p) { zsm::ns::zs_destroy_pool(p); }                            \
+    static void destroy(Pool* p) {                                                            \
+      zsm::ns::zs_destroy_pool(p);                                                            \
+      if (profiling) zsm::ns::zs_alloc_profiling_set(0);                                      \
+    }                                                                                         \
     static unsigned long store(Pool* p, const void* src, size_t n) {                         \
       return zsm::ns::zs_store(p, src, n);                                                    \
     }                                                                                         \
@@ -51,8 +70,13 @@ namespace zsm_bench {
     static unsigned long compact(Pool* p) { return zsm::ns::zs_compact(p); }                 \
   };
 
-ZSM_BENCH_VARIANT(patched, bench_patched)
-ZSM_BENCH_VARIANT(baseline, bench_baseline)
+ZSM_BENCH_VARIANT(patched, bench_patched, 0, false)
+ZSM_BENCH_VARIANT(baseline, bench_baseline, 0, false)
+ZSM_BENCH_VARIANT(hardened, bench_patched, ZS_POOL_HARDENED, false)
+ZSM_BENCH_VARIANT(prof_inline_off, bench_prof_inline, 0, false)
+ZSM_BENCH_VARIANT(prof_inline_on, bench_prof_inline, 0, true)
+ZSM_BENCH_VARIANT(prof_outline_off, bench_prof_outline, 0, false)
+ZSM_BENCH_VARIANT(prof_outline_on, bench_prof_outline, 0, true)
 #undef ZSM_BENCH_VARIANT
 
 // A general-purpose allocator behind the same shape: the "pool" is a dummy, a handle is the

@@ -12,6 +12,9 @@ counters (`perf stat -e instructions true` prints a count), each run is also mea
 perf as a second opinion: instructions of a run with 2N pairs less a run with N pairs, over N
 (so set-up cancels out); that figure includes memcpy and the benchmark loop, like `total`.
 
+--allocators also takes the overhead variants (hardened, prof_inline_off, prof_outline_off,
+prof_inline_on, prof_outline_on; see bench/variants.h), which are not run by default.
+
 Usage: count_pairs.py --binary build/rel/bench/zsm_pair_count [--pairs N] [--jobs N]
                       [--sizes 384,784,...] [--allocators patched,baseline,...] [--json FILE]
 """
@@ -28,6 +31,10 @@ import time
 SIZES = [384, 784, 1168, 1568, 1952, 2352, 2736, 3136]
 FAMILIES = {"patched": ["store", "write"], "baseline": ["store", "write"],
             "mimalloc": ["store"], "glibc": ["store"]}
+# Variants of patched with something switched on (bench/variants.h); measured on request.
+OVERHEAD = {v: ["store"] for v in ("hardened", "prof_inline_off", "prof_outline_off",
+                                    "prof_inline_on", "prof_outline_on")}
+ALL = {**FAMILIES, **OVERHEAD}
 LINE = re.compile(r"^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S.*)$")
 
 
@@ -111,7 +118,7 @@ def main():
     ap.add_argument("--json")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    runs = [(a, f, s) for a in args.allocators.split(",") for f in FAMILIES[a] for s in sizes]
+    runs = [(a, f, s) for a in args.allocators.split(",") for f in ALL[a] for s in sizes]
 
     start = time.time()
     use_perf = perf_works()
@@ -126,13 +133,13 @@ def main():
             print(f"\r[count_pairs] {done}/{len(runs)} callgrind runs, "
                   f"{time.time() - start:.0f} s", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
-    results.sort(key=lambda r: (list(FAMILIES).index(r["allocator"]), r["family"], r["size"]))
+    results.sort(key=lambda r: (list(ALL).index(r["allocator"]), r["family"], r["size"]))
 
     print(f"Retired instructions per pair (callgrind, {args.pairs} pairs each; "
           "allocator = without memcpy and without the benchmark loop)")
     print(f"{'allocator':10} {'family':6} " + " ".join(f"{s:>14}" for s in sizes))
     for a in args.allocators.split(","):
-        for f in FAMILIES[a]:
+        for f in ALL[a]:
             row = {r["size"]: r for r in results if r["allocator"] == a and r["family"] == f}
             cells = [f"{row[s]['total']:6.0f}/{row[s]['allocator_only']:<6.1f}" for s in sizes]
             print(f"{a:10} {f:6} " + " ".join(f"{c:>14}" for c in cells))

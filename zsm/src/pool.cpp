@@ -391,6 +391,7 @@ inline SizeClass* lock_store_shard(const Pool* pool, SizeClass* first)
 // above). Both are inlined into the lookups below, so the default code is unchanged.
 struct TrustHandle {
   unsigned long operator()(unsigned long obj) const { return obj; }
+  void check_header(ClassGeometry, unsigned long) const {}
 };
 
 struct CheckHandle {
@@ -398,16 +399,24 @@ struct CheckHandle {
   const char* call;
   unsigned long handle;
   // A cell of this pool that holds no obj holds 0 or a link inside the cell region.
-  unsigned long operator()(unsigned long obj) const {
+  ZSM_ALWAYS_INLINE unsigned long operator()(unsigned long obj) const {
     if (ZSM_UNLIKELY(obj == 0 || pool->cells.contains(obj)))
       report_free_handle(pool, call, handle);
     return obj;
+  }
+  // The header of the pinned object `obj` names the handle (huge objects have none).
+  ZSM_ALWAYS_INLINE void check_header(ClassGeometry g, unsigned long obj) const {
+    if (is_huge(g)) return;
+    unsigned long header = *obj_word(obj_location(g, obj_to_zspage(obj), obj_to_idx(obj)));
+    if (ZSM_UNLIKELY(header_to_handle(header) != handle))
+      report_corrupt_header(pool, call, handle, header);
   }
 };
 
 // A hardened pool's check that `handle` is one of its cells; returns the checker for what
 // the cell holds.
-CheckHandle check_handle(const Pool* pool, const char* call, unsigned long handle) {
+ZSM_ALWAYS_INLINE CheckHandle check_handle(const Pool* pool, const char* call,
+                                           unsigned long handle) {
   if (ZSM_UNLIKELY(!pool->cells.is_cell(handle)))
     report_foreign_handle(pool, call, handle);
   return {pool, call, handle};
@@ -471,7 +480,10 @@ ZSM_ALWAYS_INLINE void place_object(Pool* pool, SizeClass* cls, ZsPage* zspage,
   unsigned long obj = obj_malloc(geom, zspage, make_header(handle, size));
   zspage->huge_size_m1 = static_cast<uint16_t>(size - 1);
   fill(geom, obj);
-  if (profiling_enabled()) obj |= profile_alloc(pool, cls, handle, size, tag);
+  if (profiling_enabled()) {
+    profile_alloc(pool, cls, handle, size, tag);
+    obj |= kObjProfiled;
+  }
   record_obj(handle, obj);
   cls->stats[ZS_OBJS_INUSE]++;
 }
@@ -558,16 +570,14 @@ ZSM_ALWAYS_INLINE void free_locked(Pool* pool, SizeClass* cls, unsigned long han
   cls->lock.unlock();
 }
 
-// zs_free() in a hardened pool: the handle, its cell and the object's header are checked
-// before anything changes.
-ZSM_COLD_PATH void hardened_free(Pool* pool, unsigned long handle) ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  SizeClass* cls = lock_class_of(handle, check_handle(pool, "zs_free", handle));
+// zs_free() with the handle trusted, or in a hardened pool checked, with its cell and the
+// object's header, before anything changes.
+template <typename Check>
+ZSM_ALWAYS_INLINE void free_handle(Pool* pool, unsigned long handle, Check check)
+    ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  SizeClass* cls = lock_class_of(handle, check);
   unsigned long obj = handle_to_cell(handle)->load(std::memory_order_relaxed);
-  if (!is_huge(cls->geom)) {
-    unsigned long header = *obj_word(obj_location(cls->geom, obj_to_zspage(obj), obj_to_idx(obj)));
-    if (ZSM_UNLIKELY(header_to_handle(header) != handle))
-      report_corrupt_header(pool, "zs_free", handle, header);
-  }
+  check.check_header(cls->geom, obj);
   free_locked(pool, cls, handle, obj);
 }
 
@@ -593,9 +603,10 @@ unsigned long zs_store_tagged(Pool* pool, const void* src, size_t size, zs_alloc
 
 void zs_free(Pool* pool, unsigned long handle) {
   if (ZSM_UNLIKELY(pool == nullptr || handle == 0)) return;
-  if (ZSM_UNLIKELY(pool->hardened)) return hardened_free(pool, handle);
-  SizeClass* cls = lock_class_of(handle, TrustHandle{});
-  free_locked(pool, cls, handle, handle_to_cell(handle)->load(std::memory_order_relaxed));
+  if (ZSM_UNLIKELY(pool->hardened))
+    free_handle(pool, handle, check_handle(pool, "zs_free", handle));
+  else
+    free_handle(pool, handle, TrustHandle{});
 }
 
 void zs_obj_write(Pool* pool, unsigned long handle, const void* src, size_t size) {

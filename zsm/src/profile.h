@@ -5,7 +5,7 @@
 // A store checks it once under the class lock; when it is on, profile_alloc() points the
 // handle's tag slot (the cell's mirror word, records.h) at the call site's tag, adds to the
 // site's counters (atomics: sites are shared by threads and pools) and to the shard's
-// (under its lock), and returns kObjProfiled, which the store ORs into the obj it records.
+// (under its lock); the store then sets kObjProfiled in the obj it records.
 // The free tests that bit of the obj it reads anyway, so only counted objects are taken off,
 // whatever the switch says by then; compaction copies the bit when it moves an object, and
 // the tag slot belongs to the handle, which never moves. The size comes from the object's
@@ -38,18 +38,17 @@ inline bool profiling_enabled() {
 // Links the tag into the list zs_alloc_info_read() reads, once.
 void register_alloc_tag(zs_alloc_tag* tag);
 
-ZSM_PROFILE_HOOK unsigned long profile_alloc(const Pool* pool, SizeClass* cls,
-                                             unsigned long handle, size_t size,
-                                             zs_alloc_tag* tag) ZSM_REQUIRES(cls->lock) {
+// Registration comes last, so that the out-of-line hook needs no stack frame: a tail call.
+ZSM_PROFILE_HOOK void profile_alloc(const Pool* pool, SizeClass* cls, unsigned long handle,
+                                    size_t size, zs_alloc_tag* tag) ZSM_REQUIRES(cls->lock) {
   if (tag == nullptr) tag = &g_untagged;
-  if (__atomic_load_n(&tag->registered, __ATOMIC_ACQUIRE) == 0) register_alloc_tag(tag);
   pool->cells.mirror_of(handle)->store(reinterpret_cast<unsigned long>(tag),
                                        std::memory_order_relaxed);
   __atomic_fetch_add(&tag->bytes, size, __ATOMIC_RELAXED);
   __atomic_fetch_add(&tag->calls, 1, __ATOMIC_RELAXED);
   cls->prof_objs++;
   cls->prof_bytes += size;
-  return kObjProfiled;
+  if (__atomic_load_n(&tag->registered, __ATOMIC_ACQUIRE) == 0) register_alloc_tag(tag);
 }
 
 ZSM_PROFILE_HOOK void profile_free(const Pool* pool, SizeClass* cls, unsigned long handle,
@@ -66,10 +65,7 @@ ZSM_PROFILE_HOOK void profile_free(const Pool* pool, SizeClass* cls, unsigned lo
 
 inline constexpr bool profiling_enabled() { return false; }
 
-inline unsigned long profile_alloc(const Pool*, SizeClass*, unsigned long, size_t,
-                                   zs_alloc_tag*) {
-  return 0;
-}
+inline void profile_alloc(const Pool*, SizeClass*, unsigned long, size_t, zs_alloc_tag*) {}
 
 inline void profile_free(const Pool*, SizeClass*, unsigned long, size_t) {}
 
