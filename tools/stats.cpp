@@ -56,6 +56,10 @@ unsigned long pages_compacted(zs_pool* pool) {
 
 bool print_classes(zs_pool* pool, std::FILE* out) { return zs_print_classes(pool, out) == 0; }
 
+bool print_allocinfo(std::FILE* out, size_t max_sites) {
+  return zs_print_allocinfo(out, max_sites) == 0;
+}
+
 const char* mm_stat_columns() {
   return "orig_data_size compr_data_size mem_used_total mem_limit mem_used_max same_pages "
          "pages_compacted huge_pages huge_pages_since";

@@ -75,6 +75,7 @@ struct Options {
   std::string trace;
   uint64_t sample_every = 100;
   uint64_t seed = 1;
+  bool allocinfo = false;
   bool help = false;
 };
 
@@ -177,6 +178,9 @@ const Flag kFlags[] = {
      }},
     {"--seed", "N", "random frees (-PCT%) and file order (default 1)",
      [](Options& o, const std::string& v) { o.seed = parse_count(v, "seed"); }},
+    {"--allocinfo", nullptr, "turn allocation profiling on for the workload and print "
+     "/proc/allocinfo lines (when profiling is built in: ZSM_PROFILING)",
+     [](Options& o, const std::string&) { o.allocinfo = true; }},
     {"--help", nullptr, "this text", [](Options& o, const std::string&) { o.help = true; }},
 };
 
@@ -407,7 +411,8 @@ void write_trace(const Options& opt, const Run& run, const std::string& workload
 }
 
 // The tables after a workload: classes, mm_stat when there is a cache, the summary.
-void print_reports(zs_pool* pool, const zsm::Cache* cache, uint64_t payload_bytes) {
+void print_reports(const Options& opt, zs_pool* pool, const zsm::Cache* cache,
+                   uint64_t payload_bytes) {
   std::printf("\nclasses:\n");
   zsm::stats::print_classes(pool, stdout);
   if (cache != nullptr) {
@@ -416,9 +421,20 @@ void print_reports(zs_pool* pool, const zsm::Cache* cache, uint64_t payload_byte
   }
   std::printf("\nsummary:\n");
   zsm::stats::print_summary(zsm::stats::summarize(pool, payload_bytes), stdout);
+  if (opt.allocinfo) {
+    std::printf("\nallocinfo:\n");
+    zsm::stats::print_allocinfo(stdout);
+  }
+}
+
+// --allocinfo: profiling on before the workload stores anything.
+void start_profiling(const Options& opt) {
+  if (opt.allocinfo && zs_alloc_profiling_set(1) < 0)
+    throw std::runtime_error("--allocinfo: allocation profiling is not built in (ZSM_PROFILING=OFF)");
 }
 
 void run_sizes(const Options& opt) {
+  start_profiling(opt);
   zsm::Pool pool("zsm_stats", opt.pool);
   SizesWorkload workload(pool.get(), opt);
   Run run(pool.get(), opt, [&] { return workload.payload_bytes(); });
@@ -429,12 +445,13 @@ void run_sizes(const Options& opt) {
               workload.stores(), workload.frees(), run_description(run).c_str());
   std::printf("pool: %s\n", pool_description(opt).c_str());
   if (!opt.trace.empty()) write_trace(opt, run, what);
-  print_reports(pool.get(), nullptr, workload.payload_bytes());
+  print_reports(opt, pool.get(), nullptr, workload.payload_bytes());
 }
 
 std::string page_key(uint64_t n) { return std::string(reinterpret_cast<const char*>(&n), 8); }
 
 void run_files(const Options& opt) {
+  start_profiling(opt);
   zsm::CacheOptions co;
   co.codec = opt.codec;
   co.pool = opt.pool;
@@ -464,7 +481,7 @@ void run_files(const Options& opt) {
               pool_description(opt).c_str(), s.entries, s.evictions,
               static_cast<double>(s.orig_data_size) / std::max<uint64_t>(s.mem_used_total, 1));
   if (!opt.trace.empty()) write_trace(opt, run, what);
-  print_reports(cache.pool(), &cache, s.compr_data_size);
+  print_reports(opt, cache.pool(), &cache, s.compr_data_size);
 }
 
 void run_class_table(const Options& opt) {

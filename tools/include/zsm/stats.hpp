@@ -4,6 +4,7 @@
 // - print_classes: the kernel's debugfs /sys/kernel/debug/zsmalloc/<pool>/classes table (the
 //   library's zs_print_classes, unchanged).
 // - print_mm_stat: zram's /sys/block/zramN/mm_stat line, nine columns in zram's order.
+// - print_allocinfo: /proc/allocinfo lines, when allocation profiling is built in and on.
 // - summarize / print_summary: pages and bookkeeping held, objects, utilization, compaction.
 // - class_geometry / print_class_geometry: each distinct class's zspage shape and the waste at
 //   its tail, computed by the pool (never pasted numbers): the data of the waste plot.
@@ -37,6 +38,10 @@ bool print_classes(zs_pool* pool, std::FILE* out);
 bool print_mm_stat(const Cache& cache, std::FILE* out);
 // The names of those nine columns, space-separated, for a header line.
 const char* mm_stat_columns();
+
+// /proc/allocinfo: live bytes and objects per call site, most bytes first (up to `max_sites`,
+// 0 = all), while allocation profiling is on (zs_alloc_profiling_set). False when writing fails.
+bool print_allocinfo(std::FILE* out, size_t max_sites = 0);
 
 // The page size a pool was created with (the size of its last class, which is one page).
 size_t pool_page_size(zs_pool* pool);
