@@ -146,14 +146,28 @@ struct FaultPlan {
   unsigned long k = 0;  // the first request that fails, 1-based
 };
 
-// Pages the pool's spare (empty) zspages hold: what a pool at its limit frees before failing.
-unsigned long spare_pages(zs_pool* pool) {
-  unsigned long pages = 0;
+// The indices of the pool's distinct classes (merged indices left out).
+std::vector<unsigned> distinct_classes(zs_pool* pool) {
+  std::vector<unsigned> out;
   for (unsigned i = 0; i < zs_class_count(pool); ++i) {
     struct zs_class_stats st{};
-    if (zs_class_stats(pool, i, &st) == 1) pages += st.zspages[0] * st.pages_per_zspage;
+    if (zs_class_stats(pool, i, &st) == 1) out.push_back(i);
   }
-  return pages;
+  return out;
+}
+
+// Whether the object's first expected.size() bytes are `expected`: check_object()
+// (test_support.h) with one reused buffer, since the sweeps read millions of objects.
+::testing::AssertionResult holds_bytes(zs_pool* pool, unsigned long h, const std::vector<uint8_t>& expected,
+                                       std::vector<uint8_t>& scratch) {
+  if (scratch.size() < expected.size()) scratch.resize(expected.size());
+  void* mem = zs_obj_read_begin(pool, h, expected.size(), scratch.data());
+  if (mem == nullptr)
+    return ::testing::AssertionFailure() << "zs_obj_read_begin(" << h << ") failed, errno " << errno;
+  const bool same = std::memcmp(mem, expected.data(), expected.size()) == 0;
+  zs_obj_read_end(pool, h, expected.size(), mem);
+  if (!same) return ::testing::AssertionFailure() << "object " << h << " (" << expected.size() << " B) changed";
+  return ::testing::AssertionSuccess();
 }
 
 // One pool on a fault-injecting page source, replaying the script against a model of its
@@ -162,7 +176,6 @@ class PoolRun {
  public:
   PoolRun(const PoolShape& shape, unsigned long max_pages)
       : src_(shape.page_size),
-        page_size_(shape.page_size),
         chain_(shape.chain != 0 ? shape.chain : ZS_DEFAULT_CHAIN_SIZE),
         limit_(max_pages) {
     zs_pool_config cfg{};
@@ -172,6 +185,7 @@ class PoolRun {
     cfg.max_pages = max_pages;
     cfg.page_source = src_.source();
     pool_ = zs_create_pool_ex(shape.name, &cfg);
+    if (pool_ != nullptr) distinct_ = distinct_classes(pool_);
   }
   ~PoolRun() { zs_destroy_pool(pool_); }
   PoolRun(const PoolRun&) = delete;
@@ -239,7 +253,7 @@ class PoolRun {
     // A store takes at most one new zspage of at most chain_ pages: only near the limit can it
     // fail, or free spares.
     const bool near_limit = limit_ != 0 && total + chain_ > limit_;
-    const Before before{total, near_limit ? spare_pages(pool_) : 0, src_.failures()};
+    const Before before{total, near_limit ? spare_pages() : 0, src_.failures()};
     errno = 0;
     unsigned long h = step.act == Act::store ? zs_store(pool_, bytes.data(), bytes.size())
                                              : zs_malloc(pool_, bytes.size());
@@ -281,8 +295,21 @@ class PoolRun {
     }
     ::testing::AssertionResult r = pages_balanced();
     if (r) r = all_intact();
-    if (r) r = check_stats_consistent(pool_, live_count());
+    // The class statistics too, once a phase (they cost more than the rest).
+    if (r && !stats_checked_in_phase_) r = check_stats_consistent(pool_, live_count());
+    stats_checked_in_phase_ = true;
     return r;
+  }
+
+  // Pages the pool's spare (empty) zspages hold: what a pool at its limit frees before failing.
+  unsigned long spare_pages() {
+    unsigned long pages = 0;
+    for (unsigned i : distinct_) {
+      struct zs_class_stats st{};
+      zs_class_stats(pool_, i, &st);
+      pages += st.zspages[0] * st.pages_per_zspage;
+    }
+    return pages;
   }
 
   ::testing::AssertionResult overwrite(const Step& step) {
@@ -292,13 +319,13 @@ class PoolRun {
     errno = 0;
     zs_obj_write(pool_, o.handle, o.bytes.data(), o.bytes.size());
     if (errno != 0) return ::testing::AssertionFailure() << "zs_obj_write set errno " << errno;
-    return check_object(pool_, o.handle, o.bytes, page_size_);
+    return holds_bytes(pool_, o.handle, o.bytes, scratch_);
   }
 
   ::testing::AssertionResult free_object(uint32_t id) {
     Object& o = objects_[id];
     if (o.handle == 0) return ::testing::AssertionSuccess();
-    ::testing::AssertionResult r = check_object(pool_, o.handle, o.bytes, page_size_);
+    ::testing::AssertionResult r = holds_bytes(pool_, o.handle, o.bytes, scratch_);
     zs_free(pool_, o.handle);
     o = {};
     return r ? pages_balanced() : r;
@@ -310,6 +337,7 @@ class PoolRun {
       src_.recover();
       recovered_ = true;
     }
+    stats_checked_in_phase_ = false;
     ::testing::AssertionResult r = all_intact();
     return r ? check_stats_consistent(pool_, live_count()) : r;
   }
@@ -328,7 +356,7 @@ class PoolRun {
   ::testing::AssertionResult all_intact() {
     for (const Object& o : objects_) {
       if (o.handle == 0) continue;
-      ::testing::AssertionResult r = check_object(pool_, o.handle, o.bytes, page_size_);
+      ::testing::AssertionResult r = holds_bytes(pool_, o.handle, o.bytes, scratch_);
       if (!r) return r;
     }
     return pages_balanced();
@@ -350,13 +378,15 @@ class PoolRun {
   }
 
   FailingPageSource src_;
-  size_t page_size_;
   unsigned chain_;
   unsigned long limit_;
   zs_pool* pool_ = nullptr;
+  std::vector<unsigned> distinct_;  // class indices
   std::vector<Object> objects_;
+  std::vector<uint8_t> scratch_;    // for reads of objects that span pages
   FaultPlan plan_;
   bool recovered_ = false;
+  bool stats_checked_in_phase_ = false;
   unsigned long peak_pages_ = 0;
   unsigned long failed_stores_ = 0;
 };
@@ -570,13 +600,23 @@ class CacheRun {
     return bounds_hold();
   }
 
+  enum class Found { same, absent, other };
+
+  // Whether the cache holds `want` under `key` (read into one reused buffer).
+  Found look_up(const std::string& key, const Bytes& want) {
+    std::optional<size_t> n = cache_->get(key, buffer_);
+    if (!n) return Found::absent;
+    const bool same = *n == want.size() && std::memcmp(buffer_.data(), want.data(), *n) == 0;
+    return same ? Found::same : Found::other;
+  }
+
   // A put that returned reads back, unless the capacity made it evict; even then it cannot
   // have evicted everything, its own value included: that is a no_memory error.
   ::testing::AssertionResult read_back(const std::string& key) {
-    std::optional<Bytes> got = cache_->get(key);
-    if (got && *got != model_[key])
+    const Found found = look_up(key, model_[key]);
+    if (found == Found::other)
       return ::testing::AssertionFailure() << "a put of " << key << " reads back other bytes";
-    if (got) return ::testing::AssertionSuccess();
+    if (found == Found::same) return ::testing::AssertionSuccess();
     if (roomy_) return ::testing::AssertionFailure() << "a put of " << key << " does not read back";
     if (cache_->stats().entries == 0)
       return ::testing::AssertionFailure() << "a put of " << key << " returned, but the cache evicted"
@@ -623,10 +663,10 @@ class CacheRun {
   // Every modelled entry reads back as its value or is gone; gone ones are accounted evicted.
   ::testing::AssertionResult all_consistent() {
     for (auto it = model_.begin(); it != model_.end();) {
-      std::optional<Bytes> got = cache_->get(it->first);
-      if (got && *got != it->second)
+      const Found found = look_up(it->first, it->second);
+      if (found == Found::other)
         return ::testing::AssertionFailure() << it->first << " reads back other bytes";
-      if (got) {
+      if (found == Found::same) {
         ++it;
       } else {
         ++vanished_;
@@ -666,6 +706,7 @@ class CacheRun {
   bool roomy_;
   std::unique_ptr<zsm::Cache> cache_;
   std::map<std::string, Bytes> model_;
+  Bytes buffer_ = Bytes(4096);  // a value of the largest size
   FaultPlan plan_;
   bool recovered_ = false;
   uint64_t vanished_ = 0;
