@@ -126,7 +126,7 @@ def cmake_build(build, args, extra_flags, targets):
     run_logged(["cmake", "-S", ROOT, "-B", d, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=None",
                 f"-DCMAKE_C_COMPILER={cc}", f"-DCMAKE_CXX_COMPILER={cxx}",
                 f"-DCMAKE_CXX_FLAGS={flags}",
-                "-DZSM_BUILD_TESTS=OFF", "-DZSM_BUILD_TOOLS=OFF",
+                "-DZSM_BUILD_TESTS=OFF", "-DZSM_BUILD_TOOLS=OFF", "-DZSM_BENCH_OVERHEAD=OFF",
                 f"-DZSM_BENCH_VARIANTS={';'.join(build.variants())}",
                 f"-DZSM_BENCH_PATCHED_DEFS={';'.join(args.patched_defs)}",
                 f"-DZSM_BENCH_BASELINE_DEFS={';'.join(args.baseline_defs)}"], log)

@@ -101,7 +101,8 @@ static_assert(sizeof(unsigned long) == 8, "handles and obj values need 64-bit lo
 
 // --- fullness lists -----------------------------------------------------------------------
 
-void insert_zspage(SizeClass* cls, ZsPage* zspage, int fullness) ZSM_REQUIRES(cls->lock) {
+ZSM_ALWAYS_INLINE void insert_zspage(SizeClass* cls, ZsPage* zspage, int fullness)
+    ZSM_REQUIRES(cls->lock) {
   cls->stats[fullness]++;
   zspage->fullness = static_cast<uint8_t>(fullness);
   if (fullness == ZS_INUSE_RATIO_100) return;
@@ -113,7 +114,7 @@ void insert_zspage(SizeClass* cls, ZsPage* zspage, int fullness) ZSM_REQUIRES(cl
   cls->nonempty |= static_cast<uint16_t>(1u << fullness);
 }
 
-void remove_zspage(SizeClass* cls, ZsPage* zspage) ZSM_REQUIRES(cls->lock) {
+ZSM_ALWAYS_INLINE void remove_zspage(SizeClass* cls, ZsPage* zspage) ZSM_REQUIRES(cls->lock) {
   int fullness = zspage->fullness;
   cls->stats[fullness]--;
   if (fullness == ZS_INUSE_RATIO_100) return;
