@@ -4,6 +4,7 @@
 // while profiling was off are never taken off, whenever they are freed; threads updating one
 // site add up; the allocinfo report lists the sites, most bytes first, in /proc/allocinfo
 // form. Built without ZSM_PROFILING, the switch reports EOPNOTSUPP and nothing is counted.
+#include <zsm/zsm.hpp>
 #include <zsm/zsmalloc.h>
 
 #include <gtest/gtest.h>
@@ -207,6 +208,29 @@ TEST_F(Profiling, MacrosTagTheCallSite) {
   EXPECT_TRUE(found);
   for (size_t i = 1; i < sites.size(); i++) EXPECT_GE(sites[i - 1].bytes, sites[i].bytes);
   zs_free(pool_, h);
+}
+
+// The C++ API names a call site when given ZS_ALLOC_TAG_HERE(), and counts "<untagged>"
+// otherwise.
+TEST_F(Profiling, CxxApiTagsWhereAsked) {
+  zsm::Pool pool("cxx");
+  std::vector<std::byte> bytes(777);
+  zs_alloc_info before[64];
+  auto untagged_bytes = [&] {
+    size_t n = std::min<size_t>(zs_alloc_info_read(before, 64), 64);
+    for (size_t i = 0; i < n; i++)
+      if (std::string(before[i].file) == "<untagged>") return before[i].bytes;
+    return 0UL;
+  };
+  unsigned long untagged = untagged_bytes();
+  zsm::Handle plain = pool.store(bytes);
+  EXPECT_EQ(untagged_bytes(), untagged + 777);
+  zsm::Handle named = pool.store(bytes, ZS_ALLOC_TAG_HERE());
+  bool found = false;
+  size_t n = std::min<size_t>(zs_alloc_info_read(before, 64), 64);
+  for (size_t i = 0; i < n; i++)
+    found |= std::string(before[i].file).ends_with("profiling_test.cpp") && before[i].bytes == 777;
+  EXPECT_TRUE(found);
 }
 
 TEST_F(Profiling, AllocinfoReport) {

@@ -122,15 +122,16 @@ class Pool {
 
   [[nodiscard]] zs_pool* get() const noexcept { return pool_; }
 
-  // Allocate `size` bytes, contents undefined.
-  [[nodiscard]] Handle allocate(std::size_t size) {
-    unsigned long h = zs_malloc(pool_, size);
+  // Allocate `size` bytes, contents undefined. Allocation profiling counts the object under
+  // `tag`: pass ZS_ALLOC_TAG_HERE() to name the caller's line, nullptr for "<untagged>".
+  [[nodiscard]] Handle allocate(std::size_t size, zs_alloc_tag* tag = nullptr) {
+    unsigned long h = zs_malloc_tagged(pool_, size, tag);
     if (h == 0) throw_errno("zs_malloc");
     return Handle(pool_, h);
   }
-  // Allocate and fill with `data`.
-  [[nodiscard]] Handle store(std::span<const std::byte> data) {
-    unsigned long h = zs_store(pool_, data.data(), data.size());
+  // Allocate and fill with `data`; `tag` as for allocate().
+  [[nodiscard]] Handle store(std::span<const std::byte> data, zs_alloc_tag* tag = nullptr) {
+    unsigned long h = zs_store_tagged(pool_, data.data(), data.size(), tag);
     if (h == 0) throw_errno("zs_store");
     return Handle(pool_, h);
   }

@@ -275,7 +275,6 @@ size_t zs_alloc_info_read(struct zs_alloc_info *out, size_t max);
  */
 int zs_print_allocinfo(FILE *out, size_t max);
 
-#if !defined(ZSM_NO_ALLOC_TAGS)
 /* A static tag for the call site (a GNU statement expression, as in the kernel). */
 #define ZS_ALLOC_TAG_HERE()                                                        \
 	({                                                                         \
@@ -283,6 +282,7 @@ int zs_print_allocinfo(FILE *out, size_t max);
 							  0, 0, 0, 0};             \
 		&zs_alloc_tag_;                                                    \
 	})
+#if !defined(ZSM_NO_ALLOC_TAGS)
 #define zs_malloc(pool, size) zs_malloc_tagged((pool), (size), ZS_ALLOC_TAG_HERE())
 #define zs_store(pool, src, size) zs_store_tagged((pool), (src), (size), ZS_ALLOC_TAG_HERE())
 #endif
