@@ -10,10 +10,12 @@
 // zs_destroy_pool), size 0, sizes above a page (page + 1 .. SIZE_MAX), a NULL src, handle 0,
 // writes and reads longer than the object's capacity (nothing written; no read left in
 // progress, which compaction would trip over), class indices out of range, and pool and page
-// source configurations out of range.
+// source configurations out of range; then NULL for the pool or an out pointer in every other
+// call, and NULL vm sources.
 #include "test_support.h"
 
 #include <climits>
+#include <cstdio>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -251,5 +253,141 @@ INSTANTIATE_TEST_SUITE_P(PageSizes, BadInput, ::testing::Values(size_t{4096}, si
                          [](const ::testing::TestParamInfo<size_t>& info) {
                            return "page" + std::to_string(info.param / 1024) + "k";
                          });
+
+// NULL for the pool or an out pointer in the calls that return no handle, on a 4 KiB pool.
+class NullArguments : public PoolFixture {
+ protected:
+  void SetUp() override {
+    create_pool();
+    for (size_t size : {size_t{24}, size_t{776}, size_t{4000}}) ASSERT_NE(store(size, size), 0u);
+    pages_before_ = zs_get_total_pages(pool_);
+  }
+  void expect_untouched() {
+    for (const auto& [h, bytes] : live_) EXPECT_TRUE(check_object(pool_, h, bytes, page_size_));
+    EXPECT_EQ(zs_get_total_pages(pool_), pages_before_);
+  }
+  unsigned long any_handle() const { return live_.begin()->first; }
+  unsigned long pages_before_ = 0;
+};
+
+// zs_obj_write with a NULL pool, handle 0 or a NULL src (size > 0) writes nothing and
+// sets errno EINVAL.
+TEST_F(NullArguments, ObjWriteNullPoolHandleZeroNullSrc) {
+  std::vector<uint8_t> junk(4096, 0xee);
+  errno = 0;
+  zs_obj_write(nullptr, any_handle(), junk.data(), 16);
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  zs_obj_write(pool_, 0, junk.data(), 16);
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  zs_obj_write(pool_, any_handle(), nullptr, 16);
+  EXPECT_EQ(errno, EINVAL);
+  expect_untouched();
+}
+
+// zs_obj_read_begin with a NULL pool or handle 0 returns NULL with errno EINVAL (no
+// read in progress); zs_obj_read_end with either is a no-op.
+TEST_F(NullArguments, ReadBeginEndNullPoolAndHandleZero) {
+  std::vector<uint8_t> local(4096);
+  errno = 0;
+  EXPECT_EQ(zs_obj_read_begin(nullptr, any_handle(), 16, local.data()), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(zs_obj_read_begin(pool_, 0, 16, local.data()), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  zs_obj_read_end(nullptr, any_handle(), 16, local.data());
+  zs_obj_read_end(pool_, 0, 16, local.data());
+  expect_untouched();
+}
+
+// 0 from the queries with a NULL pool (zs_obj_capacity also for handle 0), "" for
+// the name, and 0 from zs_compact(NULL).
+TEST_F(NullArguments, QueriesOnNullPool) {
+  EXPECT_EQ(zs_obj_capacity(nullptr, any_handle()), 0u);
+  EXPECT_EQ(zs_obj_capacity(pool_, 0), 0u);
+  EXPECT_EQ(zs_compact(nullptr), 0u);
+  EXPECT_EQ(zs_get_total_pages(nullptr), 0u);
+  EXPECT_EQ(zs_pool_bookkeeping_bytes(nullptr), 0u);
+  EXPECT_EQ(zs_huge_class_size(nullptr), 0u);
+  EXPECT_EQ(zs_lookup_class_index(nullptr, 100), 0u);
+  EXPECT_EQ(zs_class_count(nullptr), 0u);
+  EXPECT_STREQ(zs_pool_name(nullptr), "");
+  expect_untouched();
+}
+
+// zs_pool_stats with a NULL pool or NULL stats is a no-op (stats left as they were).
+TEST_F(NullArguments, PoolStatsNullArguments) {
+  struct zs_pool_stats s{};
+  s.pages_compacted = 12345;
+  zs_pool_stats(nullptr, &s);
+  EXPECT_EQ(s.pages_compacted, 12345u);
+  zs_pool_stats(pool_, nullptr);
+  expect_untouched();
+}
+
+// zs_class_stats and zs_print_classes with a NULL pool or a NULL out return -1 with
+// errno EINVAL.
+TEST_F(NullArguments, ClassStatsAndPrintNullArguments) {
+  struct zs_class_stats st{};
+  errno = 0;
+  EXPECT_EQ(zs_class_stats(nullptr, 0, &st), -1);
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(zs_class_stats(pool_, 0, nullptr), -1);
+  EXPECT_EQ(errno, EINVAL);
+  FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  errno = 0;
+  EXPECT_EQ(zs_print_classes(nullptr, f), -1);
+  EXPECT_EQ(errno, EINVAL);
+  std::fclose(f);
+  errno = 0;
+  EXPECT_EQ(zs_print_classes(pool_, nullptr), -1);
+  EXPECT_EQ(errno, EINVAL);
+  expect_untouched();
+}
+
+// a size above a page maps to the largest (huge) class, as a page does.
+TEST_F(NullArguments, LookupClassIndexAboveAPage) {
+  const unsigned page_class = zs_lookup_class_index(pool_, 4096);
+  for (unsigned size : {4097u, 8192u, UINT_MAX})
+    EXPECT_EQ(zs_lookup_class_index(pool_, size), page_class) << size;
+}
+
+// a page source whose alloc_page or free_page is NULL is refused with EINVAL.
+TEST_F(NullArguments, PageSourceWithNullCallbacks) {
+  FailingPageSource real;
+  zs_page_source half = *real.source();
+  half.alloc_page = nullptr;
+  zs_pool_config cfg{};
+  cfg.page_source = &half;
+  errno = 0;
+  EXPECT_EQ(zs_create_pool_ex("bad", &cfg), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  half = *real.source();
+  half.free_page = nullptr;
+  errno = 0;
+  EXPECT_EQ(zs_create_pool_ex("bad", &cfg), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+}
+
+// the vm source calls take NULL as nothing: 0 pages, destroy a no-op, and ops with
+// NULL callbacks (so a pool given them is refused with EINVAL).
+TEST(VmSourceBadInput, NullVmSource) {
+  EXPECT_EQ(zs_vm_source_pages_in_use(nullptr), 0u);
+  EXPECT_EQ(zs_vm_source_pages_resident(nullptr), 0u);
+  zs_vm_source_destroy(nullptr);
+  zs_page_source ops = zs_vm_source_ops(nullptr);
+  EXPECT_EQ(ops.alloc_page, nullptr);
+  EXPECT_EQ(ops.free_page, nullptr);
+  zs_pool_config cfg{};
+  cfg.page_source = &ops;
+  errno = 0;
+  zs_pool* p = zs_create_pool_ex("bad", &cfg);
+  EXPECT_EQ(p, nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  zs_destroy_pool(p);
+}
 
 }  // namespace

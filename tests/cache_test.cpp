@@ -341,6 +341,28 @@ TEST(Cache, CorruptedPoolMemoryNeverCrashes) {
 #endif
 }
 
+// A value that would fit only by evicting itself is refused with no_memory and leaves no entry
+// (it used to be evicted by the put that stored it, which then returned as if it had kept it).
+TEST(Cache, PutThatCannotKeepItsValueFails) {
+  zsm::CacheOptions probe;
+  probe.pool.nr_shards = 1;
+  const size_t footprint = zsm::Cache(probe).stats().bytes_held;
+  for (size_t extra : {4096u, 8192u, 16384u}) {
+    zsm::CacheOptions o = probe;
+    o.capacity_bytes = footprint + extra;
+    zsm::Cache cache(o);
+    try {
+      cache.put("key", random_bytes(3000, extra));
+      EXPECT_TRUE(cache.contains("key")) << "a put that returns keeps its value";
+    } catch (const std::system_error& e) {
+      EXPECT_EQ(e.code(), zsm::CacheError::no_memory);
+      EXPECT_FALSE(cache.contains("key"));
+      EXPECT_EQ(cache.stats().entries, 0u);
+    }
+    EXPECT_LE(cache.stats().bytes_held, o.capacity_bytes);
+  }
+}
+
 // Readers and writers on shared keys: a value always matches its key (it is derived from it).
 TEST(Cache, ConcurrentReadersAndWriters) {
   zsm::Cache cache(small_cache(2 << 20, 8));

@@ -172,10 +172,10 @@ struct Cache::Impl {
 
   // --- room ----------------------------------------------------------------------------
 
-  bool evict_one();
+  bool evict_one(unsigned long keep);
   unsigned long compact();
-  bool free_some();
-  bool make_room(size_t limit);
+  bool free_some(unsigned long keep = 0);
+  bool make_room(size_t limit, unsigned long keep = 0);
   // Decodes a record's value into out (value_size bytes); false when it does not decompress.
   bool decode(const Slot& s, std::span<const std::byte> record, std::span<std::byte> out) const;
 };
@@ -355,7 +355,8 @@ void Cache::Impl::drop(Shard& sh, Slot* s) {
 }
 
 // CLOCK over one shard at a time, shards in turn.
-bool Cache::Impl::evict_one() {
+// Evicts the first entry the CLOCK hand finds unreferenced, never the record `keep`.
+bool Cache::Impl::evict_one(unsigned long keep) {
   size_t start = next_victim.fetch_add(1, std::memory_order_relaxed);
   for (size_t tries = 0; tries < shards.size(); tries++) {
     Shard& sh = shards[(start + tries) % shards.size()];
@@ -365,7 +366,7 @@ bool Cache::Impl::evict_one() {
       size_t i = sh.hand;
       sh.hand = (sh.hand + 1) & (sh.slots.size() - 1);
       Slot& s = sh.slots[i];
-      if (s.handle == 0 || test_and_clear(s, kReferenced)) continue;
+      if (s.handle == 0 || s.handle == keep || test_and_clear(s, kReferenced)) continue;
       drop(sh, &s);
       evictions++;
       return true;
@@ -375,12 +376,13 @@ bool Cache::Impl::evict_one() {
 }
 
 // Frees some pool memory: compacts when a quarter of the pool is holes inside zspages (and
-// compaction frees something), otherwise evicts one entry. False when neither can.
-bool Cache::Impl::free_some() {
+// compaction frees something), otherwise evicts one entry other than `keep`. False when
+// neither can.
+bool Cache::Impl::free_some(unsigned long keep) {
   size_t held = pool_bytes(), live = record_bytes.load() + entries.load() * ZS_HANDLE_SIZE;
   if (held > 4 * page_size && held > live && (held - live) * 4 > held && compact() > 0)
     return true;
-  return evict_one() || compact() > 0;
+  return evict_one(keep) || compact() > 0;
 }
 
 unsigned long Cache::Impl::compact() {
@@ -388,10 +390,11 @@ unsigned long Cache::Impl::compact() {
   return zs_compact(pool);
 }
 
-// Brings bytes_held() down to `limit`. False when everything is gone and it still does not fit.
-bool Cache::Impl::make_room(size_t limit) {
+// Brings bytes_held() down to `limit`, keeping the record `keep` (the one a put just stored).
+// False when everything else is gone and it still does not fit.
+bool Cache::Impl::make_room(size_t limit, unsigned long keep) {
   while (bytes_held() > limit)
-    if (!free_some()) return false;
+    if (!free_some(keep)) return false;
   return true;
 }
 
@@ -464,8 +467,9 @@ void Cache::put(std::string_view key, std::span<const std::byte> value) {
   uint64_t used = m.pool_bytes(), max = m.mem_used_max.load();
   while (used > max && !m.mem_used_max.compare_exchange_weak(max, used)) {
   }
-  if (!m.make_room(m.options.capacity_bytes)) {
+  if (!m.make_room(m.options.capacity_bytes, s.handle)) {
     erase(key);
+    m.make_room(m.options.capacity_bytes);  // the zspage it leaves empty, compacted away
     fail(CacheError::no_memory);
   }
 }

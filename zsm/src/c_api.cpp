@@ -109,6 +109,7 @@ ZSM_API zs_vm_source* zs_vm_source_create(size_t page_size, size_t reserve_bytes
 ZSM_API void zs_vm_source_destroy(zs_vm_source* vm) { delete impl(vm); }
 
 ZSM_API zs_page_source zs_vm_source_ops(zs_vm_source* vm) {
+  if (vm == nullptr) return {};  // no callbacks: a pool refuses it (EINVAL)
   return {zsm::VmSource::alloc_page_cb, zsm::VmSource::free_page_cb, vm};
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <vector>
 
 #include "pool.h"
@@ -45,8 +46,12 @@ std::vector<zs_alloc_info> snapshot_sites() {
                      __atomic_load_n(&tag->bytes, __ATOMIC_RELAXED),
                      __atomic_load_n(&tag->calls, __ATOMIC_RELAXED)});
   }
-  std::stable_sort(sites.begin(), sites.end(), [](const zs_alloc_info& a, const zs_alloc_info& b) {
-    return a.bytes > b.bytes;
+  // Most bytes first, then by place (std::sort: stable_sort trips clang's deprecation of
+  // get_temporary_buffer in libstdc++ 12).
+  std::sort(sites.begin(), sites.end(), [](const zs_alloc_info& a, const zs_alloc_info& b) {
+    if (a.bytes != b.bytes) return a.bytes > b.bytes;
+    int by_file = std::strcmp(a.file, b.file);
+    return by_file != 0 ? by_file < 0 : a.line < b.line;
   });
   return sites;
 }

@@ -10,6 +10,14 @@
  * Errors: calls that return a handle return 0 and set errno; pool creation returns NULL and
  * sets errno. Every call may be made from any thread on the same pool.
  *
+ * Bad arguments have defined results. A NULL pool or handle 0: calls that return a handle or
+ * a pointer return 0/NULL with errno EINVAL, zs_obj_write() sets errno EINVAL, calls with an
+ * int result return -1 with errno EINVAL, queries return 0 (zs_pool_name(): ""), and
+ * zs_free(), zs_obj_read_end(), zs_pool_stats() and zs_destroy_pool() do nothing; a NULL out
+ * pointer is the same. A handle that this pool never returned, has freed, or that belongs to
+ * another pool is undefined behaviour in a default pool; a hardened pool (ZS_POOL_HARDENED)
+ * reports it and aborts.
+ *
  * Differences from the kernel are listed in README.md ("What differs from the kernel").
  */
 #ifndef ZSM_ZSMALLOC_H
@@ -115,7 +123,8 @@ void zs_free(struct zs_pool *pool, unsigned long handle);
 
 /*
  * Copy `size` bytes from `src` into the object, from its first byte. A size above the
- * object's capacity (see zs_obj_capacity()) writes nothing and sets errno to EINVAL.
+ * object's capacity (see zs_obj_capacity()) writes nothing and sets errno to EINVAL; size 0
+ * does nothing. In a hardened pool, a size above what the object was allocated with aborts.
  */
 void zs_obj_write(struct zs_pool *pool, unsigned long handle, const void *src, size_t size);
 
@@ -124,7 +133,8 @@ void zs_obj_write(struct zs_pool *pool, unsigned long handle, const void *src, s
  * pool when those bytes lie in one page, otherwise copies them into `local_copy` (which must
  * hold mem_len bytes) and returns local_copy. The object cannot move until zs_obj_read_end();
  * other threads may store, free and compact meanwhile. Returns NULL with errno EINVAL when
- * mem_len exceeds the object's capacity; no read is then in progress.
+ * mem_len exceeds the object's capacity; no read is then in progress. In a hardened pool,
+ * a mem_len above what the object was allocated with aborts instead.
  */
 void *zs_obj_read_begin(struct zs_pool *pool, unsigned long handle, size_t mem_len,
 			void *local_copy);
@@ -144,7 +154,8 @@ size_t zs_huge_class_size(struct zs_pool *pool);
 
 /*
  * Index of the size class that serves a `size`-byte request, without the header added
- * (as the kernel's zs_lookup_class_index). Merged indices return the class they merge into.
+ * (as the kernel's zs_lookup_class_index). Merged indices return the class they merge into;
+ * a size above a page gives the huge class, as a page does.
  */
 unsigned int zs_lookup_class_index(struct zs_pool *pool, unsigned int size);
 
@@ -292,7 +303,9 @@ int zs_print_allocinfo(FILE *out, size_t max);
  * `reserve_bytes` of address space (0 = 16 GiB) once, hands out pages from it, keeps up to
  * `retain_pages` freed pages resident for reuse and gives the rest back to the OS with
  * madvise. Returns NULL with errno set (EINVAL for a page size that is not a power of two
- * of at least 4096, ENOMEM when the range cannot be reserved).
+ * of at least 4096, ENOMEM when the range cannot be reserved). A NULL vm source has no pages
+ * in use or resident, destroying it does nothing, and its ops have NULL callbacks, which pool
+ * creation refuses (EINVAL).
  */
 struct zs_vm_source;
 struct zs_vm_source *zs_vm_source_create(size_t page_size, size_t reserve_bytes,
