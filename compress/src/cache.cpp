@@ -167,6 +167,8 @@ struct Cache::Impl {
   void insert(Shard& sh, const Slot& s);
   void remove_at(Shard& sh, size_t i);
   void grow(Shard& sh);
+  void shrink(Shard& sh);
+  void resize(Shard& sh, size_t nr_slots);
   void account(const Slot& s, int sign);
   void drop(Shard& sh, Slot* s);
 
@@ -293,10 +295,21 @@ Slot* Cache::Impl::find(Shard& sh, uint64_t h, std::string_view key) const {
   }
 }
 
-void Cache::Impl::grow(Shard& sh) {
+void Cache::Impl::grow(Shard& sh) { resize(sh, sh.slots.empty() ? 16 : sh.slots.size() * 2); }
+
+// Halves the index when its entries fit below the growth threshold at half the size: undoes
+// the growth of a put that failed. (Not on every erase: the threshold would make a shard
+// at the boundary grow and shrink in turn.)
+void Cache::Impl::shrink(Shard& sh) {
+  if (sh.slots.size() > 16 && sh.used * 8 <= sh.slots.size() / 2 * 7)
+    resize(sh, sh.slots.size() / 2);
+}
+
+void Cache::Impl::resize(Shard& sh, size_t nr_slots) {
   std::vector<Slot> old = std::move(sh.slots);
-  sh.slots = std::vector<Slot>(old.empty() ? 16 : old.size() * 2);
-  index_bytes += (sh.slots.size() - old.size()) * sizeof(Slot);
+  sh.slots = std::vector<Slot>(nr_slots);
+  index_bytes += sh.slots.size() * sizeof(Slot);
+  index_bytes -= old.size() * sizeof(Slot);
   size_t mask = sh.slots.size() - 1;
   for (const Slot& s : old) {
     if (s.handle == 0) continue;
@@ -469,6 +482,11 @@ void Cache::put(std::string_view key, std::span<const std::byte> value) {
   }
   if (!m.make_room(m.options.capacity_bytes, s.handle)) {
     erase(key);
+    {
+      Shard& sh = m.shard_of(h);
+      std::unique_lock guard(sh.lock);
+      m.shrink(sh);  // the slots this put grew the index by
+    }
     m.make_room(m.options.capacity_bytes);  // the zspage it leaves empty, compacted away
     fail(CacheError::no_memory);
   }
@@ -597,7 +615,7 @@ size_t Cache::recompress(size_t max_entries) {
   for (Shard& sh : m.shards) {
     std::unique_lock guard(sh.lock);
     for (Slot& s : sh.slots) {
-      if (tried == max_entries) return moved;
+      if (tried == max_entries) break;
       bool candidate = s.kind == kCompressed || s.kind == kRaw;  // zram: type=huge too
       if (s.handle == 0 || !candidate || (s.flags & kRecompressTried)) continue;
       tried++;
@@ -628,6 +646,7 @@ size_t Cache::recompress(size_t max_entries) {
     }
   }
   if (moved > 0) m.compact();  // the old records left holes
+  m.make_room(m.options.capacity_bytes);  // new records may have opened zspages
   return moved;
 }
 

@@ -171,6 +171,7 @@ class ZstdCodec final : public Codec {
   }
   std::error_code decompress(std::span<const std::byte> src,
                              std::span<std::byte> dst) const override {
+    if (src.empty()) return CodecError::corrupt;  // zstd reads no frame as no bytes
     ZSTD_DCtx* dctx = thread_dctx();
     if (dctx == nullptr) return std::make_error_code(std::errc::not_enough_memory);
     size_t n = ddict_ ? ZSTD_decompress_usingDDict(dctx, dst.data(), dst.size(), src.data(),
