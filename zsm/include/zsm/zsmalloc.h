@@ -310,7 +310,9 @@ int zs_print_allocinfo(FILE *out, size_t max);
 struct zs_vm_source;
 struct zs_vm_source *zs_vm_source_create(size_t page_size, size_t reserve_bytes,
 					 size_t retain_pages);
+/* Unmap the source's whole range. Every pool using it must have been destroyed first. */
 void zs_vm_source_destroy(struct zs_vm_source *vm);
+/* The source as a struct zs_page_source, for zs_pool_config.page_source or for wrapping. */
 struct zs_page_source zs_vm_source_ops(struct zs_vm_source *vm);
 /* Pages handed out and not yet returned. */
 size_t zs_vm_source_pages_in_use(struct zs_vm_source *vm);
