@@ -1,10 +1,14 @@
 /*
- * zsm cache, C API: the compressed key -> value cache of zsm/cache.hpp for C callers.
- * Every call returns 0 or a positive value on success and a negative errno on failure:
+ * zsm cache, C API: the compressed key -> value cache of zsm/cache.hpp for C callers, with
+ * its semantics (capacity, eviction, recompression, what a failed call leaves behind).
+ * Calls with an int or long result return 0 or a positive value on success and a negative
+ * errno on failure (zsm_cache_create() returns NULL and stores the errno in *err):
  *   -EINVAL  bad arguments or options      -E2BIG   value larger than the maximum
- *   -ENAMETOOLONG  key empty or too long   -ENOMEM  no room even after evicting
+ *   -ENAMETOOLONG  key empty or too long   -ENOMEM  no room even after evicting, or no heap
  *   -EBADMSG stored value corrupt (dropped) -ENOBUFS buffer smaller than the value
  *   -ENOENT  no such key
+ * Keys are byte strings (key, key_len); a NULL key is the empty key. Every call may be made
+ * from any thread at once on one cache, except zsm_cache_destroy().
  */
 #ifndef ZSM_CACHE_H
 #define ZSM_CACHE_H
@@ -18,49 +22,91 @@
 extern "C" {
 #endif
 
+/* An opaque cache, made by zsm_cache_create() and freed by zsm_cache_destroy(). */
 struct zsm_cache;
 
+/* The codecs of zsm::CodecKind; any other value is -EINVAL. */
 enum zsm_codec { ZSM_CODEC_LZ4 = 0, ZSM_CODEC_LZ4HC, ZSM_CODEC_ZSTD, ZSM_CODEC_NONE };
 
-/* A zero-filled struct asks for every default (64 MiB, lz4, values up to a page). */
+/*
+ * A zero-filled struct asks for every default (64 MiB, lz4, values up to a page). The ranges
+ * are those of zsm::CacheOptions; out of range is -EINVAL.
+ */
 struct zsm_cache_config {
-	size_t capacity_bytes;         /* 0 = 64 MiB */
+	size_t capacity_bytes;         /* 0 = 64 MiB; else at least the page size */
 	enum zsm_codec codec;
-	int level;                     /* 0 = the codec's default */
+	int level;                     /* 0 = the codec's default (zsm::CodecOptions::level) */
 	int recompress;                /* nonzero: recompress with recompress_codec/level */
 	enum zsm_codec recompress_codec;
 	int recompress_level;
-	size_t max_value_size;         /* 0 = the pool's page size */
-	size_t max_key_size;           /* 0 = 256 */
-	unsigned int shards;           /* 0 = 16 */
-	struct zs_pool_config pool;
+	size_t max_value_size;         /* 0 = the pool's page size, also the largest allowed */
+	size_t max_key_size;           /* 0 = 256; at most half a page */
+	unsigned int shards;           /* 0 = 16; a power of two up to 1024 */
+	struct zs_pool_config pool;    /* max_pages is ignored: capacity_bytes sets it */
 };
 
-/* zram's mm_stat columns, then the cache's own counters. */
+/* zram's mm_stat columns, then the cache's own counters: those of zsm::CacheStats. */
 struct zsm_cache_stats {
 	uint64_t orig_data_size, compr_data_size, mem_used_total, mem_limit, mem_used_max;
 	uint64_t same_pages, pages_compacted, huge_pages, huge_pages_since;
 	uint64_t entries, bytes_held, hits, misses, evictions, recompressed;
 };
 
-/* NULL (and *err set to a negative errno when err is not NULL) on failure. */
+/*
+ * Create a cache from `cfg` (NULL = defaults). Returns it and sets *err to 0, or returns NULL
+ * and sets *err to -EINVAL (bad options, including codec, level and pool configuration) or
+ * -ENOMEM (memory short). err may be NULL.
+ */
 struct zsm_cache *zsm_cache_create(const struct zsm_cache_config *cfg, int *err);
+
+/*
+ * Destroy the cache, its entries and its pool (zsm_cache_pool() then dangles). NULL is a
+ * no-op. Must not overlap any other call on the cache.
+ */
 void zsm_cache_destroy(struct zsm_cache *cache);
 
+/*
+ * Store value_len bytes from `value` under the key, replacing any value there, evicting other
+ * entries to make room. Returns 0, or -EINVAL (NULL cache, or NULL value with value_len != 0),
+ * -ENAMETOOLONG (key empty or longer than max_key_size), -E2BIG (value above max_value_size)
+ * or -ENOMEM (no room even after evicting every other entry: the key then has no value, and
+ * other entries may have been evicted). value_len 0 stores an empty value.
+ */
 int zsm_cache_put(struct zsm_cache *cache, const void *key, size_t key_len, const void *value,
 		  size_t value_len);
-/* Copies the value into buf and returns its length; -ENOENT when absent. */
+
+/*
+ * Copy the value into buf and return its length. Returns -ENOENT when the key is absent,
+ * -ENOBUFS (nothing copied) when buf_len is below the value's length (a buffer of
+ * max_value_size bytes always suffices), -EBADMSG when the stored value does not decompress
+ * (the entry is then dropped), -EINVAL for a NULL cache or a NULL buf with buf_len != 0.
+ */
 long zsm_cache_get(struct zsm_cache *cache, const void *key, size_t key_len, void *buf,
 		   size_t buf_len);
-/* 0 when erased, -ENOENT when absent. */
+
+/* Remove the key's entry. Returns 0, -ENOENT when absent, or -EINVAL for a NULL cache. */
 int zsm_cache_erase(struct zsm_cache *cache, const void *key, size_t key_len);
-/* 1 when present, 0 when not. */
+
+/* 1 when the key has an entry, 0 when not or for a NULL cache. Counts no hit or miss. */
 int zsm_cache_contains(struct zsm_cache *cache, const void *key, size_t key_len);
+
+/* Remove every entry and compact the pool; the counters are kept. NULL is a no-op. */
 void zsm_cache_clear(struct zsm_cache *cache);
-/* Values moved to a smaller class (at most max_entries tried). */
+
+/*
+ * Recompress up to max_entries values not yet tried with the recompress codec (see
+ * zsm::Cache::recompress()). Returns how many moved to a smaller class: 0 when the cache has
+ * no recompress codec; -EINVAL for a NULL cache, -ENOMEM when the heap is short.
+ */
 long zsm_cache_recompress(struct zsm_cache *cache, size_t max_entries);
+
+/* Copy the cache's counters into `out`. Does nothing when cache or out is NULL. */
 void zsm_cache_stats(struct zsm_cache *cache, struct zsm_cache_stats *out);
-/* The pool behind the cache, for zs_print_classes() and friends. */
+
+/*
+ * The pool behind the cache, for zs_print_classes() and friends (NULL for a NULL cache); owned
+ * by the cache, valid until zsm_cache_destroy(). Read it only: do not store into it or free.
+ */
 struct zs_pool *zsm_cache_pool(struct zsm_cache *cache);
 
 #ifdef __cplusplus
