@@ -66,6 +66,7 @@ const char* mm_stat_columns() {
 }
 
 bool print_mm_stat(const Cache& cache, std::FILE* out) {
+  if (out == nullptr) return false;
   std::fprintf(out, "%s\n", cache.mm_stat().c_str());
   return wrote(out);
 }
@@ -97,6 +98,7 @@ std::vector<ClassGeometry> class_geometry(zs_pool* pool) {
 }
 
 bool print_class_geometry(zs_pool* pool, std::FILE* out) {
+  if (out == nullptr) return false;
   std::fprintf(out, "# %5s %5s %16s %15s %12s %10s %11s %11s\n", "index", "size",
                "pages_per_zspage", "objs_per_zspage", "zspage_bytes", "tail_waste",
                "min_payload", "max_payload");
@@ -132,6 +134,7 @@ PoolSummary summarize(zs_pool* pool, std::optional<uint64_t> payload_bytes) {
 }
 
 bool print_summary(const PoolSummary& s, std::FILE* out) {
+  if (out == nullptr) return false;
   std::fprintf(out, "pool \"%s\": %zu-byte pages, %u size classes (%u in use), objects of %zu B "
                "and more stored whole (huge)\n",
                s.name, s.page_size, s.classes, s.classes_in_use, s.huge_class_size);
@@ -176,6 +179,7 @@ void Sampler::sample(uint64_t op) {
 }
 
 bool Sampler::write_trace(std::FILE* out) const {
+  if (out == nullptr) return false;
   std::fprintf(out, "# %10s %10s %8s %12s %12s %11s %8s %9s\n", "op", "seconds", "pages",
                "held_bytes", "live_bytes", "utilization", "freeable", "compacted");
   for (const Sample& s : samples_)

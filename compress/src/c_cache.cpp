@@ -95,15 +95,21 @@ long zsm_cache_get(zsm_cache* cache, const void* key, size_t key_len, void* buf,
 
 int zsm_cache_erase(zsm_cache* cache, const void* key, size_t key_len) {
   if (cache == nullptr) return -EINVAL;
-  return impl(cache)->erase(key_of(key, key_len)) ? 0 : -ENOENT;
+  return static_cast<int>(
+      guarded([&] { return impl(cache)->erase(key_of(key, key_len)) ? 0L : -ENOENT; }));
 }
 
 int zsm_cache_contains(zsm_cache* cache, const void* key, size_t key_len) {
-  return cache != nullptr && impl(cache)->contains(key_of(key, key_len)) ? 1 : 0;
+  if (cache == nullptr) return 0;
+  return static_cast<int>(
+      guarded([&] { return impl(cache)->contains(key_of(key, key_len)) ? 1L : 0L; }));
 }
 
 void zsm_cache_clear(zsm_cache* cache) {
-  if (cache != nullptr) impl(cache)->clear();
+  if (cache != nullptr) guarded([&] {
+    impl(cache)->clear();
+    return 0L;
+  });
 }
 
 long zsm_cache_recompress(zsm_cache* cache, size_t max_entries) {
@@ -113,10 +119,13 @@ long zsm_cache_recompress(zsm_cache* cache, size_t max_entries) {
 
 void zsm_cache_stats(zsm_cache* cache, struct zsm_cache_stats* out) {
   if (cache == nullptr || out == nullptr) return;
-  zsm::CacheStats s = impl(cache)->stats();
-  *out = {s.orig_data_size, s.compr_data_size, s.mem_used_total, s.mem_limit, s.mem_used_max,
-          s.same_pages, s.pages_compacted, s.huge_pages, s.huge_pages_since, s.entries,
-          s.bytes_held, s.hits, s.misses, s.evictions, s.recompressed};
+  guarded([&] {
+    zsm::CacheStats s = impl(cache)->stats();
+    *out = {s.orig_data_size, s.compr_data_size, s.mem_used_total, s.mem_limit, s.mem_used_max,
+            s.same_pages, s.pages_compacted, s.huge_pages, s.huge_pages_since, s.entries,
+            s.bytes_held, s.hits, s.misses, s.evictions, s.recompressed};
+    return 0L;
+  });
 }
 
 zs_pool* zsm_cache_pool(zsm_cache* cache) { return cache != nullptr ? impl(cache)->pool() : nullptr; }

@@ -178,8 +178,10 @@ struct Cache::Impl {
   unsigned long compact();
   bool free_some(unsigned long keep = 0);
   bool make_room(size_t limit, unsigned long keep = 0);
-  // Decodes a record's value into out (value_size bytes); false when it does not decompress.
-  bool decode(const Slot& s, std::span<const std::byte> record, std::span<std::byte> out) const;
+  // Decodes a record's value into out (value_size bytes): CodecError::corrupt when it does not
+  // decompress, another error when the codec could not run (no memory for its context).
+  std::error_code decode(const Slot& s, std::span<const std::byte> record,
+                         std::span<std::byte> out) const;
 };
 
 Cache::Impl::Impl(CacheOptions o) : options(std::move(o)) {
@@ -411,22 +413,22 @@ bool Cache::Impl::make_room(size_t limit, unsigned long keep) {
   return true;
 }
 
-bool Cache::Impl::decode(const Slot& s, std::span<const std::byte> record,
-                         std::span<std::byte> out) const {
+std::error_code Cache::Impl::decode(const Slot& s, std::span<const std::byte> record,
+                                    std::span<std::byte> out) const {
   auto stored = record.subspan(s.key_size, s.stored_size);
   switch (s.kind) {
     case kSame: {
       uint64_t word;
       std::memcpy(&word, stored.data(), 8);
       fill_words(out, word);
-      return true;
+      return {};
     }
     case kRaw:
       if (!out.empty()) std::memcpy(out.data(), stored.data(), out.size());
-      return true;
+      return {};
     default: {
       const Codec& c = s.kind == kRecompressed ? *recodec : *codec;
-      return !c.decompress(stored, out);
+      return c.decompress(stored, out);
     }
   }
 }
@@ -508,10 +510,12 @@ std::optional<size_t> Cache::get(std::string_view key, std::span<std::byte> out)
       int found = m.with_record(s, [&](std::span<const std::byte> record) {
         if (std::memcmp(record.data(), key.data(), key.size()) != 0) return 0;
         if (out.size() < s.value_size) return -1;
-        return m.decode(s, record, out.first(s.value_size)) ? 1 : -2;
+        std::error_code ec = m.decode(s, record, out.first(s.value_size));
+        return !ec ? 1 : ec == CodecError::corrupt ? -2 : -3;
       });
       if (found == 0) continue;
       if (found == -1) fail(CacheError::buffer_too_small);
+      if (found == -3) fail(CacheError::no_memory);  // the value is fine: keep it
       if (found == 1) {
         set_flag(s, kReferenced);
         m.hits++;
@@ -624,7 +628,7 @@ size_t Cache::recompress(size_t max_entries) {
       std::vector<std::byte>& record = scratch(0, s.key_size + m.recodec->bound(s.value_size));
       bool ok = m.with_record(s, [&](std::span<const std::byte> old) {
         std::memcpy(record.data(), old.data(), s.key_size);
-        return m.decode(s, old, value);
+        return !m.decode(s, old, value);
       });
       if (!ok) continue;
       std::optional<size_t> n =

@@ -138,13 +138,17 @@ struct ZstdDeleter {
   void operator()(ZSTD_DDict* d) const { ZSTD_freeDDict(d); }
 };
 
+// A context that could not be allocated is asked for again on the next call, so that a
+// moment of memory shortage does not disable the codec on this thread for good.
 ZSTD_CCtx* thread_cctx() {
-  thread_local std::unique_ptr<ZSTD_CCtx, ZstdDeleter> cctx(ZSTD_createCCtx());
+  thread_local std::unique_ptr<ZSTD_CCtx, ZstdDeleter> cctx;
+  if (!cctx) cctx.reset(ZSTD_createCCtx());
   return cctx.get();
 }
 
 ZSTD_DCtx* thread_dctx() {
-  thread_local std::unique_ptr<ZSTD_DCtx, ZstdDeleter> dctx(ZSTD_createDCtx());
+  thread_local std::unique_ptr<ZSTD_DCtx, ZstdDeleter> dctx;
+  if (!dctx) dctx.reset(ZSTD_createDCtx());
   return dctx.get();
 }
 

@@ -84,10 +84,12 @@ int zsm_cache_put(struct zsm_cache *cache, const void *key, size_t key_len, cons
 long zsm_cache_get(struct zsm_cache *cache, const void *key, size_t key_len, void *buf,
 		   size_t buf_len);
 
-/* Remove the key's entry. Returns 0, -ENOENT when absent, or -EINVAL for a NULL cache. */
+/* Remove the key's entry. Returns 0, -ENOENT when absent, -EINVAL for a NULL cache, or
+ * -ENOMEM when the heap is short. */
 int zsm_cache_erase(struct zsm_cache *cache, const void *key, size_t key_len);
 
-/* 1 when the key has an entry, 0 when not or for a NULL cache. Counts no hit or miss. */
+/* 1 when the key has an entry, 0 when not or for a NULL cache, -ENOMEM when the heap is
+ * short. Counts no hit or miss. */
 int zsm_cache_contains(struct zsm_cache *cache, const void *key, size_t key_len);
 
 /* Remove every entry and compact the pool; the counters are kept. NULL is a no-op. */

@@ -110,11 +110,13 @@ class Cache {
   // has no value (its previous one is gone) and other entries may have been evicted.
   void put(std::string_view key, std::span<const std::byte> value);
   // A copy of the value, or nothing when the key is absent (counted as a miss). Throws
-  // corrupt, after dropping the entry, when the stored value does not decompress.
+  // corrupt, after dropping the entry, when the stored value does not decompress, and
+  // no_memory, keeping the entry, when the codec has no memory for its context.
   std::optional<std::vector<std::byte>> get(std::string_view key);
   // Copies the value into the first bytes of `out` and returns its size, or nothing when the
   // key is absent (counted as a miss). Throws buffer_too_small (changing nothing) when out
-  // cannot hold it, or corrupt, after dropping the entry, when it does not decompress.
+  // cannot hold it, corrupt, after dropping the entry, when it does not decompress, or
+  // no_memory, keeping the entry, when the codec has no memory for its context.
   // Takes only the key's shard's read lock (and its write lock to drop a corrupt entry).
   std::optional<size_t> get(std::string_view key, std::span<std::byte> out);
   // Removes the key's entry; true when there was one, false when the key is absent.
