@@ -7,8 +7,9 @@
 // an operation, whose arguments follow it. The model maps each key to the last value put: a
 // get may miss (eviction) but never returns another value, nor a key never put or erased;
 // stats must count the entries and bytes the model says are present, the capacity must hold
-// after every call, pages must match the page source, and no_memory must leave the cache empty
-// ("cannot be stored even after evicting everything else").
+// after every call (as CacheOptions::capacity_bytes words it), pages must match the page
+// source, and a put that fails for no memory must leave its key absent and the cache empty
+// ("does not fit even after evicting every other entry").
 //
 // Corrupt input reaches the decoders two ways:
 // (a) Codec::decompress() on fuzz bytes, and on valid compressed data with bytes flipped:
@@ -25,9 +26,6 @@
 //     value's length or throw CacheError::corrupt and drop the entry; the entry is "tainted"
 //     from then on.
 //
-// Three known library issues are tolerated unless ZSM_FUZZ_STRICT is set (see the functions
-// named known_*, and recompress_overshoot_); corpus/repro/ holds an input for each.
-//
 // Input format (FuzzInput: bytes past the end read as 0; make_seeds.py writes the seeds):
 //   program := cache op*
 //   cache   := codec:u8 recompress:u8 page:u8 chain:u8 pool_shards:u8 shards:u8 pages:u8
@@ -43,7 +41,6 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -315,7 +312,6 @@ class CacheFuzzer {
 
   // Stores the value; false when the cache had no room for it.
   bool put(const std::string& key, const Bytes& value) {
-    recompress_overshoot_ = false;  // a put makes room
     try {
       cache_->put(key, value);
     } catch (const std::system_error& e) {
@@ -324,6 +320,9 @@ class CacheFuzzer {
       uint64_t left = cache_->stats().entries;
       FUZZ_CHECK(left == 0, "put(%zu bytes) failed for no memory with %lu entries left",
                  value.size(), static_cast<unsigned long>(left));
+      model_.erase(key);
+      FUZZ_CHECK(!cache_->contains(key), "put(%s) failed for no memory, the key is still there",
+                 describe(key).c_str());
       return false;
     }
     model_[key] = {value, false};
@@ -412,7 +411,6 @@ class CacheFuzzer {
   }
 
   void clear() {
-    recompress_overshoot_ = false;
     cache_->clear();
     model_.clear();
     zsm::CacheStats s = cache_->stats();
@@ -433,28 +431,18 @@ class CacheFuzzer {
                "recompress(%zu) moved %zu", limit, moved);
     FUZZ_CHECK(cache_->stats().recompressed == before + moved, "recompressed counts %zu moves",
                moved);
-    recompress_overshoot_ = !zsm_fuzz::strict() && cache_->stats().bytes_held > capacity_;
   }
 
+  // bytes_held within the capacity, except where CacheOptions::capacity_bytes allows: a
+  // failed put leaves its index slots and pool bookkeeping behind, which may pass a capacity
+  // close to what an empty cache holds; the cache then holds no entry. Pages never pass it.
   void check_capacity() const {
     zsm::CacheStats s = cache_->stats();
-    FUZZ_CHECK(s.bytes_held <= capacity_ || recompress_overshoot_ ||
-                   known_overhead_over_capacity(s),
+    FUZZ_CHECK(s.mem_used_total <= capacity_ &&
+                   (s.bytes_held <= capacity_ || (s.entries == 0 && s.mem_used_total == 0)),
                "the cache holds %lu bytes (%lu entries, %lu of pages), capacity %zu",
                static_cast<unsigned long>(s.bytes_held), static_cast<unsigned long>(s.entries),
                static_cast<unsigned long>(s.mem_used_total), capacity_);
-  }
-
-  // Known issue (zsm_fuzz::strict()): recompress() stores the re-encoded records, which may
-  // take a new zspage of a smaller class, and never makes room, so the cache may stay above
-  // its capacity until a put makes room. Input: corpus/repro/cache-recompress-over-capacity.
-  // recompress_overshoot_ says it did.
-
-  // Known issue (zsm_fuzz::strict()): a put that fails with no_memory keeps the index slots
-  // it grew for the entry, and the index never shrinks, so an empty cache can hold more than
-  // its capacity in index and pool bookkeeping alone. Input: corpus/repro/cache-over-capacity.
-  static bool known_overhead_over_capacity(const zsm::CacheStats& s) {
-    return !zsm_fuzz::strict() && s.entries == 0 && s.mem_used_total == 0;
   }
 
   // Stats and for_each_key() against the entries the model says are present.
@@ -592,14 +580,6 @@ class CacheFuzzer {
                  "none: decompress changed the bytes");
   }
 
-  // Known issue (zsm_fuzz::strict()): zstd decodes an empty input as zero bytes
-  // (ZSTD_decompressDCtx finds no frame in it), so truncating the compressed form of an empty
-  // value to nothing is not an error. Input: corpus/repro/cache-zstd-empty-input.
-  static bool known_empty_zstd_input(const zsm::Codec& codec, std::span<const std::byte> src,
-                                     std::span<const std::byte> dst) {
-    return !zsm_fuzz::strict() && codec.name() == "zstd" && src.empty() && dst.empty();
-  }
-
   // A value compressed, then decoded whole, truncated, to a wrong size, and with bytes flipped.
   void decode_damaged(const zsm::Codec& codec) {
     const std::string name(codec.name());
@@ -616,8 +596,7 @@ class CacheFuzzer {
     uint16_t cut = in_.u16();
     if (!packed.empty()) {
       std::span<const std::byte> truncated(packed.data(), cut % packed.size());
-      FUZZ_CHECK(codec.decompress(truncated, out) == zsm::CodecError::corrupt ||
-                     known_empty_zstd_input(codec, truncated, out),
+      FUZZ_CHECK(codec.decompress(truncated, out) == zsm::CodecError::corrupt,
                  "%s: %zu of %zu compressed bytes decoded to %zu bytes", name.c_str(),
                  truncated.size(), packed.size(), value.size());
     }
@@ -704,7 +683,6 @@ class CacheFuzzer {
   size_t max_value_ = 0;
   size_t max_key_ = 0;
   uint32_t marked_keys_ = 0;
-  bool recompress_overshoot_ = false;  // over capacity since a recompress(), known issue
   std::map<std::string, Expected> model_;
 };
 

@@ -69,14 +69,6 @@ class FuzzInput {
     if (!(cond)) ::zsm_fuzz::fail(__FILE__, __LINE__, #cond, __VA_ARGS__); \
   } while (0)
 
-// Known library issues are reported and then tolerated, so that the fuzzers keep looking past
-// them; ZSM_FUZZ_STRICT=1 in the environment turns the tolerance off (tests/fuzz/corpus/repro/
-// has an input for each).
-inline bool strict() {
-  static const bool on = std::getenv("ZSM_FUZZ_STRICT") != nullptr;
-  return on;
-}
-
 // splitmix64's finaliser.
 inline uint64_t mix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
