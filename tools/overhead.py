@@ -13,6 +13,8 @@ allocator's own (memcpy and benchmark loop left out) and in total. Time: median 
 bench/zsm_overhead_bench (Google Benchmark, repetitions randomly interleaved), all variants in
 one run, so that the ratios compare like with like.
 
+It builds what it runs in the build directory (tools/run-main.sh makes build/bench).
+
 Usage: overhead.py [--build build/bench] [--sizes 384,...] [--reps 5] [--min-time 0.2]
                    [--pairs 20000] [--json FILE]
 """
@@ -112,6 +114,11 @@ def main():
     ap.add_argument("--json")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    if not os.path.exists(os.path.join(args.build, "CMakeCache.txt")):
+        sys.exit(f"overhead.py: {args.build} is not a build directory; run tools/run-main.sh "
+                 "first, or pass --build")
+    subprocess.run(["cmake", "--build", args.build, "--target", "zsm_overhead_bench",
+                    "zsm_pair_count"], check=True, stdout=subprocess.DEVNULL)
     bench = os.path.join(args.build, "bench")
     instr = instructions(os.path.join(bench, "zsm_pair_count"), sizes, args.pairs)
     ns = nanoseconds(os.path.join(bench, "zsm_overhead_bench"), sizes, args.reps, args.min_time)
