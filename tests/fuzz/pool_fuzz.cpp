@@ -8,14 +8,14 @@
 //
 // Checks: every read and every free compares the bytes (a direct read pointer must lie in one
 // page); stats checks hold each class row against the model (objects per class, pages, the
-// fullness groups, at most one spare empty zspage per shard) and the pages against the page
-// source, and run zs_check_pool(); compaction must free what zs_get_total_pages() loses,
-// leave nothing freeable, and not move an object with a read open. Errors must be the
-// documented ones: EINVAL for size 0, a NULL source, a length past the capacity, a bad
-// configuration; ENOSPC above a page; ENOMEM only under a memory limit or a failing page
-// source. At the end every object is checked and freed, the pool compacted and expected to
-// hold no page, and the page source must have every page back.
-// A mismatch aborts with a message (FUZZ_CHECK).
+// fullness groups, at most one spare empty zspage per shard), the pages against the page
+// source and the Total row of zs_print_classes() against the rows, and run zs_check_pool();
+// compaction must free what zs_get_total_pages() loses, leave nothing freeable, and not move
+// an object with a read open. Errors must be the documented ones: EINVAL for size 0, a NULL
+// source, a length past the capacity, a bad configuration; ENOSPC above a page; ENOMEM only
+// under a memory limit or a failing page source. At the end every object is checked and
+// freed, the pool compacted and expected to hold no page, and the page source must have every
+// page back. A mismatch aborts with a message (FUZZ_CHECK).
 //
 // Input format (FuzzInput: bytes past the end read as 0; make_seeds.py writes the seeds):
 //   program := pool op*
@@ -33,6 +33,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <unordered_map>
@@ -568,6 +569,7 @@ class PoolFuzzer {
                model_.count());
     unsigned long total = zs_get_total_pages(pool_);
     FUZZ_CHECK(pages == total, "classes use %lu pages, zs_get_total_pages() %lu", pages, total);
+    check_printed_totals(used, pages);
     FUZZ_CHECK(source_ == nullptr || source_->in_use() == static_cast<long>(total),
                "the page source has %ld pages out, the pool holds %lu", source_->in_use(), total);
     check_limit();
@@ -576,6 +578,31 @@ class PoolFuzzer {
     FUZZ_CHECK(ps.pages_compacted == compacted_, "pages_compacted %lu, compactions freed %lu",
                ps.pages_compacted, compacted_);
     FUZZ_CHECK(zs_check_pool(pool_, stderr) == 0, "zs_check_pool() found the violations above");
+  }
+
+  // zs_print_classes(): its Total row sums the objects and pages of the class rows.
+  void check_printed_totals(unsigned long used, unsigned long pages) const {
+    char* text = nullptr;
+    size_t size = 0;
+    FILE* out = open_memstream(&text, &size);
+    FUZZ_CHECK(out != nullptr, "open_memstream: errno %d", errno);
+    int rc = zs_print_classes(pool_, out);
+    std::fclose(out);
+    // "Total", then the zspages of 11 fullness groups, obj_allocated, obj_used, pages_used
+    // and freeable.
+    unsigned long n[15] = {};
+    const char* row = std::strstr(text, "Total");
+    int fields = 0;
+    if (row != nullptr) {
+      fields = std::sscanf(row + 5, "%lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu",
+                           &n[0], &n[1], &n[2], &n[3], &n[4], &n[5], &n[6], &n[7], &n[8], &n[9],
+                           &n[10], &n[11], &n[12], &n[13], &n[14]);
+    }
+    std::free(text);
+    FUZZ_CHECK(rc == 0 && fields == 15 && n[12] == used && n[13] == pages,
+               "zs_print_classes() returned %d, Total row of %d fields: %lu objects, %lu pages "
+               "(rows: %lu, %lu)",
+               rc, fields, n[12], n[13], used, pages);
   }
 
   // The class that serves a request of `size` bytes (the lookup takes the header too).
