@@ -48,33 +48,6 @@ bool verify(zs_pool* pool, const Obj& o, std::vector<uint8_t>& scratch, std::ato
   return true;
 }
 
-// A thread that calls zs_compact() until told to stop; sums what it returns.
-class Compactor {
- public:
-  explicit Compactor(zs_pool* pool) : pool_(pool), thread_([this] { run(); }) {}
-  ~Compactor() { stop(); }
-  void stop() {
-    stop_ = true;
-    if (thread_.joinable()) thread_.join();
-  }
-  unsigned long freed() const { return freed_.load(); }
-  unsigned long calls() const { return calls_.load(); }
-
- private:
-  void run() {
-    while (!stop_) {
-      freed_ += zs_compact(pool_);
-      ++calls_;
-      std::this_thread::yield();
-    }
-  }
-  zs_pool* pool_;
-  std::atomic<bool> stop_{false};
-  std::atomic<unsigned long> freed_{0};
-  std::atomic<unsigned long> calls_{0};
-  std::thread thread_;
-};
-
 TEST(Concurrency, OwnObjectsWithConcurrentCompaction) {
   PoolPtr pool(zs_create_pool("concurrency"));
   ASSERT_NE(pool, nullptr);

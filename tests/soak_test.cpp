@@ -238,31 +238,6 @@ class PoolWorker {
   PoolCounts counts_;
 };
 
-// Calls zs_compact() until stopped.
-class Compactor {
- public:
-  explicit Compactor(zs_pool* pool) : pool_(pool), thread_([this] { run(); }) {}
-  ~Compactor() { stop(); }
-  void stop() {
-    stop_ = true;
-    if (thread_.joinable()) thread_.join();
-  }
-  unsigned long calls() const { return calls_; }
-  unsigned long freed() const { return freed_; }
-
- private:
-  void run() {
-    while (!stop_) {
-      freed_ += zs_compact(pool_);
-      ++calls_;
-    }
-  }
-  zs_pool* pool_;
-  std::atomic<bool> stop_{false};
-  unsigned long calls_ = 0, freed_ = 0;  // read after join
-  std::thread thread_;
-};
-
 TEST(Soak, PoolThreadsWithCompactionAndCrossThreadFrees) {
   zs_pool_config cfg{};
   cfg.nr_shards = 8;

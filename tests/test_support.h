@@ -1,7 +1,8 @@
 // tests/test_support.h: helpers shared by the zsm GoogleTest suite. Deterministic byte
 // patterns, reading and checking an object through zs_obj_read_begin/end, per-class stats
 // invariants, a fault-injecting page source wrapping zs_vm_source, and a fixture whose
-// TearDown frees every tracked object, compacts and checks that the pool holds no page.
+// TearDown frees every tracked object, compacts and checks that the pool holds no page, and a
+// thread that compacts until stopped.
 #pragma once
 
 #include <zsm/zsmalloc.h>
@@ -16,6 +17,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -316,6 +318,33 @@ class PoolFixture : public ::testing::Test {
   zs_pool* pool_ = nullptr;
   size_t page_size_ = 4096;
   std::unordered_map<unsigned long, std::vector<uint8_t>> live_;
+};
+
+// A thread that calls zs_compact() until told to stop; sums what it returns.
+class Compactor {
+ public:
+  explicit Compactor(zs_pool* pool) : pool_(pool), thread_([this] { run(); }) {}
+  ~Compactor() { stop(); }
+  void stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  unsigned long freed() const { return freed_.load(); }
+  unsigned long calls() const { return calls_.load(); }
+
+ private:
+  void run() {
+    while (!stop_) {
+      freed_ += zs_compact(pool_);
+      ++calls_;
+      std::this_thread::yield();
+    }
+  }
+  zs_pool* pool_;
+  std::atomic<bool> stop_{false};
+  std::atomic<unsigned long> freed_{0};
+  std::atomic<unsigned long> calls_{0};
+  std::thread thread_;
 };
 
 }  // namespace zsm_test
