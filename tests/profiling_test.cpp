@@ -3,7 +3,7 @@
 // call site's counters and each class's equal what the test tracked itself; objects stored
 // while profiling was off are never taken off, whenever they are freed; threads updating one
 // site add up; the allocinfo report lists the sites, most bytes first, in /proc/allocinfo
-// form. Built without ZSM_PROFILING, the switch reports EOPNOTSUPP and nothing is counted.
+// form. (Built without ZSM_PROFILING: profiling_off_test.cpp.)
 #include <zsm/zsm.hpp>
 #include <zsm/zsmalloc.h>
 
@@ -25,8 +25,6 @@ namespace {
 using zsm_test::check_object;
 using zsm_test::make_pattern;
 using zsm_test::seed_of;
-
-#if ZSM_TEST_PROFILING
 
 // Profiling on for the test's duration; pools with 4 shards so frees cross shards.
 class Profiling : public ::testing::Test {
@@ -249,21 +247,5 @@ TEST_F(Profiling, AllocinfoReport) {
   zs_free(pool_, h);
   EXPECT_EQ(zs_print_allocinfo(nullptr, 0), -1);
 }
-
-#else
-
-TEST(ProfilingOff, SwitchReportsNotSupported) {
-  errno = 0;
-  EXPECT_EQ(zs_alloc_profiling_set(1), -1);
-  EXPECT_EQ(errno, EOPNOTSUPP);
-  EXPECT_EQ(zs_alloc_profiling_enabled(), 0);
-  zs_pool* pool = zs_create_pool("off");
-  unsigned long h = zs_malloc(pool, 100);
-  EXPECT_EQ(zs_alloc_info_read(nullptr, 0), 0u);
-  zs_free(pool, h);
-  zs_destroy_pool(pool);
-}
-
-#endif
 
 }  // namespace
