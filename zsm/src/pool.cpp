@@ -42,7 +42,7 @@
 // kernel's: one lock and one set of lists per class.
 //
 // Lock order: Pool::compaction_in_progress (flag) -> SizeClass::lock -> ZspageLock (try only)
-//             -> Pool::source_lock, ShardArenas::lock (leaves).
+//             -> Pool::source_lock, ShardArenas::lock -> CellRegion's lock (leaves).
 //   SizeClass::lock  fullness lists, free lists, inuse counts, stats, the shard's handle cache.
 //                    Store and free take one shard's; compaction takes all shards of one
 //                    class, in index order.
