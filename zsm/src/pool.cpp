@@ -456,19 +456,25 @@ ZSM_ALWAYS_INLINE unsigned long read_lock_obj(unsigned long handle, Check check)
   }
 }
 
-// The pinned object behind `handle` for a read or write of `len` bytes: a hardened pool
-// also checks the handle and the object's size.
-unsigned long pin_for_access(Pool* pool, const char* call, unsigned long handle, size_t len) {
-  if (ZSM_LIKELY(!pool->hardened)) return read_lock_obj(handle, TrustHandle{});
-  unsigned long obj = read_lock_obj(handle, check_handle(pool, call, handle));
-  size_t size = obj_size(obj_to_zspage(obj)->cls.load(std::memory_order_relaxed)->geom, obj);
-  if (ZSM_UNLIKELY(len > size)) report_out_of_bounds(pool, call, handle, len, size);
-  return obj;
+// Drops the read lock read_lock_obj() took on the zspage of the object behind `handle`.
+template <typename Check>
+ZSM_ALWAYS_INLINE void read_unlock_obj(unsigned long handle, Check check) {
+  obj_to_zspage(check(handle_to_cell(handle)->load(std::memory_order_relaxed)))->lock.read_unlock();
 }
 
 // The zspage of a pinned object: its class pointer is stable.
 inline SizeClass* pinned_class(unsigned long obj) {
   return obj_to_zspage(obj)->cls.load(std::memory_order_relaxed);
+}
+
+// The pinned object behind `handle` for a read or write of `len` bytes: a hardened pool
+// also checks the handle and the object's size.
+unsigned long pin_for_access(Pool* pool, const char* call, unsigned long handle, size_t len) {
+  if (ZSM_LIKELY(!pool->hardened)) return read_lock_obj(handle, TrustHandle{});
+  unsigned long obj = read_lock_obj(handle, check_handle(pool, call, handle));
+  size_t size = obj_size(pinned_class(obj)->geom, obj);
+  if (ZSM_UNLIKELY(len > size)) report_out_of_bounds(pool, call, handle, len, size);
+  return obj;
 }
 
 // Places an object of `size` bytes for `handle` in the first free slot of `zspage`, fills it
@@ -532,16 +538,6 @@ ZSM_ALWAYS_INLINE unsigned long zs_alloc(Pool* pool, size_t size, zs_alloc_tag* 
   return handle;
 }
 
-template <typename Fill>
-ZSM_ALWAYS_INLINE unsigned long zs_alloc_filled(Pool* pool, const void* src, size_t size,
-                                                zs_alloc_tag* tag) {
-  if (ZSM_UNLIKELY(src == nullptr)) {
-    errno = EINVAL;
-    return 0;
-  }
-  return zs_alloc(pool, size, tag, Fill{src, size});
-}
-
 // zs_store()'s fill, inlined like the rest of its body, so that what zs_store() calls is
 // obj_write(), as the inline policy intends, and not a wrapper around it.
 struct CopyFill {
@@ -555,6 +551,16 @@ struct CopyFill {
 struct NoFill {
   void operator()(ClassGeometry, unsigned long) const {}
 };
+
+// The body of zs_store(): zs_alloc() with a copy of `src` as the fill.
+ZSM_ALWAYS_INLINE unsigned long zs_alloc_copy(Pool* pool, const void* src, size_t size,
+                                              zs_alloc_tag* tag) {
+  if (ZSM_UNLIKELY(src == nullptr)) {
+    errno = EINVAL;
+    return 0;
+  }
+  return zs_alloc(pool, size, tag, CopyFill{src, size});
+}
 
 // The object's class is locked: frees it, and its handle, and unlocks.
 ZSM_ALWAYS_INLINE void free_locked(Pool* pool, SizeClass* cls, unsigned long handle,
@@ -595,11 +601,11 @@ unsigned long zs_malloc_tagged(Pool* pool, size_t size, zs_alloc_tag* tag) {
 }
 
 unsigned long zs_store(Pool* pool, const void* src, size_t size) {
-  return zs_alloc_filled<CopyFill>(pool, src, size, nullptr);
+  return zs_alloc_copy(pool, src, size, nullptr);
 }
 
 unsigned long zs_store_tagged(Pool* pool, const void* src, size_t size, zs_alloc_tag* tag) {
-  return zs_alloc_filled<CopyFill>(pool, src, size, tag);
+  return zs_alloc_copy(pool, src, size, tag);
 }
 
 void zs_free(Pool* pool, unsigned long handle) {
@@ -651,11 +657,10 @@ void* zs_obj_read_begin(Pool* pool, unsigned long handle, size_t mem_len, void* 
 
 void zs_obj_read_end(Pool* pool, unsigned long handle, size_t, void*) {
   if (ZSM_UNLIKELY(pool == nullptr || handle == 0)) return;
-  if (ZSM_UNLIKELY(pool->hardened)) {
-    CheckHandle check = check_handle(pool, "zs_obj_read_end", handle);
-    check(handle_to_cell(handle)->load(std::memory_order_relaxed));
-  }
-  obj_to_zspage(handle_to_cell(handle)->load(std::memory_order_relaxed))->lock.read_unlock();
+  if (ZSM_UNLIKELY(pool->hardened))
+    read_unlock_obj(handle, check_handle(pool, "zs_obj_read_end", handle));
+  else
+    read_unlock_obj(handle, TrustHandle{});
 }
 
 size_t zs_obj_capacity(Pool* pool, unsigned long handle) {
