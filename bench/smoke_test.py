@@ -6,8 +6,10 @@ Usage: smoke_test.py pair_bench BINARY | pair_count BINARY | memory_bench BINARY
                      | count_pairs SCRIPT BINARY
 """
 import json
+import os
 import subprocess
 import sys
+import tempfile
 
 SIZES = [384, 784, 1168, 1568, 1952, 2352, 2736, 3136]
 
@@ -86,10 +88,12 @@ def memory_bench(binary, directory):
 
 
 def count_pairs(script, binary):
-    out = subprocess.run([sys.executable, script, "--binary", binary, "--pairs", "500",
-                          "--sizes", "784", "--json", "/dev/stdout"], check=True,
-                         capture_output=True, text=True).stdout
-    data = json.loads(out[out.index("{"):])
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "counts.json")
+        subprocess.run([sys.executable, script, "--binary", binary, "--pairs", "500",
+                        "--sizes", "784", "--json", path], check=True, capture_output=True)
+        with open(path) as fh:
+            data = json.load(fh)
     for r in data["results"]:
         if not 0 < r["allocator_only"] < r["no_memcpy"] <= r["total"]:
             fail(f"inconsistent counts: {r}")

@@ -149,6 +149,7 @@ def main():
             f"{r['allocator']}/{r['family']}/{r['size']}: {r['perf_total']:.0f}"
             for r in results if r.get("perf_total") is not None))
     if args.json:
+        sys.stdout.flush()  # the table first, even when --json names this same stdout
         with open(args.json, "w") as fh:
             json.dump({"pairs": args.pairs, "results": results}, fh, indent=2)
 

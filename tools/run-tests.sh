@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The README's test command (and CI's): set up, then build and run every test in each
+# The README's test command (and CI's): set up (tools/setup.sh installs what is missing, then
+# checks every compiler, runtime and library the four builds use, and names the package of
+# anything missing before a build starts), then build and run every test in each
 # configuration: a normal optimised build (g++), one under AddressSanitizer + UBSan (g++)
 # that also checks the pool's invariants after every call (ZSM_DEBUG_INVARIANTS),
 # one under ThreadSanitizer (clang-19, which also checks -Wthread-safety), and the libFuzzer

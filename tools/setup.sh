@@ -1,24 +1,80 @@
 #!/usr/bin/env bash
 # Installs what zsm needs from Debian's packages, if missing (root or sudo; no downloads
-# outside apt). Sourced-free: run it, or let run-main.sh / run-tests.sh run it.
+# outside apt), then checks that every file and program the builds use is really there.
+# Run it, or let run-main.sh / run-tests.sh run it. `setup.sh --check` only checks.
+#
+# The check exists because a package list can be right on a machine set up by hand and
+# wrong on a new one (clang-19 without --install-recommends leaves out the sanitizer and
+# libFuzzer runtimes): each required file is named with the package that provides it, and
+# a missing one fails here in one line, not at a link step minutes into the tests.
 set -euo pipefail
 
 packages=(
   g++ cmake ninja-build pkg-config python3
   libgtest-dev libgmock-dev libbenchmark-dev
   liblz4-dev libzstd-dev libmimalloc-dev
-  valgrind clang-19
+  valgrind clang-19 libclang-rt-19-dev
   llvm-19 python3-scipy gnuplot-nox binutils
 )
 
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
+install_missing() {
+  local missing=() p sudo=""
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  ((${#missing[@]})) || return 0
   echo "setup: installing ${missing[*]}"
-  sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+}
+
+# need PACKAGE WHAT: WHAT is a program on PATH, or an absolute path that must exist.
+failed=0
+need() {
+  local package="$1" what="$2"
+  if [[ "$what" == /* ]]; then [ -e "$what" ] && return 0
+  else command -v "$what" >/dev/null && return 0; fi
+  echo "setup: missing $what: install the Debian package $package (apt-get install $package)" >&2
+  failed=1
+}
+
+# links COMPILER PACKAGE FLAGS...: a one-line program builds and links with FLAGS (the runtime
+# libraries are found by the compiler's driver, in whatever layout the package uses).
+links() {
+  local cxx="$1" package="$2" tmp; shift 2
+  command -v "$cxx" >/dev/null || return 0  # already reported as a missing program
+  local program='int main() { return 0; }'
+  [[ "$*" == *fuzzer* ]] &&
+    program='extern "C" int LLVMFuzzerTestOneInput(const unsigned char *, unsigned long) { return 0; }'
+  tmp=$(mktemp -d)
+  echo "$program" > "$tmp/t.cpp"
+  "$cxx" "$@" "$tmp/t.cpp" -o "$tmp/t" 2>/dev/null ||
+    { echo "setup: $cxx cannot link with $*: install the Debian package $package" >&2; failed=1; }
+  rm -rf "$tmp"
+}
+
+check_prerequisites() {
+  local p
+  for p in g++ cmake ninja pkg-config python3 valgrind gnuplot nm objdump; do
+    case $p in ninja) need ninja-build ninja ;; gnuplot) need gnuplot-nox gnuplot ;;
+      nm|objdump) need binutils "$p" ;; *) need "$p" "$p" ;; esac
+  done
+  need clang-19 clang++-19
+  need llvm-19 llvm-profdata-19
+  need libgtest-dev /usr/lib/x86_64-linux-gnu/cmake/GTest/GTestConfig.cmake
+  need libgmock-dev /usr/include/gmock/gmock.h
+  need libbenchmark-dev /usr/lib/x86_64-linux-gnu/cmake/benchmark/benchmarkConfig.cmake
+  need liblz4-dev /usr/include/lz4.h
+  need libzstd-dev /usr/include/zstd.h
+  need libmimalloc-dev /usr/include/mimalloc.h
+  need python3-scipy /usr/lib/python3/dist-packages/scipy
+  links g++ "libgcc-12-dev (g++'s sanitizer runtimes)" -fsanitize=address,undefined
+  links clang++-19 libclang-rt-19-dev -fsanitize=address,undefined
+  links clang++-19 libclang-rt-19-dev -fsanitize=thread
+  links clang++-19 libclang-rt-19-dev -fsanitize=fuzzer
+  ((failed == 0))
+}
+
+[ "${1:-}" = "--check" ] || install_missing
+check_prerequisites
