@@ -1,4 +1,5 @@
-/* The cache's C API from C: put/get/erase/contains, errors as negative errno, stats. */
+/* The cache's C API from C: put/get/erase/contains, errors as negative errno, stats, and
+ * codec fields outside the enum. */
 #include <zsm/cache.h>
 
 #include <errno.h>
@@ -49,6 +50,21 @@ int main(void)
 
 	cfg.shards = 3;
 	CHECK(zsm_cache_create(&cfg, &err) == NULL && err == -EINVAL);
+
+	/* A C caller may store any int in an enum field: values outside the enumerators are
+	 * -EINVAL, never undefined behaviour in the library (UBSan builds check the loads). */
+	const int bad_codecs[] = {4, 7, -1, 255, 1 << 30};
+	for (size_t i = 0; i < sizeof(bad_codecs) / sizeof(bad_codecs[0]); i++) {
+		memset(&cfg, 0, sizeof(cfg));
+		cfg.codec = (enum zsm_codec)bad_codecs[i];
+		err = 1;
+		CHECK(zsm_cache_create(&cfg, &err) == NULL && err == -EINVAL);
+		memset(&cfg, 0, sizeof(cfg));
+		cfg.recompress = 1;
+		cfg.recompress_codec = (enum zsm_codec)bad_codecs[i];
+		err = 1;
+		CHECK(zsm_cache_create(&cfg, &err) == NULL && err == -EINVAL);
+	}
 	printf("cache C API: all checks passed\n");
 	return 0;
 }

@@ -1,7 +1,9 @@
 // The compressed cache (compress/include/zsm/cache.hpp): round trips for every codec and value
 // shape, same-filled and raw storage, errors that leave every other entry intact, capacity
-// under a randomized workload, CLOCK eviction order, recompression, a failing page source,
-// corrupted pool memory, and concurrent readers and writers.
+// under a randomized workload, an exact single-threaded model in geometries of few large
+// pages (every call under a watchdog: a put once looped forever there), CLOCK eviction order,
+// recompression, a failing page source, corrupted pool memory, and concurrent readers and
+// writers.
 #include <zsm/cache.hpp>
 
 #include <gtest/gtest.h>
@@ -11,6 +13,7 @@
 #include <map>
 #include <sstream>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -18,11 +21,13 @@
 #include <vector>
 
 #include "bytes.h"
+#include "watchdog.h"
 
 namespace {
 
 using zsm_test::Bytes;
 using zsm_test::random_bytes;
+using zsm_test::Watchdog;
 
 // Compressible bytes whose content depends on `seed`.
 Bytes text_bytes(size_t n, uint64_t seed) {
@@ -203,6 +208,133 @@ TEST(Cache, CapacityIsNeverExceeded) {
     EXPECT_LE(s.mem_used_max, capacity);
   }
 }
+
+// A split record whose tail takes the pool's last pages, so that its head finds none: the
+// tail's zspage, freed again, stays as its class's spare, and compaction frees exactly that.
+// The put counted that as room made and retried forever; it must evict instead.
+TEST(Cache, SplitPutIntoAFullPoolEvictsInsteadOfLooping) {
+  zsm::CacheOptions o;
+  o.pool.page_size = 65536;
+  o.capacity_bytes = 1 << 20;  // 16 pool pages
+  o.max_key_size = 512;
+  zsm::Cache cache(o);
+  Watchdog dog("split put into a full pool");
+  cache.put("a", random_bytes(22500, 1));  // one 8-page zspage
+  cache.put("b", random_bytes(5, 2));      // one 1-page zspage
+  std::string c = "c";
+  c.resize(291, '.');
+  cache.put(c, random_bytes(65536, 3));    // a 7-page zspage for the tail fills the pool
+  dog.beat();
+  EXPECT_EQ(cache.get(c), random_bytes(65536, 3));
+  EXPECT_GT(cache.stats().evictions, 0u);
+  EXPECT_LE(cache.stats().bytes_held, o.capacity_bytes);
+}
+
+// The cache against an exact model, one thread, where a zspage holds few records and the
+// capacity is a few pool pages (16 and 64 KiB pages, values up to a page, so records split):
+// a get returns the last value put under its key or misses (evicted: the model forgets it),
+// an erase finds only what the model holds, a put that fails for no memory leaves its key
+// absent, and every 50 calls the cache's keys, values and statistics are exactly the model's.
+// A watchdog aborts on a call that does not return.
+struct CacheModelParam {
+  size_t page_size;
+  unsigned chain;
+  size_t capacity;
+  uint64_t seed;
+};
+
+class CacheModel : public ::testing::TestWithParam<CacheModelParam> {
+ protected:
+  std::string draw_key() {
+    std::string key = "key" + std::to_string(rng_() % 64);
+    if (rng_() % 4 == 0) key.resize(100 + rng_() % 157, '.');  // long keys split page-sized values
+    return key;
+  }
+  Bytes draw_value(size_t page_size) {
+    switch (rng_() % 4) {
+      case 0: return random_bytes(page_size - rng_() % 64, rng_());  // raw, split with its key
+      case 1: return random_bytes(1 + rng_() % page_size, rng_());
+      case 2: return text_bytes(1 + rng_() % page_size, rng_());
+      default: return text_bytes(1 + rng_() % 3000, rng_());
+    }
+  }
+  // The model forgets what the cache evicted; anything else must match exactly.
+  void reconcile(zsm::Cache& cache) {
+    std::set<std::string> present;
+    cache.for_each_key([&](std::string_view k) { present.emplace(k); });
+    std::erase_if(model_, [&](const auto& kv) { return !present.count(kv.first); });
+    ASSERT_EQ(present.size(), model_.size()) << "the cache holds keys never put or erased";
+    uint64_t orig = 0;
+    for (const auto& [key, value] : model_) {
+      ASSERT_EQ(cache.get(key), value) << key;
+      orig += value.size();
+    }
+    zsm::CacheStats s = cache.stats();
+    ASSERT_EQ(s.entries, model_.size());
+    ASSERT_EQ(s.orig_data_size, orig);
+  }
+
+  std::mt19937_64 rng_{GetParam().seed};
+  std::map<std::string, Bytes> model_;
+};
+
+TEST_P(CacheModel, MatchesTheModelAndEveryCallReturns) {
+  const CacheModelParam p = GetParam();
+  zsm::CacheOptions o = small_cache(p.capacity, 2);
+  o.pool.page_size = p.page_size;
+  o.pool.chain_size = p.chain;
+  zsm::Cache cache(o);
+  Watchdog dog("cache model");
+  for (int op = 0; op < 3000; op++, dog.beat()) {
+    std::string key = draw_key();
+    unsigned what = rng_() % 10;
+    if (what < 5) {
+      Bytes value = draw_value(p.page_size);
+      try {
+        cache.put(key, value);
+        model_[key] = std::move(value);
+      } catch (const std::system_error& e) {
+        ASSERT_EQ(e.code(), zsm::CacheError::no_memory) << "op " << op;
+        ASSERT_FALSE(cache.contains(key)) << "a failed put leaves its key absent";
+        model_.erase(key);
+      }
+    } else if (what < 8) {
+      std::optional<Bytes> got = cache.get(key);
+      if (got) {
+        ASSERT_TRUE(model_.count(key)) << key;
+        ASSERT_EQ(*got, model_[key]) << key;
+      } else {
+        model_.erase(key);
+      }
+    } else if (cache.erase(key)) {
+      ASSERT_TRUE(model_.erase(key)) << key;
+    } else {
+      model_.erase(key);
+    }
+    zsm::CacheStats s = cache.stats();
+    ASSERT_LE(s.mem_used_total, p.capacity) << "op " << op;
+    ASSERT_TRUE(s.bytes_held <= p.capacity || s.entries == 0) << "op " << op;
+    if (op % 50 == 49) {
+      ASSERT_NO_FATAL_FAILURE(reconcile(cache)) << "op " << op;
+    }
+  }
+  EXPECT_GT(cache.stats().evictions, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    FewLargePages, CacheModel,
+    ::testing::Values(CacheModelParam{4096, 8, 256 << 10, 1},
+                      CacheModelParam{16384, 16, 640 << 10, 2},
+                      CacheModelParam{16384, 4, 256 << 10, 3},
+                      CacheModelParam{65536, 8, 1 << 20, 4},
+                      CacheModelParam{65536, 4, 1 << 20, 5},
+                      CacheModelParam{65536, 8, 4 << 20, 6},
+                      CacheModelParam{65536, 16, 16 << 20, 7}),
+    [](const ::testing::TestParamInfo<CacheModelParam>& info) {
+      const CacheModelParam& p = info.param;
+      return "page" + std::to_string(p.page_size / 1024) + "k_chain" + std::to_string(p.chain) +
+             "_" + std::to_string(p.capacity >> 10) + "k";
+    });
 
 // CLOCK: entries read since the hand last passed survive the first sweep.
 TEST(Cache, EvictionSparesRecentlyReadEntries) {

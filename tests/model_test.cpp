@@ -1,8 +1,10 @@
 // tests/model_test.cpp: model-based randomized test. Random store / malloc+write / free /
 // read / overwrite / compact operations run against a reference map handle -> bytes; every
 // read and every free checks content, stats are checked for consistency along the way, and
-// the pool must end empty. Several seeds, plus chain 4, chain 16 and 16K pages.
+// the pool must end empty. Several seeds, plus chain 4, chain 16 and 16K pages. A watchdog
+// aborts on an operation that does not return.
 #include "test_support.h"
+#include "watchdog.h"
 
 #include <random>
 
@@ -60,7 +62,8 @@ TEST_P(ModelTest, RandomOpsMatchReference) {
   };
   auto pick = [&]() { return order[rng() % order.size()]; };
 
-  for (unsigned op = 0; op < prm.ops; ++op) {
+  Watchdog dog("pool model");
+  for (unsigned op = 0; op < prm.ops; ++op, dog.beat()) {
     unsigned r = rng() % 100;
     // Keep the population near the target: grow when small, shrink when large.
     if (order.empty() && r >= 40) r = 0;

@@ -20,6 +20,7 @@
 // Zero mismatches is the only pass. Length: ZSM_SOAK_OPS in the environment sets the operations
 // of each test; otherwise millions in an optimised build, an eighth of that under sanitizers
 // (ZSM_TEST_SANITIZED, set by CMake when ZSM_SANITIZE is). Each test prints a summary line.
+// A watchdog (watchdog.h) aborts the run when a thread stops making progress (a hang).
 #include <zsm/cache.hpp>
 
 #include <atomic>
@@ -36,6 +37,7 @@
 #include <vector>
 
 #include "test_support.h"
+#include "watchdog.h"
 
 namespace {
 
@@ -128,8 +130,8 @@ class PoolWorker {
   PoolWorker(zs_pool* pool, int id, Handoff& handoff, Mismatches& bad)
       : pool_(pool), id_(id), rng_(7000 + id), handoff_(handoff), bad_(bad) {}
 
-  void run(uint64_t ops) {
-    for (uint64_t op = 0; op < ops; ++op) {
+  void run(uint64_t ops, Watchdog& dog) {
+    for (uint64_t op = 0; op < ops; ++op, dog.beat(id_)) {
       const unsigned r = rng_() % 100;
       if (mine_.empty() || (r < 30 && mine_.size() < kMaxLive))
         store();
@@ -146,6 +148,7 @@ class PoolWorker {
     }
     counts_.ops = ops;
     while (!mine_.empty()) free_at(mine_.size() - 1);
+    dog.retire(id_);
   }
 
   const PoolCounts& counts() const { return counts_; }
@@ -249,8 +252,10 @@ TEST(Soak, PoolThreadsWithCompactionAndCrossThreadFrees) {
   std::vector<PoolWorker> workers;
   for (int i = 0; i < kThreads; ++i) workers.emplace_back(pool, i, handoff, bad);
   Compactor compactor(pool);
+  Watchdog dog("pool soak", kThreads);
   std::vector<std::thread> threads;
-  for (PoolWorker& w : workers) threads.emplace_back([&w, ops_per_thread] { w.run(ops_per_thread); });
+  for (PoolWorker& w : workers)
+    threads.emplace_back([&w, &dog, ops_per_thread] { w.run(ops_per_thread, dog); });
   for (std::thread& t : threads) t.join();
   compactor.stop();
 
@@ -339,9 +344,9 @@ class CacheWorker {
   CacheWorker(zsm::Cache& cache, std::vector<std::atomic<uint32_t>>& versions, int id, Mismatches& bad)
       : cache_(cache), versions_(versions), id_(id), rng_(9000 + id), bad_(bad) {}
 
-  void run(uint64_t ops) {
+  void run(uint64_t ops, Watchdog& dog) {
     Bytes out(4096);
-    for (uint64_t op = 0; op < ops; ++op) {
+    for (uint64_t op = 0; op < ops; ++op, dog.beat(id_)) {
       const auto key = static_cast<uint32_t>(rng_() % kKeys);
       const unsigned r = rng_() % 100;
       try {
@@ -359,6 +364,7 @@ class CacheWorker {
       }
     }
     counts_.ops = ops;
+    dog.retire(id_);
   }
 
   const CacheCounts& counts() const { return counts_; }
@@ -411,8 +417,10 @@ TEST(Soak, CacheThreadsWithEvictions) {
   Mismatches bad;
   std::vector<CacheWorker> workers;
   for (int i = 0; i < kThreads; ++i) workers.emplace_back(cache, versions, i, bad);
+  Watchdog dog("cache soak", kThreads);
   std::vector<std::thread> threads;
-  for (CacheWorker& w : workers) threads.emplace_back([&w, ops_per_thread] { w.run(ops_per_thread); });
+  for (CacheWorker& w : workers)
+    threads.emplace_back([&w, &dog, ops_per_thread] { w.run(ops_per_thread, dog); });
   for (std::thread& t : threads) t.join();
 
   CacheCounts total;

@@ -4,7 +4,9 @@
 #include <zsm/cache.hpp>
 
 #include <cerrno>
+#include <cstring>
 #include <new>
+#include <type_traits>
 
 namespace {
 
@@ -36,10 +38,22 @@ long guarded(F f) noexcept {
   }
 }
 
-zsm::CodecOptions codec_options(zsm_codec codec, int level) {
+// The integer a C caller stored in an enum field. C lets any int stand there; loading one
+// outside the enumerators as the enum type would be undefined behaviour in C++, so the field
+// is read as the integer it is, and range-checked before it becomes an enumerator.
+template <typename Enum>
+int enum_field(const Enum& field) {
+  static_assert(std::is_enum_v<Enum> && sizeof(Enum) == sizeof(int));
+  int value;
+  std::memcpy(&value, &field, sizeof value);
+  return value;
+}
+
+zsm::CodecOptions codec_options(const zsm_codec& field, int level) {
   static const zsm::CodecKind kinds[] = {zsm::CodecKind::lz4, zsm::CodecKind::lz4hc,
                                          zsm::CodecKind::zstd, zsm::CodecKind::none};
-  if (static_cast<unsigned>(codec) > ZSM_CODEC_NONE)
+  int codec = enum_field(field);
+  if (codec < ZSM_CODEC_LZ4 || codec > ZSM_CODEC_NONE)
     throw std::system_error(make_error_code(zsm::CacheError::bad_options));
   return {kinds[codec], level, {}};
 }

@@ -176,8 +176,9 @@ struct Cache::Impl {
 
   bool evict_one(unsigned long keep);
   unsigned long compact();
-  bool free_some(unsigned long keep = 0);
+  bool free_some(size_t floor, unsigned long keep = 0);
   bool make_room(size_t limit, unsigned long keep = 0);
+  unsigned long store_making_room(std::span<const std::byte> record);
   // Decodes a record's value into out (value_size bytes): CodecError::corrupt when it does not
   // decompress, another error when the codec could not run (no memory for its context).
   std::error_code decode(const Slot& s, std::span<const std::byte> record,
@@ -390,14 +391,19 @@ bool Cache::Impl::evict_one(unsigned long keep) {
   return false;
 }
 
-// Frees some pool memory: compacts when a quarter of the pool is holes inside zspages (and
-// compaction frees something), otherwise evicts one entry other than `keep`. False when
-// neither can.
-bool Cache::Impl::free_some(unsigned long keep) {
+// Frees some pool memory, and says whether that was progress: an entry evicted, or the pool
+// brought below `floor` pages. Compacts first when a quarter of the pool is holes inside
+// zspages; otherwise, or when compaction does not go below the floor, evicts one entry other
+// than `keep`; with nothing left to evict, compaction is the last resort. False when neither
+// makes progress.
+bool Cache::Impl::free_some(size_t floor, unsigned long keep) {
   size_t held = pool_bytes(), live = record_bytes.load() + entries.load() * ZS_HANDLE_SIZE;
-  if (held > 4 * page_size && held > live && (held - live) * 4 > held && compact() > 0)
+  if (held > 4 * page_size && held > live && (held - live) * 4 > held && compact() > 0 &&
+      zs_get_total_pages(pool) < floor)
     return true;
-  return evict_one(keep) || compact() > 0;
+  if (evict_one(keep)) return true;
+  compact();
+  return zs_get_total_pages(pool) < floor;
 }
 
 unsigned long Cache::Impl::compact() {
@@ -409,8 +415,27 @@ unsigned long Cache::Impl::compact() {
 // False when everything else is gone and it still does not fit.
 bool Cache::Impl::make_room(size_t limit, unsigned long keep) {
   while (bytes_held() > limit)
-    if (!free_some(keep)) return false;
+    if (!free_some(zs_get_total_pages(pool), keep)) return false;
   return true;
+}
+
+// Stores a record, making room while the pool has none; 0 when it cannot fit even in an
+// empty pool.
+//
+// Why this ends. A failed attempt can leave pages behind: a split record's tail is stored,
+// its head finds no page, and the tail's zspage, freed again, stays as its class's spare.
+// Compacting frees exactly that spare, so "compaction freed pages" would let the next
+// attempt do the same forever. Progress is therefore measured against the pages held before
+// the failed attempt: each retry follows an eviction (entries fall) or a pool smaller than
+// before that attempt (pages fall, entries unchanged). The pair (entries, pages before the
+// attempt) falls in lexicographic order at every retry and cannot fall forever. (Puts on
+// other threads add entries; each of their puts completes or fails the same way.)
+unsigned long Cache::Impl::store_making_room(std::span<const std::byte> record) {
+  for (;;) {
+    size_t pages_before = zs_get_total_pages(pool);
+    if (unsigned long handle = store_record(record)) return handle;
+    if (!free_some(pages_before)) return 0;
+  }
 }
 
 std::error_code Cache::Impl::decode(const Slot& s, std::span<const std::byte> record,
@@ -469,8 +494,8 @@ void Cache::put(std::string_view key, std::span<const std::byte> value) {
       s.stored_size = static_cast<uint32_t>(*n);
     }
   }
-  while ((s.handle = m.store_record(std::span(record).first(s.record_size()))) == 0)
-    if (!m.free_some()) fail(CacheError::no_memory);
+  s.handle = m.store_making_room(std::span(record).first(s.record_size()));
+  if (s.handle == 0) fail(CacheError::no_memory);
   {
     Shard& sh = m.shard_of(h);
     std::unique_lock guard(sh.lock);

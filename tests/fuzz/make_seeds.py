@@ -126,6 +126,7 @@ def pool_seeds():
 LZ4, LZ4HC, ZSTD, NONE = range(4)
 NO_RECOMPRESS, RE_ZSTD, RE_LZ4HC, RE_ZSTD1 = range(4)
 LITERAL, REPEATED, SAME_FILLED, PATTERN, PATTERN_MAX = range(5)
+MARKED_KEY_SIZE = 16  # cache_fuzz.cpp's kMarkedKeySize: the header's max_key byte adds to it
 
 
 def cache_header(codec, recompress, page, chain=8, pool_shards=0, shards_sel=2, pages=6,
@@ -215,6 +216,20 @@ def cache_seeds():
     p.op(C_GET_INTO, key(1), u16(10)).op(C_PUT_BURST, 31, 0, value(PATTERN, 900, b"\x04"))
     p.op(C_CHECK)
     seeds["bad-calls-64k"] = p
+
+    # Few large pages, split records: a page-sized raw value under a long key takes a tail
+    # zspage that fills the pool before its head is stored (a put once retried forever here).
+    long_key = bytes([250, 254]) + bytes(b"long key " * 29)[:255]
+    for name, page, chain, pages in (("split-64k-few-pages", PAGE_64K, 4, 16),
+                                     ("split-16k-few-pages", PAGE_16K, 16, 40)):
+        p = Program(cache_header(LZ4, NO_RECOMPRESS, page, chain=chain, pages=pages,
+                                 max_key=256 - MARKED_KEY_SIZE))
+        p.op(C_PUT, key(1), value(PATTERN, 22500, b"\x01"))
+        p.op(C_PUT, key(2), value(PATTERN, 5, b"\x02"))
+        p.op(C_PUT, long_key, value(PATTERN_MAX, 0, b"\x03"))
+        p.op(C_PUT_BURST, 15, 3, value(PATTERN_MAX, 0, b"\x04"))
+        p.op(C_CHECK)
+        seeds[name] = p
     return seeds
 
 
