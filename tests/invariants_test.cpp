@@ -110,6 +110,23 @@ TEST(InvariantsCheck, CatchesAnOverwrittenHeader) {
   zs_destroy_pool(pool);
 }
 
+// A zs_obj_read_end() without a read (undefined in a default pool) leaves the zspage's reader
+// count at -1, "a writer holds it": no writer runs while the check holds the class locks.
+TEST(InvariantsCheck, CatchesANegativeReaderCount) {
+  zs_pool* pool = zs_create_pool_ex("broken", nullptr);
+  unsigned long h = zs_malloc(pool, 200);
+  zs_obj_read_end(pool, h, 200, nullptr);
+  char* text = nullptr;
+  size_t len = 0;
+  FILE* report = open_memstream(&text, &len);
+  EXPECT_EQ(zs_check_pool(pool, report), -1);
+  std::fclose(report);
+  EXPECT_NE(std::string(text, len).find("reader count -1"), std::string::npos)
+      << std::string(text, len);
+  std::free(text);
+  zs_destroy_pool(pool);  // a read of h would now wait for ever
+}
+
 TEST(InvariantsCheck, NullPool) {
   errno = 0;
   EXPECT_EQ(zs_check_pool(nullptr, stderr), -1);

@@ -6,7 +6,8 @@
 //             of them (full ones included), ZS_OBJS_INUSE their live objects.
 //   zspage    the free list visits distinct slots, and free + in use = slots; each live
 //             object's header (non-huge classes) names a handle cell of the pool whose obj
-//             points back at the object.
+//             points back at the object; the reader count is not negative (-1 means a
+//             writer, and the only writer, compaction, holds the class lock meanwhile).
 // zs_check_pool() also checks every zspage the pool holds, full ones included (found through
 // the metadata arenas), and that their pages add up to zs_get_total_pages().
 #include "check.h"
@@ -59,6 +60,9 @@ void check_zspage(const Pool* pool, const SizeClass* cls, const ZsPage* zspage, 
   if (zspage->cls.load(std::memory_order_relaxed) != cls)
     f.add("class %u: zspage %p names another class", cls->index, static_cast<const void*>(zspage));
   if (zspage->inuse > objs) f.add("class %u: zspage in use %u > %u slots", cls->index, zspage->inuse, objs);
+  if (zspage->lock.count() < 0)
+    f.add("class %u: zspage %p has reader count %d with no writer (a read ended twice?)",
+          cls->index, static_cast<const void*>(zspage), zspage->lock.count());
   std::vector<bool> is_free(objs);
   uint32_t nr_free = 0;
   for (uint32_t idx = zspage->freeobj; idx != kFreeListEnd;) {

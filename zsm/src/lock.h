@@ -109,6 +109,17 @@ class ZspageLock {
     return false;
   }
   void read_unlock() { count_.fetch_sub(1, std::memory_order_release); }
+  // read_unlock() that refuses, and returns false, when no reader holds the lock (hardened
+  // pools: the count must never reach -1, which would read as a writer holding it).
+  bool read_unlock_checked() {
+    int c = count_.load(std::memory_order_relaxed);
+    while (c > 0) {
+      if (count_.compare_exchange_weak(c, c - 1, std::memory_order_release,
+                                       std::memory_order_relaxed))
+        return true;
+    }
+    return false;
+  }
 
   // Succeeds only when nobody reads.
   bool try_write() {
@@ -117,6 +128,9 @@ class ZspageLock {
                                           std::memory_order_relaxed);
   }
   void write_unlock() { count_.store(0, std::memory_order_release); }
+
+  // Readers holding the lock, or -1 while the writer does (a snapshot, for the checks).
+  [[nodiscard]] int count() const { return count_.load(std::memory_order_relaxed); }
 
  private:
   std::atomic<int> count_{0};
