@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "test_support.h"
@@ -157,6 +158,179 @@ TEST_F(HardenedDeath, CapacityOfForeignHandle) {
         zs_obj_capacity(a, store_pattern(b, 10));
       },
       "pool 'a': zs_obj_capacity\\(handle 0x[0-9a-f]+\\): not a handle of this pool");
+}
+
+// Two objects stored one after the other into a fresh one-shard pool share a zspage.
+struct TwoObjects {
+  zs_pool* pool;
+  unsigned long a, b;
+};
+
+TwoObjects two_objects_in_one_zspage(const char* name) {
+  zs_pool* pool = hardened_pool(name, 1);
+  return {pool, store_pattern(pool, 100), store_pattern(pool, 100)};
+}
+
+// Each read misuse dies at the faulty call. Before, an unmatched zs_obj_read_end() left the
+// zspage's reader count at -1 ("a writer holds it"): every later read of b spun forever.
+TEST_F(HardenedDeath, ReadEndWithoutReadBegin) {
+  EXPECT_DEATH(
+      {
+        TwoObjects t = two_objects_in_one_zspage("h");
+        zs_obj_read_end(t.pool, t.a, 100, nullptr);
+      },
+      "pool 'h': zs_obj_read_end\\(handle 0x[0-9a-f]+\\): no read of this handle is in progress");
+}
+
+TEST_F(HardenedDeath, ReadEndTwice) {
+  EXPECT_DEATH(
+      {
+        TwoObjects t = two_objects_in_one_zspage("h");
+        char buf[100];
+        void* mem = zs_obj_read_begin(t.pool, t.a, 100, buf);
+        zs_obj_read_end(t.pool, t.a, 100, mem);
+        zs_obj_read_end(t.pool, t.a, 100, mem);
+      },
+      "zs_obj_read_end\\(handle 0x[0-9a-f]+\\): no read of this handle is in progress");
+}
+
+// Ending b's read instead of a's would leave a's zspage pinned for good.
+TEST_F(HardenedDeath, ReadEndOfAnotherHandle) {
+  EXPECT_DEATH(
+      {
+        TwoObjects t = two_objects_in_one_zspage("h");
+        char buf[100];
+        void* mem = zs_obj_read_begin(t.pool, t.a, 100, buf);
+        zs_obj_read_end(t.pool, t.b, 100, mem);
+      },
+      "zs_obj_read_end\\(handle 0x[0-9a-f]+\\): no read of this handle is in progress");
+}
+
+// A read of one pool is not ended through another pool with the same handle value.
+TEST_F(HardenedDeath, ReadEndThroughAnotherPool) {
+  EXPECT_DEATH(
+      {
+        TwoObjects t = two_objects_in_one_zspage("h");
+        zs_pool* other = hardened_pool("other", 1);
+        char buf[100];
+        zs_obj_read_begin(t.pool, t.a, 100, buf);
+        zs_obj_read_end(other, t.a, 100, buf);
+      },
+      "pool 'other': zs_obj_read_end\\(handle 0x[0-9a-f]+\\): not a handle of this pool");
+}
+
+TEST_F(HardenedDeath, FreeWhileThisThreadReads) {
+  EXPECT_DEATH(
+      {
+        TwoObjects t = two_objects_in_one_zspage("h");
+        char buf[100];
+        zs_obj_read_begin(t.pool, t.a, 100, buf);
+        zs_free(t.pool, t.a);
+      },
+      "zs_free\\(handle 0x[0-9a-f]+\\): the object is being read by this thread");
+}
+
+// Another thread's free cannot be refused (nothing records which object of a zspage a
+// reader holds); the read's end finds the object gone and says so.
+TEST_F(HardenedDeath, FreedByAnotherThreadDuringARead) {
+  EXPECT_DEATH(
+      {
+        TwoObjects t = two_objects_in_one_zspage("h");
+        char buf[100];
+        void* mem = zs_obj_read_begin(t.pool, t.a, 100, buf);
+        std::thread([&] { zs_free(t.pool, t.a); }).join();
+        zs_obj_read_end(t.pool, t.a, 100, mem);
+      },
+      "zs_obj_read_end\\(handle 0x[0-9a-f]+\\): the object was freed while this read was in "
+      "progress");
+}
+
+TEST_F(HardenedDeath, TooManyReadsOnOneThread) {
+  EXPECT_DEATH(
+      {
+        TwoObjects t = two_objects_in_one_zspage("h");
+        char buf[100];
+        for (int i = 0; i < 1000; i++) zs_obj_read_begin(t.pool, t.a, 100, buf);
+      },
+      "zs_obj_read_begin\\(handle 0x[0-9a-f]+\\): more than [0-9]+ reads in progress on this "
+      "thread");
+}
+
+// A's old handle, given to B, which was created after A was destroyed. B reuses A's cell
+// region, so before, the stale handle equalled one of B's and freed B's object.
+TEST_F(HardenedDeath, HandleOfADestroyedPool) {
+  EXPECT_DEATH(
+      {
+        zs_pool* a = hardened_pool("a");
+        unsigned long stale = store_pattern(a, 100);
+        zs_destroy_pool(a);
+        zs_pool* b = hardened_pool("b");
+        store_pattern(b, 100);
+        zs_free(b, stale);
+      },
+      "pool 'b': zs_free\\(handle 0x[0-9a-f]+\\): not a handle of this pool");
+}
+
+// Reads nest: several at once, of one handle twice, over two pools, ended in any order.
+// Frees of other objects of the zspage go on meanwhile, and afterwards nothing is pinned.
+TEST(Hardened, NestedReadsOverTwoPools) {
+  TwoObjects t = two_objects_in_one_zspage("h");
+  TwoObjects u = two_objects_in_one_zspage("u");
+  unsigned long c = store_pattern(t.pool, 100);
+  std::vector<uint8_t> expected = make_pattern(100, 100);
+  char buf[4][100];
+  void* a1 = zs_obj_read_begin(t.pool, t.a, 100, buf[0]);
+  void* a2 = zs_obj_read_begin(t.pool, t.a, 100, buf[1]);
+  void* ua = zs_obj_read_begin(u.pool, u.a, 100, buf[2]);
+  void* b = zs_obj_read_begin(t.pool, t.b, 100, buf[3]);
+  zs_free(t.pool, c);  // same zspage, not being read
+  zs_obj_read_end(t.pool, t.a, 100, a1);
+  EXPECT_EQ(std::memcmp(a2, expected.data(), 100), 0);
+  zs_obj_read_end(t.pool, t.b, 100, b);
+  zs_obj_read_end(u.pool, u.a, 100, ua);
+  zs_obj_read_end(t.pool, t.a, 100, a2);
+  EXPECT_EQ(zs_check_pool(t.pool, stderr), 0);
+  EXPECT_EQ(zs_check_pool(u.pool, stderr), 0);
+  for (TwoObjects* p : {&t, &u}) {
+    zs_free(p->pool, p->a);
+    EXPECT_TRUE(check_object(p->pool, p->b, expected));
+    zs_free(p->pool, p->b);
+    zs_compact(p->pool);
+    EXPECT_EQ(zs_get_total_pages(p->pool), 0u);
+    zs_destroy_pool(p->pool);
+  }
+}
+
+// Handles of successive hardened pools differ, though their cells are at the same address.
+TEST(Hardened, APoolDoesNotReuseADestroyedPoolsHandles) {
+  zs_pool* a = hardened_pool("a");
+  unsigned long stale = store_pattern(a, 100);
+  zs_destroy_pool(a);
+  zs_pool* b = hardened_pool("b");
+  EXPECT_NE(store_pattern(b, 100), stale);
+  zs_destroy_pool(b);
+}
+
+// Hardened handles go through everything that takes or rewrites one: profiling's tag slot,
+// compaction's moves, the capacity and the check.
+TEST(Hardened, ProfilingAndCompactionWithHardenedHandles) {
+  int was = zs_alloc_profiling_set(1);
+  zs_pool* pool = hardened_pool("h", 1);
+  std::vector<unsigned long> handles;
+  for (int i = 0; i < 2000; i++) handles.push_back(store_pattern(pool, 200));
+  for (size_t i = 0; i < handles.size(); i++)
+    if (i % 4 != 0) zs_free(pool, handles[i]);
+  EXPECT_GT(zs_compact(pool), 0u);
+  EXPECT_EQ(zs_check_pool(pool, stderr), 0);
+  std::vector<uint8_t> expected = make_pattern(200, 200);
+  for (size_t i = 0; i < handles.size(); i += 4) {
+    ASSERT_TRUE(check_object(pool, handles[i], expected));
+    EXPECT_GE(zs_obj_capacity(pool, handles[i]), 200u);
+    zs_free(pool, handles[i]);
+  }
+  EXPECT_EQ(zs_check_pool(pool, stderr), 0);
+  zs_destroy_pool(pool);
+  if (was >= 0) zs_alloc_profiling_set(was);
 }
 
 // Under a valid workload a hardened pool behaves like a default one: no false report.

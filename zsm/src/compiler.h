@@ -49,6 +49,11 @@
 #ifndef ZSM_COLD_PATH
 #define ZSM_COLD_PATH __attribute__((noinline, cold))
 #endif
+// A path kept out of its caller's fast path but not cold (not optimised for size): the
+// stores of hardened pools.
+#ifndef ZSM_OFF_FAST_PATH
+#define ZSM_OFF_FAST_PATH __attribute__((noinline))
+#endif
 
 // Allocation profiling (profile.h): ZSM_PROFILING compiles it in; its hooks, run behind one
 // cheap check, are out of line unless ZSM_PROFILING_INLINE asks for them inline (the A/B of

@@ -22,6 +22,12 @@ static_assert((kMaxChain << kMaxPageShift) / kMinAllocSize <= kObjIndexMask + 1,
               "object index bits must cover the largest zspage");
 inline constexpr uintptr_t kAddressLimit = uintptr_t{1} << (64 - kObjIndexBits);
 
+// A hardened pool's handle = cell address ^ (generation << kHandleTagShift): cells lie below
+// kAddressLimit, so the top bits are free to tell the pool (pool.cpp, "Hardened pools").
+// Generations run 1..kHandleGenerations; a default pool's handle is the cell address.
+inline constexpr unsigned kHandleTagShift = 64 - kObjIndexBits;
+inline constexpr unsigned long kHandleGenerations = (1UL << (64 - kHandleTagShift)) - 1;
+
 // header = handle | (object size - 1) << kHeaderSizeShift | OBJ_ALLOCATED_TAG. Handles are
 // addresses below kAddressLimit, so the top 16 bits carry the size the object was allocated
 // with (checked in hardened pools, counted by profiling). A free object's first word is a

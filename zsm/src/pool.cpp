@@ -64,14 +64,36 @@
 // the cell with a release store: a reader that sees the new cell sees the copied bytes.
 //
 // Hardened pools (ZS_POOL_HARDENED). Misuse must be caught before it corrupts anything, at
-// the price of a few instructions, so the checks use only what the pool keeps anyway. A
-// handle is checked to be a cell of the pool's region (a range check), and its cell to hold
-// an obj: a cell that holds none holds 0 (never used) or a free link, which is an address in
-// the region, while an obj is a ZsPage address shifted up by 16, above any address. The
-// check is made on every read of the cell, under the class lock too, so that two threads
-// freeing one handle cannot both pass it. A free also checks the object's header against the
-// handle, and reads and writes are checked against the size in the header. A double free is
-// missed only once the handle has been handed out again. Failures go to report.h.
+// the price of a few instructions, so the checks use only what the pool keeps anyway, and
+// only in branches a default pool never takes.
+//   Handles. A hardened pool's handle is its cell's address with the pool's tag in the top
+//   16 bits, which no cell address uses (obj.h): tag = generation << 48, the generation
+//   counted per process over hardened pools (1..65535, then round again). A new pool's
+//   region often lies where a destroyed one's did, so the address alone cannot tell a live
+//   handle from a stale one; the tag can, until 65535 more hardened pools have been created
+//   (a stale handle of a pool created exactly k * 65535 pools earlier, whose cell is live at
+//   the same address, is taken for the live one). Never reusing a region's address would
+//   need no such limit, but each region holds 8 GiB of address space, and tests and fuzzers
+//   create tens of thousands of pools. Headers and every internal path hold the cell's
+//   address; the tag is stripped where a call is checked and added where a store returns.
+//   A handle is checked to be one of the pool's cells once stripped (a range check: a wrong
+//   tag leaves top bits set), and its cell to hold an obj: a cell that holds none holds 0
+//   (never used) or a free link, which is an address in the region, while an obj is a ZsPage
+//   address shifted up by 16, above any address. The check is made on every read of the
+//   cell, under the class lock too, so that two threads freeing one handle cannot both pass
+//   it. A free also checks the object's header against the cell, and reads and writes are
+//   checked against the size in the header. A double free is missed only once the handle
+//   has been handed out again. A store reaches the tagging path through the one compare it
+//   makes anyway (Pool::store_size_limit), so a default pool's store pays nothing for it.
+//   Reads. Each thread records the reads it has in progress (open_reads.h): a read_end must
+//   match one, and unlocks the zspage that read locked, with a decrement that refuses a
+//   count that is not positive (-1 would read as "a writer holds it"); a free of an
+//   object the thread is reading is refused. A free of an object another thread reads cannot
+//   be told from a free of its neighbour (the zspage lock counts readers of all its
+//   objects), so it goes ahead; that read's end finds the cell changed and reports it, and
+//   meanwhile nothing is unlocked wrongly. Missed: the freed slot and cell reused by a new
+//   store before the read ends, which leaves the cell as the read found it.
+//   Failures go to report.h.
 #include "pool.h"
 
 #include <sched.h>
@@ -84,6 +106,7 @@
 
 #include "check.h"
 #include "obj.h"
+#include "open_reads.h"
 #include "pool_types.h"
 #include "profile.h"
 #include "report.h"
@@ -395,45 +418,57 @@ struct TrustHandle {
   void check_header(ClassGeometry, unsigned long) const {}
 };
 
+// The handle a hardened pool returns for a cell: the cell's address with the pool's tag.
+inline unsigned long tag_handle(const Pool* pool, unsigned long cell) {
+  return cell ^ pool->handle_tag;
+}
+
 struct CheckHandle {
   const Pool* pool;
   const char* call;
-  unsigned long handle;
+  unsigned long cell;  // the handle's cell: the handle without the pool's tag
+  // The handle as the caller passed it, for a report (kept as `cell` alone, which saves a
+  // register on the paths that check).
+  [[nodiscard]] unsigned long handle() const { return tag_handle(pool, cell); }
   // A cell of this pool that holds no obj holds 0 or a link inside the cell region.
   ZSM_ALWAYS_INLINE unsigned long operator()(unsigned long obj) const {
     if (ZSM_UNLIKELY(obj == 0 || pool->cells.contains(obj)))
-      report_free_handle(pool, call, handle);
+      report_free_handle(pool, call, handle());
     return obj;
   }
   // The header of the pinned object `obj` names the handle (huge objects have none).
   ZSM_ALWAYS_INLINE void check_header(ClassGeometry g, unsigned long obj) const {
     if (is_huge(g)) return;
     unsigned long header = *obj_word(obj_location(g, obj_to_zspage(obj), obj_to_idx(obj)));
-    if (ZSM_UNLIKELY(header_to_handle(header) != handle))
-      report_corrupt_header(pool, call, handle, header);
+    if (ZSM_UNLIKELY(header_to_handle(header) != cell))
+      report_corrupt_header(pool, call, handle(), header);
   }
 };
 
-// A hardened pool's check that `handle` is one of its cells; returns the checker for what
-// the cell holds.
+// A hardened pool's check that `handle` is one of its own: its tag is the pool's and the
+// rest is one of its cells (a wrong tag leaves top bits set, which no cell address has).
+// Returns the checker for what the cell holds.
 ZSM_ALWAYS_INLINE CheckHandle check_handle(const Pool* pool, const char* call,
                                            unsigned long handle) {
-  if (ZSM_UNLIKELY(!pool->cells.is_cell(handle)))
-    report_foreign_handle(pool, call, handle);
-  return {pool, call, handle};
+  unsigned long cell = handle ^ pool->handle_tag;
+  if (ZSM_UNLIKELY(!pool->cells.is_cell(cell))) report_foreign_handle(pool, call, handle);
+  return {pool, call, cell};
 }
 
-// Locks the class of the object behind `handle` and returns it; the object is pinned until
+// The lookups below take the handle's cell address: a default pool's handle is that
+// address, a hardened pool's is stripped of its tag by check_handle() first.
+
+// Locks the class of the object behind the cell and returns it; the object is pinned until
 // the caller unlocks (see "Finding an object's class" above).
 template <typename Check>
-ZSM_ALWAYS_INLINE SizeClass* lock_class_of(unsigned long handle, Check check)
+ZSM_ALWAYS_INLINE SizeClass* lock_class_of(unsigned long cell, Check check)
     ZSM_NO_THREAD_SAFETY_ANALYSIS {
   Backoff backoff;
   for (;;) {
-    SizeClass* cls = obj_to_zspage(check(handle_to_obj(handle)))->cls.load(std::memory_order_relaxed);
+    SizeClass* cls = obj_to_zspage(check(handle_to_obj(cell)))->cls.load(std::memory_order_relaxed);
     if (ZSM_LIKELY(cls != nullptr)) {
       cls->lock.lock();
-      ZsPage* zspage = obj_to_zspage(check(handle_to_cell(handle)->load(std::memory_order_relaxed)));
+      ZsPage* zspage = obj_to_zspage(check(handle_to_cell(cell)->load(std::memory_order_relaxed)));
       if (ZSM_LIKELY(zspage->cls.load(std::memory_order_relaxed) == cls)) return cls;
       cls->lock.unlock();
     }
@@ -441,25 +476,25 @@ ZSM_ALWAYS_INLINE SizeClass* lock_class_of(unsigned long handle, Check check)
   }
 }
 
-// Takes the read lock of the zspage that holds the object behind `handle`; returns the obj.
+// Takes the read lock of the zspage that holds the object behind the cell; returns the obj.
 template <typename Check>
-ZSM_ALWAYS_INLINE unsigned long read_lock_obj(unsigned long handle, Check check) {
+ZSM_ALWAYS_INLINE unsigned long read_lock_obj(unsigned long cell, Check check) {
   Backoff backoff;
   for (;;) {
-    unsigned long obj = check(handle_to_obj(handle));
+    unsigned long obj = check(handle_to_obj(cell));
     ZsPage* zspage = obj_to_zspage(obj);
     if (ZSM_LIKELY(zspage->lock.try_read())) {
-      if (ZSM_LIKELY(handle_to_obj(handle) == obj)) return obj;
+      if (ZSM_LIKELY(handle_to_obj(cell) == obj)) return obj;
       zspage->lock.read_unlock();
     }
     backoff.pause();
   }
 }
 
-// Drops the read lock read_lock_obj() took on the zspage of the object behind `handle`.
-template <typename Check>
-ZSM_ALWAYS_INLINE void read_unlock_obj(unsigned long handle, Check check) {
-  obj_to_zspage(check(handle_to_cell(handle)->load(std::memory_order_relaxed)))->lock.read_unlock();
+
+// Drops the read lock a default pool's read took on the zspage of the object behind `handle`.
+inline void read_unlock_obj(unsigned long handle) {
+  obj_to_zspage(handle_to_cell(handle)->load(std::memory_order_relaxed))->lock.read_unlock();
 }
 
 // The zspage of a pinned object: its class pointer is stable.
@@ -467,14 +502,57 @@ inline SizeClass* pinned_class(unsigned long obj) {
   return obj_to_zspage(obj)->cls.load(std::memory_order_relaxed);
 }
 
-// The pinned object behind `handle` for a read or write of `len` bytes: a hardened pool
-// also checks the handle and the object's size.
+// A hardened pool's pin_for_access(): the handle and the object's size checked. Inlined into
+// pin_for_access(), whose default path bench/golden counts: out of line it would change the
+// code of that path too.
+ZSM_ALWAYS_INLINE unsigned long pin_checked(Pool* pool, const char* call, unsigned long handle, size_t len) {
+  CheckHandle check = check_handle(pool, call, handle);
+  unsigned long obj = read_lock_obj(check.cell, check);
+  size_t size = obj_size(pinned_class(obj)->geom, obj);
+  if (ZSM_UNLIKELY(len > size)) report_out_of_bounds(pool, call, check.handle(), len, size);
+  return obj;
+}
+
+// The pinned object behind `handle` for a write of `len` bytes, or a look at it: a hardened
+// pool also checks the handle and the object's size.
 unsigned long pin_for_access(Pool* pool, const char* call, unsigned long handle, size_t len) {
   if (ZSM_LIKELY(!pool->hardened)) return read_lock_obj(handle, TrustHandle{});
-  unsigned long obj = read_lock_obj(handle, check_handle(pool, call, handle));
-  size_t size = obj_size(pinned_class(obj)->geom, obj);
-  if (ZSM_UNLIKELY(len > size)) report_out_of_bounds(pool, call, handle, len, size);
+  return pin_checked(pool, call, handle, len);
+}
+
+// The reads in progress on this thread, in hardened pools (open_reads.h).
+thread_local OpenReads open_reads;
+
+// A hardened pool's pin for zs_obj_read_begin(): checked, and recorded as a read in progress.
+unsigned long pin_and_record_read(Pool* pool, unsigned long handle, size_t len) {
+  const char* call = "zs_obj_read_begin";
+  if (ZSM_UNLIKELY(open_reads.full()))
+    report_too_many_reads(pool, call, handle, OpenReads::kMaxReads);
+  unsigned long obj = pin_checked(pool, call, handle, len);
+  open_reads.add(pool, handle, obj);
   return obj;
+}
+
+// The pinned object behind `handle` for a read of `len` bytes (pin_for_access(), and a
+// hardened pool records the read).
+unsigned long pin_for_read(Pool* pool, unsigned long handle, size_t len) {
+  if (ZSM_LIKELY(!pool->hardened)) return read_lock_obj(handle, TrustHandle{});
+  return pin_and_record_read(pool, handle, len);
+}
+
+// A hardened pool's zs_obj_read_end(): ends a read of the handle in progress on this thread,
+// unlocking the zspage that read locked. The cell must still hold the object the read
+// began on: a free cannot have moved it, only freed it.
+void end_recorded_read(Pool* pool, unsigned long handle) {
+  const char* call = "zs_obj_read_end";
+  CheckHandle check = check_handle(pool, call, handle);
+  OpenReads::Read* read = open_reads.find(pool, handle);
+  if (ZSM_UNLIKELY(read == nullptr)) report_no_read_in_progress(pool, call, handle);
+  if (ZSM_UNLIKELY(handle_to_obj(check.cell) != read->obj))
+    report_freed_while_read(pool, call, handle);
+  if (ZSM_UNLIKELY(!obj_to_zspage(read->obj)->lock.read_unlock_checked()))
+    report_invariant(pool, "zs_obj_read_end: a read in progress found its zspage's reader count not positive");
+  open_reads.remove(read);
 }
 
 // Places an object of `size` bytes for `handle` in the first free slot of `zspage`, fills it
@@ -495,15 +573,12 @@ ZSM_ALWAYS_INLINE void place_object(Pool* pool, SizeClass* cls, ZsPage* zspage,
   cls->stats[ZS_OBJS_INUSE]++;
 }
 
-// The body of zs_malloc() and zs_store(), written once: `fill` runs under the class lock
-// once the object is placed, before anyone else can see the handle.
+// The body of zs_malloc() and zs_store() for a request that fits a page: places the object
+// and returns its cell (0 with errno ENOMEM). `fill` runs under the class lock once the
+// object is placed, before anyone else can see the cell.
 template <typename Fill>
-ZSM_ALWAYS_INLINE unsigned long zs_alloc(Pool* pool, size_t size, zs_alloc_tag* tag, Fill fill)
+ZSM_ALWAYS_INLINE unsigned long alloc_cell(Pool* pool, size_t size, zs_alloc_tag* tag, Fill fill)
     ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  if (ZSM_UNLIKELY(pool == nullptr || size - 1 >= pool->page_size)) {
-    errno = pool == nullptr || size == 0 ? EINVAL : ENOSPC;
-    return 0;
-  }
   SizeClass* cls = lock_store_shard(pool, class_for_size(pool, size + kHandleSize));
   unsigned long handle = cache_alloc_handle(pool, cls);
   if (ZSM_UNLIKELY(handle == 0)) {
@@ -536,6 +611,29 @@ ZSM_ALWAYS_INLINE unsigned long zs_alloc(Pool* pool, size_t size, zs_alloc_tag* 
   debug_check_class(pool, cls, zspage);
   cls->lock.unlock();
   return handle;
+}
+
+// zs_alloc() off its fast path: a bad argument, or any store into a hardened pool, whose
+// handle carries the pool's tag.
+template <typename Fill>
+ZSM_OFF_FAST_PATH unsigned long alloc_checked(Pool* pool, size_t size, zs_alloc_tag* tag,
+                                              Fill fill) {
+  if (pool == nullptr || size - 1 >= pool->page_size) {
+    errno = pool == nullptr || size == 0 ? EINVAL : ENOSPC;
+    return 0;
+  }
+  unsigned long cell = alloc_cell(pool, size, tag, fill);
+  return cell != 0 ? tag_handle(pool, cell) : 0;
+}
+
+// The body of zs_malloc() and zs_store(), written once. The compare every store makes of
+// the size against Pool::store_size_limit also sends a hardened pool's stores off the fast
+// path, so that a default pool's stores pay nothing for hardened ones.
+template <typename Fill>
+ZSM_ALWAYS_INLINE unsigned long zs_alloc(Pool* pool, size_t size, zs_alloc_tag* tag, Fill fill) {
+  if (ZSM_UNLIKELY(pool == nullptr || size - 1 >= pool->store_size_limit))
+    return alloc_checked(pool, size, tag, fill);
+  return alloc_cell(pool, size, tag, fill);
 }
 
 // zs_store()'s fill, inlined like the rest of its body, so that what zs_store() calls is
@@ -577,15 +675,23 @@ ZSM_ALWAYS_INLINE void free_locked(Pool* pool, SizeClass* cls, unsigned long han
   cls->lock.unlock();
 }
 
-// zs_free() with the handle trusted, or in a hardened pool checked, with its cell and the
-// object's header, before anything changes.
+// zs_free() of the object behind the cell, trusted, or in a hardened pool checked, with the
+// cell and the object's header, before anything changes.
 template <typename Check>
-ZSM_ALWAYS_INLINE void free_handle(Pool* pool, unsigned long handle, Check check)
+ZSM_ALWAYS_INLINE void free_cell(Pool* pool, unsigned long cell, Check check)
     ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  SizeClass* cls = lock_class_of(handle, check);
-  unsigned long obj = handle_to_cell(handle)->load(std::memory_order_relaxed);
+  SizeClass* cls = lock_class_of(cell, check);
+  unsigned long obj = handle_to_cell(cell)->load(std::memory_order_relaxed);
   check.check_header(cls->geom, obj);
-  free_locked(pool, cls, handle, obj);
+  free_locked(pool, cls, cell, obj);
+}
+
+// A hardened pool's zs_free(): the handle checked, and refused while this thread reads it.
+void free_checked(Pool* pool, unsigned long handle) {
+  CheckHandle check = check_handle(pool, "zs_free", handle);
+  if (ZSM_UNLIKELY(open_reads.find(pool, handle) != nullptr))
+    report_free_while_read(pool, "zs_free", handle);
+  free_cell(pool, check.cell, check);
 }
 
 }  // namespace
@@ -611,9 +717,9 @@ unsigned long zs_store_tagged(Pool* pool, const void* src, size_t size, zs_alloc
 void zs_free(Pool* pool, unsigned long handle) {
   if (ZSM_UNLIKELY(pool == nullptr || handle == 0)) return;
   if (ZSM_UNLIKELY(pool->hardened))
-    free_handle(pool, handle, check_handle(pool, "zs_free", handle));
+    free_checked(pool, handle);
   else
-    free_handle(pool, handle, TrustHandle{});
+    free_cell(pool, handle, TrustHandle{});
 }
 
 void zs_obj_write(Pool* pool, unsigned long handle, const void* src, size_t size) {
@@ -636,7 +742,7 @@ void* zs_obj_read_begin(Pool* pool, unsigned long handle, size_t mem_len, void* 
     errno = EINVAL;
     return nullptr;
   }
-  unsigned long obj = pin_for_access(pool, "zs_obj_read_begin", handle, mem_len);
+  unsigned long obj = pin_for_read(pool, handle, mem_len);
   ZsPage* zspage = obj_to_zspage(obj);
   const SizeClass* cls = pinned_class(obj);
   if (ZSM_UNLIKELY(mem_len > obj_capacity(cls))) {
@@ -658,9 +764,9 @@ void* zs_obj_read_begin(Pool* pool, unsigned long handle, size_t mem_len, void* 
 void zs_obj_read_end(Pool* pool, unsigned long handle, size_t, void*) {
   if (ZSM_UNLIKELY(pool == nullptr || handle == 0)) return;
   if (ZSM_UNLIKELY(pool->hardened))
-    read_unlock_obj(handle, check_handle(pool, "zs_obj_read_end", handle));
+    end_recorded_read(pool, handle);
   else
-    read_unlock_obj(handle, TrustHandle{});
+    read_unlock_obj(handle);
 }
 
 size_t zs_obj_capacity(Pool* pool, unsigned long handle) {
@@ -852,6 +958,15 @@ unsigned default_shards() {
   return shards;
 }
 
+// Hardened pools created in this process, whose count gives each its handle tag.
+std::atomic<unsigned long> hardened_pools_created{0};
+
+// The next hardened pool's handle tag: generations 1..kHandleGenerations in turn.
+unsigned long next_handle_tag() {
+  unsigned long n = hardened_pools_created.fetch_add(1, std::memory_order_relaxed);
+  return (n % kHandleGenerations + 1) << kHandleTagShift;
+}
+
 // Address space the pool's own page source reserves: the memory limit when there is one
 // (capped, so that an unreachable limit cannot overflow), else the source's default.
 size_t reserve_for_limit(unsigned long max_pages, size_t page_size) {
@@ -963,6 +1078,8 @@ Pool* zs_create_pool(const char* name, const zs_pool_config* cfg) ZSM_NO_THREAD_
   pool->table = build_class_table(pool->page_size, chain);
   pool->max_pages = cfg->max_pages;
   pool->hardened = (cfg->flags & ZS_POOL_HARDENED) != 0;
+  pool->store_size_limit = pool->hardened ? 0 : pool->page_size;
+  if (pool->hardened) pool->handle_tag = next_handle_tag();
   if (cfg->page_source != nullptr) {
     pool->source = *cfg->page_source;
   } else {

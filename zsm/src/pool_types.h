@@ -121,12 +121,16 @@ struct Pool {
   uint32_t nr_classes = 0;                       // nr_distinct * nr_shards
   uint32_t shard_mask = 0;                       // nr_shards - 1
   uint32_t page_size = 0;
+  // What a store's size - 1 must be below to take the fast path: page_size in a default
+  // pool; 0 in a hardened one, so that its stores take the path that tags handles.
+  uint32_t store_size_limit = 0;
   unsigned long max_pages = 0;                   // 0 = no limit
 
   Mutex source_lock;                             // serialises calls into `source`
   zs_page_source source = {};
   VmSource* own_source = nullptr;                // the default source, when the pool made it
   bool hardened = false;                         // ZS_POOL_HARDENED
+  unsigned long handle_tag = 0;                  // hardened: the generation in handles' top bits
 
   CellRegion cells;                              // where every handle cell lies
   ShardArenas* arenas = nullptr;                 // nr_shards of them

@@ -7,8 +7,9 @@
 // the pool's CellRegion.
 //
 // CellRegion is one reserved range of address space per pool that every handle cell of the
-// pool lies in, so that "is this a handle of this pool" is a range check (hardened pools,
-// see pool.cpp). Every word of the carved part is a cell or a chunk header, and holds one of:
+// pool lies in, so that "is this a cell of this pool" is a range check (hardened pools, see
+// pool.cpp). A region's address is often reused by the next pool, so in time the range
+// alone cannot tell pools apart: hardened handles also carry a tag (pool.cpp). Every word of the carved part is a cell or a chunk header, and holds one of:
 // 0 (never used), an address inside the region (a free cell's link, or a chunk link), or a
 // live obj (ZsPage address << 16, far above any address). When allocation profiling is built
 // in, a second range of the same size mirrors the first: the word at the same offset there is

@@ -27,7 +27,7 @@ namespace {
 }  // namespace
 
 void report_foreign_handle(const Pool* pool, const char* call, unsigned long handle) {
-  die(pool, "%s(handle %#lx): not a handle of this pool (never returned by it, or from another pool)",
+  die(pool, "%s(handle %#lx): not a handle of this pool (never returned by it, from another pool, or from a destroyed one)",
       call, handle);
 }
 
@@ -46,6 +46,27 @@ void report_out_of_bounds(const Pool* pool, const char* call, unsigned long hand
                           size_t size) {
   die(pool, "%s(handle %#lx): %zu bytes of an object of %zu bytes (past its end)", call, handle,
       len, size);
+}
+
+void report_no_read_in_progress(const Pool* pool, const char* call, unsigned long handle) {
+  die(pool, "%s(handle %#lx): no read of this handle is in progress on this thread (never begun, ended already, or begun in another thread)",
+      call, handle);
+}
+
+void report_free_while_read(const Pool* pool, const char* call, unsigned long handle) {
+  die(pool, "%s(handle %#lx): the object is being read by this thread (zs_obj_read_end() first)",
+      call, handle);
+}
+
+void report_freed_while_read(const Pool* pool, const char* call, unsigned long handle) {
+  die(pool, "%s(handle %#lx): the object was freed while this read was in progress", call,
+      handle);
+}
+
+void report_too_many_reads(const Pool* pool, const char* call, unsigned long handle,
+                           unsigned max) {
+  die(pool, "%s(handle %#lx): more than %u reads in progress on this thread (the limit of a hardened pool)",
+      call, handle, max);
 }
 
 void report_invariant(const Pool* pool, const char* what) {

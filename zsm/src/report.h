@@ -13,7 +13,8 @@ inline namespace ZSM_VARIANT_NS {
 
 struct Pool;
 
-// `handle` is not a handle cell of this pool: never returned by it, or from another pool.
+// `handle` is not a handle of this pool: never returned by it, from another pool, or from a
+// destroyed pool.
 [[noreturn]] ZSM_COLD_PATH void report_foreign_handle(const Pool* pool, const char* call,
                                                       unsigned long handle);
 // `handle` is a cell of this pool that holds no object: freed already, or never returned.
@@ -27,6 +28,20 @@ struct Pool;
 [[noreturn]] ZSM_COLD_PATH void report_out_of_bounds(const Pool* pool, const char* call,
                                                      unsigned long handle, size_t len,
                                                      size_t size);
+// zs_obj_read_end() of a handle this thread has no read of in progress: never begun, ended
+// already, or begun in another thread.
+[[noreturn]] ZSM_COLD_PATH void report_no_read_in_progress(const Pool* pool, const char* call,
+                                                           unsigned long handle);
+// A free of an object this thread is reading.
+[[noreturn]] ZSM_COLD_PATH void report_free_while_read(const Pool* pool, const char* call,
+                                                       unsigned long handle);
+// The end of a read whose object was freed (by another thread) while the read was in
+// progress.
+[[noreturn]] ZSM_COLD_PATH void report_freed_while_read(const Pool* pool, const char* call,
+                                                        unsigned long handle);
+// A read begun on a thread that holds `max` reads already (open_reads.h).
+[[noreturn]] ZSM_COLD_PATH void report_too_many_reads(const Pool* pool, const char* call,
+                                                      unsigned long handle, unsigned max);
 // A broken invariant found by the debug checks (check.cpp), described by `what`.
 [[noreturn]] ZSM_COLD_PATH void report_invariant(const Pool* pool, const char* what);
 

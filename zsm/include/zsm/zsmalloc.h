@@ -15,8 +15,12 @@
  * int result return -1 with errno EINVAL, queries return 0 (zs_pool_name(): ""), and
  * zs_free(), zs_obj_read_end(), zs_pool_stats() and zs_destroy_pool() do nothing; a NULL out
  * pointer is the same. A handle that this pool never returned, has freed, or that belongs to
- * another pool is undefined behaviour in a default pool; a hardened pool (ZS_POOL_HARDENED)
- * reports it and aborts.
+ * another pool (or to a destroyed one) is undefined behaviour in a default pool; so are
+ * zs_obj_read_end() without a read of that handle in progress (never begun, ended already,
+ * or a different handle's), and zs_free() of an object while a read of it is in progress:
+ * a default pool may then hang (a later read or write of another object of the same zspage
+ * waits for ever) or let compaction move an object that is being read. A hardened pool
+ * (ZS_POOL_HARDENED) reports each of these and aborts.
  *
  * Differences from the kernel are listed in README.md ("What differs from the kernel").
  */
@@ -65,10 +69,19 @@ struct zs_pool_config {
 /*
  * Hardened pool: every call that takes a handle checks that this pool handed it out and that
  * it is still allocated, and reads and writes are checked against the size the object was
- * allocated with. A violation (double free, a handle never returned or from another pool, a
- * read or write past the object's size) is reported on stderr and aborts the process, before
- * anything in the pool is changed. Without the flag these are undefined behaviour. The cost
- * is a few instructions per call (README.md, "Hardened mode").
+ * allocated with. Each thread's reads in progress are recorded: zs_obj_read_end() must end
+ * one of them (a read is ended on the thread that began it), and zs_free() of an object the
+ * thread is reading is refused. A violation
+ * (double free, a handle never returned or from another pool or a destroyed one, a read or
+ * write past the object's size, an unmatched zs_obj_read_end(), a free of an object being
+ * read) is reported on stderr and aborts the process, before anything in the pool is
+ * changed. Without the flag these are undefined behaviour. Limits: a thread may have at most
+ * 32 reads in progress at once (one more is reported); a free by another thread of an object
+ * being read is reported at that read's zs_obj_read_end() (unless a new store has taken the
+ * same slot and handle meanwhile); a destroyed hardened pool's handles are recognised as
+ * foreign until 65535 more hardened pools have been created in the process. A
+ * hardened pool's handles are not addresses (the top bits tag the pool). The cost is a few
+ * instructions per call (README.md, "Hardened pools").
  */
 #define ZS_POOL_HARDENED 0x1u
 
@@ -117,7 +130,7 @@ unsigned long zs_store(struct zs_pool *pool, const void *src, size_t size);
 
 /*
  * Free the object behind `handle`. Handle 0 and a NULL pool are no-ops. Freeing a handle
- * twice, or one from another pool, is undefined behaviour.
+ * twice, one from another pool, or one whose object is being read, is undefined behaviour.
  */
 void zs_free(struct zs_pool *pool, unsigned long handle);
 
@@ -139,7 +152,11 @@ void zs_obj_write(struct zs_pool *pool, unsigned long handle, const void *src, s
 void *zs_obj_read_begin(struct zs_pool *pool, unsigned long handle, size_t mem_len,
 			void *local_copy);
 
-/* End a read begun by zs_obj_read_begin(); `mem` is the pointer it returned. */
+/*
+ * End a read begun by zs_obj_read_begin(); `mem` is the pointer it returned. Reads may nest
+ * (several at once, of one handle too); each read_begin takes one read_end. One without a
+ * read of the handle in progress is undefined behaviour (a hardened pool reports it).
+ */
 void zs_obj_read_end(struct zs_pool *pool, unsigned long handle, size_t mem_len, void *mem);
 
 /* Bytes the object can hold: its class size less the 8-byte header (huge objects: the page). */
