@@ -191,14 +191,21 @@ def report(configs):
     return "\n".join(lines) + "\n" + markdown(configs)
 
 
-def main():
-    """Redraws the report of a saved run, its summaries recomputed from the raw figures."""
-    with open(sys.argv[1]) as fh:
+def load(path):
+    """A saved run (ab.py's results.json), every configuration's summary recomputed from its
+    raw figures."""
+    with open(path) as fh:
         data = json.load(fh)
     st = data["settings"]
     for c in data["configs"]:
         c["summary"] = ab_analysis.summarize(c["raw"], st["sizes"], st["functions"],
                                              st["helpers"])
+    return data
+
+
+def main():
+    """Prints the report of a saved run again."""
+    data = load(sys.argv[1])
     print("\n".join(data["header"]) + "\n\n" + report(data["configs"]))
 
 

@@ -1,27 +1,19 @@
 #!/usr/bin/python3
 """Redraws the A/B plot of a saved run: ab.png (and its data, ab_plot.dat) in OUT_DIR from
 tools/ab.py's results.json, with the A/B report's own plot (tools/ab_report.py), summaries
-recomputed from the raw figures as `ab_report.py results.json` does.
+recomputed from the raw figures (ab_report.load), as `ab_report.py results.json` does.
 Usage: ab_png.py RESULTS_JSON OUT_DIR
 """
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import ab_analysis  # noqa: E402
 import ab_report  # noqa: E402
 
 
 def main():
     results, out_dir = sys.argv[1], sys.argv[2]
-    with open(results) as fh:
-        data = json.load(fh)
-    st = data["settings"]
-    for c in data["configs"]:
-        c["summary"] = ab_analysis.summarize(c["raw"], st["sizes"], st["functions"],
-                                             st["helpers"])
-    print(ab_report.plot(data["configs"], out_dir))
+    print(ab_report.plot(ab_report.load(results)["configs"], out_dir))
 
 
 if __name__ == "__main__":
