@@ -38,7 +38,6 @@ Usage: ab.py [--compilers gcc,clang] [--pgo] [--cxxflags FLAGS] [--patched-defs 
        ab.py --write-golden [--compilers gcc,clang] [--golden FILE]
 """
 import argparse
-import concurrent.futures
 import dataclasses
 import glob
 import json
@@ -54,6 +53,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ab_analysis  # noqa: E402
 import ab_report  # noqa: E402
 import count_pairs  # noqa: E402
+import gbench  # noqa: E402
 import golden  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -187,25 +187,20 @@ def compiler_of(d):
 # --- measuring --------------------------------------------------------------------------------
 
 def count_instructions(binary, sizes, pairs, out_json):
-    runs = [(v, f, s) for v in ab_analysis.VARIANTS for f in ab_analysis.FAMILIES for s in sizes]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=JOBS) as pool:
-        results = list(pool.map(lambda r: count_pairs.run_one(binary, *r, pairs), runs))
-    with open(out_json, "w") as fh:
-        json.dump({"pairs": pairs, "results": results}, fh, indent=1)
+    results = count_pairs.count(binary, ab_analysis.VARIANTS, sizes, pairs)
+    count_pairs.save(out_json, pairs, results)
     return results
 
 
 def run_bench(binary, variants, args, repetitions, out_json):
     """One zsm_pair_bench run of the measured benchmarks; their samples."""
-    cmd = [binary, f"--benchmark_filter={bench_filter(variants, args.sizes)}",
-           f"--benchmark_repetitions={repetitions}", f"--benchmark_min_time={args.min_time}",
-           "--benchmark_enable_random_interleaving=true",
-           f"--benchmark_out={out_json}", "--benchmark_out_format=json"]
-    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"[ab] failed: {' '.join(cmd)}\n{proc.stderr[-3000:]}")
-    with open(out_json) as fh:
-        return ab_analysis.bench_samples(json.load(fh))
+    flags = [f"--benchmark_filter={bench_filter(variants, args.sizes)}",
+             f"--benchmark_repetitions={repetitions}", f"--benchmark_min_time={args.min_time}",
+             "--benchmark_enable_random_interleaving=true"]
+    try:
+        return ab_analysis.bench_samples(gbench.run(binary, flags, out_json))
+    except RuntimeError as e:
+        sys.exit(f"[ab] failed: {e}")
 
 
 def time_separate(builds, args, results, progress, label):

@@ -1,7 +1,7 @@
 """The arithmetic of the A/B (tools/ab.py): what it makes of the raw figures. Pure functions
 over parsed data, no processes run here, so every one is unit-tested (tools/ab_test.py).
 
-  Google Benchmark JSON -> per-benchmark samples; two sample sets -> medians, delta and a
+  Google Benchmark JSON (read by gbench) -> per-benchmark samples; two sample sets -> medians, delta and a
   two-sided Mann-Whitney U test (scipy), "within noise" when p >= ALPHA; over the sizes, a
   binomial test of how many sizes came out significant, so that one size in eight at
   p < 0.05 (what chance gives) is not sold as a result;
@@ -19,10 +19,12 @@ import statistics
 
 from scipy.stats import binom, mannwhitneyu
 
+import count_pairs
+import gbench
+
 VARIANTS = ("patched", "baseline")
 FAMILIES = {"store": "zs_store+zs_free", "write": "zs_malloc+zs_obj_write+zs_free"}
 ALPHA = 0.05
-NS_PER_UNIT = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 
 SYMBOL = re.compile(r"^zsm::bench_(patched|baseline)::(?:\(anonymous namespace\)::)?"
                     r"(?P<name>[\w:$]+?)\((?P<rest>.*)$")
@@ -40,16 +42,10 @@ def bench_name(family, variant, size):
 
 def bench_samples(data):
     """{run_name: {"cpu_ns": [...], "real_ns": [...]}} from one Google Benchmark JSON output
-    (iteration runs only: aggregates are recomputed here)."""
-    samples = {}
-    for b in data["benchmarks"]:
-        if b.get("run_type") != "iteration" or b.get("error_occurred"):
-            continue
-        scale = NS_PER_UNIT[b.get("time_unit", "ns")]
-        s = samples.setdefault(b["run_name"], {"cpu_ns": [], "real_ns": []})
-        s["cpu_ns"].append(b["cpu_time"] * scale)
-        s["real_ns"].append(b["real_time"] * scale)
-    return samples
+    (iteration runs only, as gbench reads them: aggregates are recomputed here)."""
+    return {name: {"cpu_ns": [gbench.ns(r, "cpu") for r in runs],
+                   "real_ns": [gbench.ns(r, "real") for r in runs]}
+            for name, runs in gbench.iterations(data).items()}
 
 
 def merge_samples(sets):
@@ -181,10 +177,10 @@ def callees(calls, functions):
 # --- one configuration ------------------------------------------------------------------------
 
 def instructions(counts, family, variant, size):
-    for r in counts:
-        if (r["family"], r["allocator"], r["size"]) == (family, variant, size):
-            return r
-    raise KeyError(f"no callgrind count for {variant} {family} {size}")
+    r = count_pairs.find(counts, variant, family, size)
+    if r is None:
+        raise KeyError(f"no callgrind count for {variant} {family} {size}")
+    return r
 
 
 def family_summary(raw, family, sizes):

@@ -15,6 +15,11 @@ perf as a second opinion: instructions of a run with 2N pairs less a run with N 
 --allocators also takes the overhead variants (hardened, prof_inline_off, prof_outline_off,
 prof_inline_on, prof_outline_on; see bench/variants.h), which are not run by default.
 
+Every script that needs instruction counts (ab.py, golden.py, main_job.py, overhead.py) calls
+count() here: the one way the matrix of runs (allocators x their families x sizes) is made,
+run in parallel and ordered. SIZES, the sizes of the paired benchmarks, is read from their
+one definition, kSizes in bench/live_set.h.
+
 Usage: count_pairs.py --binary build/rel/bench/zsm_pair_count [--pairs N] [--jobs N]
                       [--sizes 384,784,...] [--allocators patched,baseline,...] [--json FILE]
 """
@@ -28,7 +33,6 @@ import sys
 import tempfile
 import time
 
-SIZES = [384, 784, 1168, 1568, 1952, 2352, 2736, 3136]
 FAMILIES = {"patched": ["store", "write"], "baseline": ["store", "write"],
             "mimalloc": ["store"], "glibc": ["store"]}
 # Variants of patched with something switched on (bench/variants.h); measured on request.
@@ -36,6 +40,20 @@ OVERHEAD = {v: ["store"] for v in ("hardened", "prof_inline_off", "prof_outline_
                                     "prof_inline_on", "prof_outline_on")}
 ALL = {**FAMILIES, **OVERHEAD}
 LINE = re.compile(r"^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S.*)$")
+LIVE_SET_H = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "bench", "live_set.h")
+
+
+def bench_sizes():
+    """The object sizes of the paired benchmarks: kSizes in bench/live_set.h."""
+    with open(LIVE_SET_H) as fh:
+        m = re.search(r"kSizes\[\]\s*=\s*\{([^}]*)\}", fh.read())
+    if m is None:
+        raise RuntimeError(f"no kSizes[] = {{...}} in {LIVE_SET_H}")
+    return [int(s) for s in m.group(1).split(",")]
+
+
+SIZES = bench_sizes()
 
 
 def parse_annotate(text):
@@ -107,6 +125,55 @@ def run_one(binary, allocator, family, size, pairs, use_perf=False):
     return result
 
 
+def count(binary, allocators, sizes, pairs, jobs=os.cpu_count() or 1, use_perf=False,
+          progress=False):
+    """run_one() for every allocator, each of its families and every size, `jobs` at a time;
+    the results ordered by allocator (as ALL lists them), family and size. With progress, a
+    line on stderr counts the runs done."""
+    runs = [(a, f, s) for a in allocators for f in ALL[a] for s in sizes]
+    start = time.time()
+    results = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(run_one, binary, a, f, s, pairs, use_perf) for a, f, s in runs]
+        for done, fut in enumerate(concurrent.futures.as_completed(futures), 1):
+            results.append(fut.result())
+            if progress:
+                print(f"\r[count_pairs] {done}/{len(runs)} callgrind runs, "
+                      f"{time.time() - start:.0f} s", end="", file=sys.stderr, flush=True)
+    if progress:
+        print(file=sys.stderr, flush=True)
+    return sorted(results, key=lambda r: (list(ALL).index(r["allocator"]), r["family"], r["size"]))
+
+
+def find(results, allocator, family, size):
+    """The result of one run, or None."""
+    return next((r for r in results
+                 if (r["allocator"], r["family"], r["size"]) == (allocator, family, size)), None)
+
+
+def save(path, pairs, results):
+    """What --json writes, and what every caller keeps as its raw counts."""
+    with open(path, "w") as fh:
+        json.dump({"pairs": pairs, "results": results}, fh, indent=1)
+
+
+def print_table(results, allocators, sizes, pairs):
+    print(f"Retired instructions per pair (callgrind, {pairs} pairs each; "
+          "allocator = without memcpy and without the benchmark loop)")
+    print(f"{'allocator':10} {'family':6} " + " ".join(f"{s:>14}" for s in sizes))
+    for a in allocators:
+        for f in ALL[a]:
+            cells = [f"{r['total']:6.0f}/{r['allocator_only']:<6.1f}"
+                     for r in (find(results, a, f, s) for s in sizes)]
+            print(f"{a:10} {f:6} " + " ".join(f"{c:>14}" for c in cells))
+    print("(each cell: total incl. memcpy / allocator only)")
+    with_perf = [r for r in results if r.get("perf_total") is not None]
+    if with_perf:
+        print("perf, instructions per pair incl. memcpy and loop: " + ", ".join(
+            f"{r['allocator']}/{r['family']}/{r['size']}: {r['perf_total']:.0f}"
+            for r in with_perf))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -118,40 +185,17 @@ def main():
     ap.add_argument("--json")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    runs = [(a, f, s) for a in args.allocators.split(",") for f in ALL[a] for s in sizes]
+    allocators = args.allocators.split(",")
 
-    start = time.time()
     use_perf = perf_works()
     print(f"[count_pairs] hardware counters: {'yes, perf used too' if use_perf else 'no'}",
-          file=sys.stderr)
-    results = []
-    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(run_one, args.binary, a, f, s, args.pairs, use_perf)
-                   for a, f, s in runs]
-        for done, fut in enumerate(concurrent.futures.as_completed(futures), 1):
-            results.append(fut.result())
-            print(f"\r[count_pairs] {done}/{len(runs)} callgrind runs, "
-                  f"{time.time() - start:.0f} s", end="", file=sys.stderr, flush=True)
-    print(file=sys.stderr)
-    results.sort(key=lambda r: (list(ALL).index(r["allocator"]), r["family"], r["size"]))
-
-    print(f"Retired instructions per pair (callgrind, {args.pairs} pairs each; "
-          "allocator = without memcpy and without the benchmark loop)")
-    print(f"{'allocator':10} {'family':6} " + " ".join(f"{s:>14}" for s in sizes))
-    for a in args.allocators.split(","):
-        for f in ALL[a]:
-            row = {r["size"]: r for r in results if r["allocator"] == a and r["family"] == f}
-            cells = [f"{row[s]['total']:6.0f}/{row[s]['allocator_only']:<6.1f}" for s in sizes]
-            print(f"{a:10} {f:6} " + " ".join(f"{c:>14}" for c in cells))
-    print("(each cell: total incl. memcpy / allocator only)")
-    if use_perf:
-        print("perf, instructions per pair incl. memcpy and loop: " + ", ".join(
-            f"{r['allocator']}/{r['family']}/{r['size']}: {r['perf_total']:.0f}"
-            for r in results if r.get("perf_total") is not None))
+          file=sys.stderr, flush=True)
+    results = count(args.binary, allocators, sizes, args.pairs, args.jobs, use_perf,
+                    progress=True)
+    print_table(results, allocators, sizes, args.pairs)
     if args.json:
         sys.stdout.flush()  # the table first, even when --json names this same stdout
-        with open(args.json, "w") as fh:
-            json.dump({"pairs": args.pairs, "results": results}, fh, indent=2)
+        save(args.json, args.pairs, results)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ Usage (ctest): golden.py check --golden FILE --binary zsm_pair_count --compiler-
 Exit 77 (ctest: skipped) when the file has no entry for that compiler and those flags.
 """
 import argparse
-import concurrent.futures
 import json
 import os
 import sys
@@ -39,15 +38,12 @@ def key(compiler_id, compiler_version, flags):
     return f"{compiler_id} {compiler_version.split('.')[0]}", " ".join(flags.split())
 
 
-def measure(binary, sizes, pairs=PAIRS, jobs=os.cpu_count() or 1):
+def measure(binary, sizes, pairs=PAIRS):
     """{variant: {family: {size (str): allocator-only instructions per pair}}}"""
-    runs = [(v, f, s) for v in ("patched", "baseline") for f in ("store", "write") for s in sizes]
     counts = {}
-    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = pool.map(lambda r: count_pairs.run_one(binary, *r, pairs), runs)
-        for r in results:
-            counts.setdefault(r["allocator"], {}).setdefault(r["family"], {})[
-                str(r["size"])] = round(r["allocator_only"], 2)
+    for r in count_pairs.count(binary, ("patched", "baseline"), sizes, pairs):
+        counts.setdefault(r["allocator"], {}).setdefault(r["family"], {})[
+            str(r["size"])] = round(r["allocator_only"], 2)
     return counts
 
 

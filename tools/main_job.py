@@ -4,10 +4,10 @@ efficiency, summarised in one table.
 
 Runs, from a build directory (tools/run-main.sh makes one, -O2 -g):
   1. bench/zsm_pair_bench (Google Benchmark; repetitions, random interleaving, JSON),
-  2. tools/count_pairs.py on bench/zsm_pair_count (callgrind: exact instructions per pair),
+  2. count_pairs.count() on bench/zsm_pair_count (callgrind: exact instructions per pair),
   3. bench/zsm_memory_bench (live bytes / held bytes on real compressed pages),
 then prints per size: ns per pair for zsm patched and baseline, mimalloc and glibc (medians
-over the repetitions), zsm/mimalloc, instructions per pair per policy, and the memory and
+of the real time over the repetitions), zsm/mimalloc, instructions per pair per policy, and the memory and
 thread-scaling figures. Every raw result is kept under --out.
 
 Usage: main_job.py --build DIR [--full] [--out DIR]
@@ -24,6 +24,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import count_pairs  # noqa: E402
+import gbench  # noqa: E402
 
 SIZES = count_pairs.SIZES
 
@@ -33,22 +34,15 @@ def step(msg, start):
 
 
 def run_pair_bench(binary, out, full):
+    """{run name: median real time (ns), median items per second, repetitions}."""
     reps, min_time = (9, 0.5) if full else (3, 0.05)
-    cmd = [binary, f"--benchmark_repetitions={reps}", f"--benchmark_min_time={min_time}",
-           "--benchmark_enable_random_interleaving=true", "--benchmark_format=json",
-           f"--benchmark_out={out}", "--benchmark_out_format=json"]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    with open(out) as fh:
-        data = json.load(fh)
-    runs = {}
-    for b in data["benchmarks"]:
-        if b.get("run_type") != "iteration":
-            continue
-        runs.setdefault(b["run_name"], []).append(b)
-    return {name: {"ns": statistics.median(r["real_time"] for r in rs),
+    data = gbench.run(binary, [f"--benchmark_repetitions={reps}",
+                               f"--benchmark_min_time={min_time}",
+                               "--benchmark_enable_random_interleaving=true"], out)
+    return {name: {"ns": statistics.median(gbench.ns(r, "real") for r in rs),
                    "items_per_second": statistics.median(r["items_per_second"] for r in rs),
                    "repetitions": len(rs)}
-            for name, rs in runs.items()}
+            for name, rs in gbench.iterations(data).items()}
 
 
 def run_memory_bench(binary, out, full):
@@ -65,10 +59,8 @@ def print_summary(bench, counts, memory):
         return bench[name]["ns"] if name in bench else float("nan")
 
     def instr(alloc, family, size, key):
-        for r in counts:
-            if r["allocator"] == alloc and r["family"] == family and r["size"] == size:
-                return r[key]
-        return float("nan")
+        r = count_pairs.find(counts, alloc, family, size)
+        return r[key] if r else float("nan")
 
     print()
     print("Paired store/free, steady state (live set of 1024 objects per size); "
@@ -140,13 +132,10 @@ def main():
                            os.path.join(out, "pair_bench.json"), args.full)
     step("2/3 callgrind: instructions per pair", start)
     pairs = 100000 if args.full else 20000
-    counts = subprocess.run(
-        [sys.executable, os.path.join(os.path.dirname(__file__), "count_pairs.py"),
-         "--binary", os.path.join(args.build, "bench", "zsm_pair_count"),
-         f"--pairs={pairs}", "--json", os.path.join(out, "instructions.json")],
-        check=True, stdout=subprocess.DEVNULL)
-    with open(os.path.join(out, "instructions.json")) as fh:
-        counts = json.load(fh)["results"]
+    counts = count_pairs.count(os.path.join(args.build, "bench", "zsm_pair_count"),
+                               list(count_pairs.FAMILIES), SIZES, pairs,
+                               use_perf=count_pairs.perf_works(), progress=True)
+    count_pairs.save(os.path.join(out, "instructions.json"), pairs, counts)
     step("3/3 memory efficiency on real compressed pages", start)
     memory = run_memory_bench(os.path.join(args.build, "bench", "zsm_memory_bench"),
                               os.path.join(out, "memory.json"), args.full)

@@ -9,7 +9,7 @@ Variants (bench/variants.h), all the patched inline policy:
   prof_inline_on / prof_outline_on   the same with the switch on
   hardened            ZS_POOL_HARDENED pools
 Instructions: exact retired instructions per pair from callgrind (tools/count_pairs.py), the
-allocator's own (memcpy and benchmark loop left out) and in total. Time: median ns per pair of
+allocator's own (memcpy and benchmark loop left out) and in total. Time: median real time per pair of
 bench/zsm_overhead_bench (Google Benchmark, repetitions randomly interleaved), all variants in
 one run, so that the ratios compare like with like.
 
@@ -27,6 +27,7 @@ import sys
 import tempfile
 
 import count_pairs
+import gbench
 
 VARIANTS = ["patched", "prof_inline_off", "prof_outline_off", "prof_inline_on",
             "prof_outline_on", "hardened"]
@@ -34,33 +35,24 @@ VARIANTS = ["patched", "prof_inline_off", "prof_outline_off", "prof_inline_on",
 
 def instructions(binary, sizes, pairs):
     """{(variant, size): allocator-only instructions per pair} from callgrind."""
-    with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "count_pairs.py"),
-                        "--binary", binary, f"--pairs={pairs}", "--sizes", ",".join(map(str, sizes)),
-                        "--allocators", ",".join(VARIANTS), "--json", out.name],
-                       check=True, stdout=subprocess.DEVNULL)
-        results = json.load(open(out.name))["results"]
     return {(r["allocator"], r["size"]): r["allocator_only"]
-            for r in results if r["family"] == "store"}
+            for r in count_pairs.count(binary, VARIANTS, sizes, pairs, progress=True)
+            if r["family"] == "store"}
 
 
 def nanoseconds(binary, sizes, reps, min_time):
-    """{(variant, size): median ns per pair}."""
+    """{(variant, size): median real time in ns per pair}."""
     size_re = "|".join(map(str, sizes))
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        subprocess.run([binary, f"--benchmark_filter=/({size_re})$",
-                        f"--benchmark_repetitions={reps}", f"--benchmark_min_time={min_time}",
-                        "--benchmark_enable_random_interleaving=true",
-                        f"--benchmark_out={out.name}", "--benchmark_out_format=json"],
-                       check=True, stdout=subprocess.DEVNULL)
-        data = json.load(open(out.name))
-    runs = {}
-    for b in data["benchmarks"]:
-        if b.get("run_type") != "iteration":
-            continue
-        _, variant, size = b["run_name"].split("/")
-        runs.setdefault((variant, int(size)), []).append(b["real_time"])
-    return {k: statistics.median(v) for k, v in runs.items()}
+        data = gbench.run(binary, [f"--benchmark_filter=/({size_re})$",
+                                   f"--benchmark_repetitions={reps}",
+                                   f"--benchmark_min_time={min_time}",
+                                   "--benchmark_enable_random_interleaving=true"], out.name)
+    medians = {}
+    for name, ns in gbench.medians(data, "real").items():
+        _, variant, size = name.split("/")
+        medians[(variant, int(size))] = ns
+    return medians
 
 
 def pct(new, old):

@@ -10,34 +10,34 @@ one row a size, NaN where the file has no such benchmark (a filtered run).
 Usage: bench_dat.py PAIR_BENCH_JSON OUT_DAT
 """
 import json
+import os
 import re
-import statistics
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import gbench  # noqa: E402
 
 COLUMNS = ["zs_store+zs_free/patched", "zs_store+zs_free/baseline",
            "malloc+memcpy+free/mimalloc", "malloc+memcpy+free/glibc",
            "zs_malloc+zs_obj_write+zs_free/patched", "zs_malloc+zs_obj_write+zs_free/baseline",
            "zs_obj_read+copy/patched", "zs_obj_read+copy/baseline"]
-NS_PER = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 SIZED = re.compile(r"^(?P<series>[^/]+/[^/]+)/(?P<size>\d+)$")
 
 
-def medians(benchmarks):
-    """{(series, size): median ns} over the single-threaded runs at a fixed size."""
-    runs = {}
-    for b in benchmarks:
-        m = SIZED.match(b["run_name"])
-        if b.get("run_type", "iteration") != "iteration" or not m:
-            continue
-        ns = b["real_time"] * NS_PER[b.get("time_unit", "ns")]
-        runs.setdefault((m["series"], int(m["size"])), []).append(ns)
-    return {key: statistics.median(v) for key, v in runs.items()}
+def medians(data):
+    """{(series, size): median real time in ns} of the single-threaded runs at a fixed size."""
+    table = {}
+    for name, ns in gbench.medians(data, "real").items():
+        m = SIZED.match(name)
+        if m:
+            table[(m["series"], int(m["size"]))] = ns
+    return table
 
 
 def main():
     src, dst = sys.argv[1], sys.argv[2]
     with open(src) as fh:
-        table = medians(json.load(fh)["benchmarks"])
+        table = medians(json.load(fh))
     sizes = sorted({size for _, size in table})
     if not sizes:
         sys.exit(f"bench_dat.py: no sized benchmark in {src}")
