@@ -44,15 +44,8 @@ const std::vector<Page>& pages() {
 
 std::string key_of(size_t n) { return std::string(reinterpret_cast<const char*>(&n), sizeof n); }
 
-struct NamedCodec {
-  const char* name;
-  zsm::CodecOptions options;
-};
-
-const NamedCodec kCodecs[] = {{"lz4", {zsm::CodecKind::lz4, 0, {}}},
-                              {"lz4hc", {zsm::CodecKind::lz4hc, 0, {}}},
-                              {"zstd", {zsm::CodecKind::zstd, 0, {}}},
-                              {"none", {zsm::CodecKind::none, 0, {}}}};
+// Each codec at its default level, by the name the families carry.
+const char* const kCodecs[] = {"lz4", "lz4hc", "zstd", "none"};
 
 void per_page(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
@@ -172,14 +165,13 @@ int main(int argc, char** argv) {
     }
   }
   pages();  // read the corpus before anything is timed
-  for (const NamedCodec& c : kCodecs) {
-    std::string name = c.name;
-    benchmark::RegisterBenchmark(("codec_compress/" + name).c_str(), BM_Compress, c.options);
-    benchmark::RegisterBenchmark(("codec_decompress/" + name).c_str(), BM_Decompress, c.options);
-    benchmark::RegisterBenchmark(("cache_put/" + name).c_str(), BM_CachePut, c.options);
-    benchmark::RegisterBenchmark(("cache_get/" + name).c_str(), BM_CacheGet, c.options);
-    benchmark::RegisterBenchmark(("memory/" + name).c_str(), BM_Memory, c.options)
-        ->Iterations(1);
+  for (const std::string name : kCodecs) {
+    const zsm::CodecOptions codec = zsm::parse_codec(name);
+    benchmark::RegisterBenchmark(("codec_compress/" + name).c_str(), BM_Compress, codec);
+    benchmark::RegisterBenchmark(("codec_decompress/" + name).c_str(), BM_Decompress, codec);
+    benchmark::RegisterBenchmark(("cache_put/" + name).c_str(), BM_CachePut, codec);
+    benchmark::RegisterBenchmark(("cache_get/" + name).c_str(), BM_CacheGet, codec);
+    benchmark::RegisterBenchmark(("memory/" + name).c_str(), BM_Memory, codec)->Iterations(1);
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -1,11 +1,13 @@
 // Codecs (compress/include/zsm/codec.hpp): round trips for every codec and value shape,
 // output that does not fit, corrupted and truncated input (an error, never an out-of-bounds
-// access: the ASan build checks that), option checks, zstd dictionaries, many threads.
+// access: the ASan build checks that), option checks, parse_codec, zstd dictionaries, many
+// threads.
 #include <zsm/codec.hpp>
 
 #include <gtest/gtest.h>
 
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -143,6 +145,18 @@ TEST(Codec, BadOptionsAreRejected) {
   EXPECT_TRUE(rejected({zsm::CodecKind::none, 3, {}}));
   EXPECT_TRUE(rejected({zsm::CodecKind::lz4, 0, Bytes(64)}));
   EXPECT_TRUE(rejected({static_cast<zsm::CodecKind>(99), 0, {}}));
+}
+
+TEST(Codec, ParseCodecReadsNameAndLevel) {
+  const zsm::CodecOptions zstd = zsm::parse_codec("zstd:19");
+  EXPECT_EQ(zstd.kind, zsm::CodecKind::zstd);
+  EXPECT_EQ(zstd.level, 19);
+  EXPECT_EQ(zsm::parse_codec("zstd:-5").level, -5);
+  EXPECT_EQ(zsm::parse_codec("lz4hc").kind, zsm::CodecKind::lz4hc);
+  EXPECT_EQ(zsm::parse_codec("lz4").level, 0);
+  EXPECT_EQ(zsm::parse_codec("none").kind, zsm::CodecKind::none);
+  for (const char* bad : {"", "gzip", "lz4:", "lz4:x", "zstd:3x", "zstd: 3", "LZ4"})
+    EXPECT_THROW(zsm::parse_codec(bad), std::invalid_argument) << bad;
 }
 
 TEST(Codec, ZstdDictionaryHelpsSmallValues) {

@@ -2,7 +2,7 @@
 // stores a swap or block device's pages, reads every page back and checks it, then prints
 // zram's mm_stat line, the compression ratio, throughput and the pool's class table.
 //
-// Usage: zsm_pagestore [--pages=N] [--codec=lz4|lz4hc|zstd|none] [--level=N]
+// Usage: zsm_pagestore [--pages=N] [--codec=lz4|lz4hc|zstd|none[:LEVEL]] [--level=N]
 //                      [--recompress=CODEC[:LEVEL]] [--capacity=BYTES] [--seed=N] [DIR...]
 // Pages come from the regular files under DIR (default /usr/lib and /usr/share), up to 8 per
 // file, files in a shuffled order fixed by --seed. The key of a page is its number, 8 bytes,
@@ -35,27 +35,15 @@ struct Options {
   std::vector<std::string> roots;
 };
 
-zsm::CodecOptions parse_codec(const std::string& spec) {
-  std::string name = spec.substr(0, spec.find(':'));
-  zsm::CodecOptions o;
-  if (name == "lz4") o.kind = zsm::CodecKind::lz4;
-  else if (name == "lz4hc") o.kind = zsm::CodecKind::lz4hc;
-  else if (name == "zstd") o.kind = zsm::CodecKind::zstd;
-  else if (name == "none") o.kind = zsm::CodecKind::none;
-  else throw std::invalid_argument("unknown codec " + name);
-  if (spec.find(':') != std::string::npos) o.level = std::stoi(spec.substr(spec.find(':') + 1));
-  return o;
-}
-
 Options parse(int argc, char** argv) {
   Options opt;
   for (int i = 1; i < argc; i++) {
     std::string arg = argv[i];
     auto value = [&](const char* flag) { return arg.substr(std::strlen(flag)); };
     if (arg.rfind("--pages=", 0) == 0) opt.pages = std::stoul(value("--pages="));
-    else if (arg.rfind("--codec=", 0) == 0) opt.codec = parse_codec(value("--codec="));
+    else if (arg.rfind("--codec=", 0) == 0) opt.codec = zsm::parse_codec(value("--codec="));
     else if (arg.rfind("--level=", 0) == 0) opt.codec.level = std::stoi(value("--level="));
-    else if (arg.rfind("--recompress=", 0) == 0) opt.recompress = parse_codec(value("--recompress="));
+    else if (arg.rfind("--recompress=", 0) == 0) opt.recompress = zsm::parse_codec(value("--recompress="));
     else if (arg.rfind("--capacity=", 0) == 0) opt.capacity = std::stoul(value("--capacity="));
     else if (arg.rfind("--seed=", 0) == 0) opt.seed = std::stoull(value("--seed="));
     else if (arg.rfind("--", 0) == 0) throw std::invalid_argument("unknown option " + arg);

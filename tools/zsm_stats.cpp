@@ -100,19 +100,6 @@ uint64_t parse_count(const std::string& s, const char* what) {
   return v;
 }
 
-zsm::CodecOptions parse_codec(const std::string& spec) {
-  const std::string name = spec.substr(0, spec.find(':'));
-  zsm::CodecOptions o;
-  if (name == "lz4") o.kind = zsm::CodecKind::lz4;
-  else if (name == "lz4hc") o.kind = zsm::CodecKind::lz4hc;
-  else if (name == "zstd") o.kind = zsm::CodecKind::zstd;
-  else if (name == "none") o.kind = zsm::CodecKind::none;
-  else throw std::invalid_argument("unknown codec '" + name + "'");
-  if (spec.find(':') != std::string::npos)
-    o.level = static_cast<int>(parse_count(spec.substr(spec.find(':') + 1), "codec level"));
-  return o;
-}
-
 CompactPolicy parse_compact(const std::string& spec) {
   CompactPolicy p;
   const std::string kind = spec.substr(0, spec.find(':'));
@@ -152,7 +139,7 @@ const Flag kFlags[] = {
     {"--pages", "N", "pages taken from --files (default 5000)",
      [](Options& o, const std::string& v) { o.pages = parse_count(v, "page count"); }},
     {"--codec", "lz4|lz4hc|zstd|none[:LEVEL]", "codec of --files (default lz4)",
-     [](Options& o, const std::string& v) { o.codec = parse_codec(v); }},
+     [](Options& o, const std::string& v) { o.codec = zsm::parse_codec(v); }},
     {"--capacity", "BYTES", "cache capacity of --files (default: every page fits uncompressed)",
      [](Options& o, const std::string& v) { o.capacity = parse_count(v, "capacity"); }},
     {"--page-size", "4096|16384|65536", "pool page size (default 4096)",

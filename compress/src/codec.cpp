@@ -8,9 +8,11 @@
 #include <zdict.h>
 #include <zstd.h>
 
+#include <charconv>
 #include <climits>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 #include <string>
 
 namespace zsm {
@@ -207,6 +209,24 @@ const std::error_category& codec_category() noexcept {
 
 std::error_code make_error_code(CodecError e) noexcept {
   return {static_cast<int>(e), codec_category()};
+}
+
+CodecOptions parse_codec(std::string_view spec) {
+  const size_t colon = spec.find(':');
+  const std::string_view name = spec.substr(0, colon);
+  CodecOptions options;
+  if (name == "none") options.kind = CodecKind::none;
+  else if (name == "lz4") options.kind = CodecKind::lz4;
+  else if (name == "lz4hc") options.kind = CodecKind::lz4hc;
+  else if (name == "zstd") options.kind = CodecKind::zstd;
+  else throw std::invalid_argument("unknown codec '" + std::string(name) + "'");
+  if (colon == std::string_view::npos) return options;
+  const std::string_view level = spec.substr(colon + 1);
+  const char* end = level.data() + level.size();
+  const auto [parsed_to, error] = std::from_chars(level.data(), end, options.level);
+  if (error != std::errc{} || parsed_to != end)
+    throw std::invalid_argument("bad codec level '" + std::string(level) + "'");
+  return options;
 }
 
 std::unique_ptr<Codec> Codec::create(const CodecOptions& o) {

@@ -36,6 +36,12 @@ struct CodecOptions {
   std::vector<std::byte> dictionary;
 };
 
+// The options a command line names: "none", "lz4", "lz4hc" or "zstd", optionally followed by
+// ":LEVEL", a decimal integer (negative too: zstd's fast levels), e.g. "zstd:19". Throws
+// std::invalid_argument for another name or a level that is not an integer; whether the
+// level is in the codec's range is for Codec::create() to say.
+CodecOptions parse_codec(std::string_view spec);
+
 // Errors of the compression layer (category "zsm.codec").
 enum class CodecError {
   corrupt = 1,    // the input is not a compressed form of the expected number of bytes
