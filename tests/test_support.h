@@ -1,6 +1,6 @@
-// tests/test_support.h: helpers shared by the zsm GoogleTest suite. Deterministic byte
-// patterns, reading and checking an object through zs_obj_read_begin/end, per-class stats
-// invariants, a fault-injecting page source wrapping zs_vm_source, and a fixture whose
+// tests/test_support.h: helpers shared by the zsm GoogleTest suite. The pattern seed of an
+// object (the patterns are in bytes.h), reading and checking an object through
+// zs_obj_read_begin/end, per-class stats invariants, a fault-injecting page source wrapping zs_vm_source, and a fixture whose
 // TearDown frees every tracked object, compacts and checks that the pool holds no page, and a
 // thread that compacts until stopped.
 #pragma once
@@ -21,40 +21,13 @@
 #include <unordered_map>
 #include <vector>
 
-namespace zsm_test {
+#include "bytes.h"
 
-// splitmix64 finaliser: a cheap, well-mixed 64-bit hash.
-inline uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+namespace zsm_test {
 
 // A seed for the pattern of an object, derived from its handle and size.
 inline uint64_t seed_of(unsigned long handle, size_t size) {
   return mix64(static_cast<uint64_t>(handle) * 0x100000001b3ull ^ (static_cast<uint64_t>(size) << 1));
-}
-
-// Fill `n` bytes with the pattern for `seed` (every 8-byte word differs; byte i depends on i).
-inline void fill_pattern(void* dst, size_t n, uint64_t seed) {
-  auto* p = static_cast<uint8_t*>(dst);
-  const uint64_t base = mix64(seed);
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w = mix64(base + i);
-    std::memcpy(p + i, &w, 8);
-  }
-  if (i < n) {
-    uint64_t w = mix64(base + i);
-    std::memcpy(p + i, &w, n - i);
-  }
-}
-
-inline std::vector<uint8_t> make_pattern(size_t n, uint64_t seed) {
-  std::vector<uint8_t> v(n);
-  fill_pattern(v.data(), n, seed);
-  return v;
 }
 
 // Outcome of one read through zs_obj_read_begin/end.

@@ -291,8 +291,7 @@ class CacheFuzzer {
       }
       default:
         v.resize(shape % 5 == 3 ? len : max);
-        zsm_fuzz::fill_pattern(reinterpret_cast<uint8_t*>(v.data()), v.size(),
-                               zsm_fuzz::mix64(in_.u8()));
+        zsm_test::fill_pattern(v.data(), v.size(), zsm_test::mix64(in_.u8()));
         break;
     }
     sanitize(v);

@@ -4,8 +4,8 @@
 // target decodes its operations from. Past the end every read gives 0 and byte strings come
 // back short, so any input is a complete program and the seeds of make_seeds.py are easy to
 // write by hand. FUZZ_CHECK reports a broken invariant on stderr and aborts, which libFuzzer
-// records as a crash together with the input. mix64() and fill_pattern() make the byte
-// patterns that stored objects and values are checked against, first_difference() compares.
+// records as a crash together with the input. Stored objects and values are filled with the
+// patterns of tests/bytes.h (zsm_test::fill_pattern) and checked with first_difference().
 #pragma once
 
 #include <algorithm>
@@ -16,6 +16,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <span>
+
+#include "../bytes.h"
 
 namespace zsm_fuzz {
 
@@ -69,28 +71,8 @@ class FuzzInput {
     if (!(cond)) ::zsm_fuzz::fail(__FILE__, __LINE__, #cond, __VA_ARGS__); \
   } while (0)
 
-// splitmix64's finaliser.
-inline uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-// The targets' own byte loops: no coverage feedback for libFuzzer to steer by, and most of
-// the time of an input when instrumented.
-#define ZSM_FUZZ_NO_COVERAGE __attribute__((no_sanitize("coverage"), noinline))
-
-// Fills n bytes with the pattern of `seed`: every 8-byte word differs.
-ZSM_FUZZ_NO_COVERAGE inline void fill_pattern(uint8_t* dst, size_t n, uint64_t seed) {
-  for (size_t i = 0; i < n; i += 8) {
-    uint64_t word = mix64(seed + i);
-    std::memcpy(dst + i, &word, std::min<size_t>(8, n - i));
-  }
-}
-
 // The index of the first byte where a and b differ, n when they do not.
-ZSM_FUZZ_NO_COVERAGE inline size_t first_difference(const uint8_t* a, const uint8_t* b, size_t n) {
+ZSM_TEST_NO_COVERAGE inline size_t first_difference(const uint8_t* a, const uint8_t* b, size_t n) {
   if (std::memcmp(a, b, n) == 0) return n;
   size_t at = 0;
   while (a[at] == b[at]) at++;

@@ -267,7 +267,7 @@ class PoolFuzzer {
 
   std::vector<uint8_t> next_pattern(size_t n, unsigned long handle) {
     std::vector<uint8_t> bytes(n);
-    zsm_fuzz::fill_pattern(bytes.data(), n, zsm_fuzz::mix64(++generation_) ^ handle);
+    zsm_test::fill_pattern(bytes.data(), n, zsm_test::mix64(++generation_) ^ handle);
     return bytes;
   }
 
