@@ -50,7 +50,7 @@ def bench_sizes():
         m = re.search(r"kSizes\[\]\s*=\s*\{([^}]*)\}", fh.read())
     if m is None:
         raise RuntimeError(f"no kSizes[] = {{...}} in {LIVE_SET_H}")
-    return [int(s) for s in m.group(1).split(",")]
+    return [int(s) for s in re.findall(r"\d+", m.group(1))]
 
 
 SIZES = bench_sizes()
