@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the build tree into a scratch prefix, then builds and runs the examples of
-# tests/consumer/ against it twice: through find_package(zsm), and through pkg-config.
+# Builds and runs the examples of tests/consumer/ against the build tree through
+# find_package(zsm) (the build tree's export), then installs it into a scratch prefix and builds
+# and runs them against that twice: through find_package(zsm), and through pkg-config.
 # Usage: consumer_test.sh BUILD_DIR SCRATCH_DIR
 set -euo pipefail
 build="$1" scratch="$2"
@@ -10,6 +11,11 @@ prefix="$scratch/prefix"
 cmake --install "$build" --prefix "$prefix" > /dev/null
 libdir="$(dirname "$(find "$prefix" -name libzsm.so -print -quit)")"
 export LD_LIBRARY_PATH="$libdir"
+
+echo "== find_package(zsm), the build tree"
+cmake -S "$here/consumer" -B "$scratch/build-tree" -G Ninja -Dzsm_DIR="$build" > /dev/null
+cmake --build "$scratch/build-tree" > /dev/null
+"$scratch/build-tree/cache_example_static" > /dev/null
 
 echo "== find_package(zsm)"
 cmake -S "$here/consumer" -B "$scratch/cmake-build" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" > /dev/null
@@ -27,4 +33,4 @@ c++ -std=c++20 "$here/consumer/cache_example.cpp" $(pkg-config --cflags --libs z
   -o "$scratch/pc-build/cache_example"
 "$scratch/pc-build/pool_example" > /dev/null
 "$scratch/pc-build/cache_example"
-echo "consumer builds ran: find_package and pkg-config"
+echo "consumer builds ran: find_package (build tree, installed tree) and pkg-config"
