@@ -11,7 +11,7 @@
 // writes and reads longer than the object's capacity (nothing written; no read left in
 // progress, which compaction would trip over), class indices out of range, and pool and page
 // source configurations out of range; then NULL for the pool or an out pointer in every other
-// call, and NULL vm sources.
+// call, NULL vm sources and vm source configurations out of range.
 #include "test_support.h"
 
 #include <climits>
@@ -388,6 +388,32 @@ TEST(VmSourceBadInput, NullVmSource) {
   EXPECT_EQ(p, nullptr);
   EXPECT_EQ(errno, EINVAL);
   zs_destroy_pool(p);
+}
+
+// zs_vm_source_create_ex refuses a NULL config, a bad page size and a limit below one page
+// (EINVAL); a limit of one page or more than ZS_VM_SOURCE_MAX_BYTES is taken.
+TEST(VmSourceBadInput, ConfigOutOfRange) {
+  errno = 0;
+  EXPECT_EQ(zs_vm_source_create_ex(nullptr), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  for (size_t page : {size_t{0}, size_t{2048}, size_t{3000}, size_t{4097}}) {
+    zs_vm_source_config cfg{page, 0, 0, 0};
+    errno = 0;
+    EXPECT_EQ(zs_vm_source_create_ex(&cfg), nullptr) << "page size " << page;
+    EXPECT_EQ(errno, EINVAL) << "page size " << page;
+  }
+  for (size_t limit : {size_t{1}, size_t{16383}}) {
+    zs_vm_source_config cfg{16384, 0, limit, 0};
+    errno = 0;
+    EXPECT_EQ(zs_vm_source_create_ex(&cfg), nullptr) << "limit " << limit;
+    EXPECT_EQ(errno, EINVAL) << "limit " << limit;
+  }
+  for (size_t limit : {size_t{16384}, ZS_VM_SOURCE_MAX_BYTES + 1, SIZE_MAX}) {
+    zs_vm_source_config cfg{16384, SIZE_MAX, limit, 0};
+    zs_vm_source* vm = zs_vm_source_create_ex(&cfg);
+    EXPECT_NE(vm, nullptr) << "limit " << limit << ": errno " << errno;
+    zs_vm_source_destroy(vm);
+  }
 }
 
 }  // namespace

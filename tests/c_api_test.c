@@ -195,6 +195,30 @@ int main(void)
 		CHECK(zs_vm_source_create(3000, 0, 0) == NULL && errno == EINVAL);
 	}
 
+	/* A vm source of two-page reservations limited to three pages. */
+	{
+		struct zs_vm_source_config vcfg = {4096, 8192, 3 * 4096, 0};
+		struct zs_vm_source *vm = zs_vm_source_create_ex(&vcfg);
+		struct zs_page_source src;
+		void *pages[3];
+
+		CHECK(vm != NULL);
+		if (vm) {
+			src = zs_vm_source_ops(vm);
+			for (i = 0; i < 3; i++) {
+				pages[i] = src.alloc_page(src.ctx);
+				CHECK(pages[i] != NULL);
+			}
+			errno = 0;
+			CHECK(src.alloc_page(src.ctx) == NULL && errno == ENOMEM);
+			for (i = 0; i < 3; i++)
+				if (pages[i])
+					src.free_page(src.ctx, pages[i]);
+			CHECK(zs_vm_source_pages_in_use(vm) == 0);
+			zs_vm_source_destroy(vm);
+		}
+	}
+
 	if (failures)
 		fprintf(stderr, "c_api_test: %d check(s) failed\n", failures);
 	else

@@ -1,5 +1,7 @@
 // The public C API (zsm/zsmalloc.h): each call forwards to the variant this library was
 // built with. struct zs_pool is the opaque face of zsm::Pool.
+#include <cerrno>
+
 #include "pool.h"
 #include "vm_source.h"
 
@@ -103,7 +105,16 @@ ZSM_API int zs_print_allocinfo(FILE* out, size_t max) { return zsm::zs_print_all
 ZSM_API zs_vm_source* zs_vm_source_create(size_t page_size, size_t reserve_bytes,
                                           size_t retain_pages) {
   return reinterpret_cast<zs_vm_source*>(
-      zsm::VmSource::create(page_size, reserve_bytes, retain_pages));
+      zsm::VmSource::create(page_size, reserve_bytes, 0, retain_pages));
+}
+
+ZSM_API zs_vm_source* zs_vm_source_create_ex(const zs_vm_source_config* cfg) {
+  if (cfg == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return reinterpret_cast<zs_vm_source*>(zsm::VmSource::create(
+      cfg->page_size, cfg->reserve_bytes, cfg->limit_bytes, cfg->retain_pages));
 }
 
 ZSM_API void zs_vm_source_destroy(zs_vm_source* vm) { delete impl(vm); }

@@ -967,10 +967,11 @@ unsigned long next_handle_tag() {
   return (n % kHandleGenerations + 1) << kHandleTagShift;
 }
 
-// Address space the pool's own page source reserves: the memory limit when there is one
-// (capped, so that an unreachable limit cannot overflow), else the source's default.
+// The reservation unit of the pool's own page source: the memory limit when it is below the
+// source's default unit, so that a small pool reserves no more than it may use, else the
+// default (the source maps more reservations as the pool grows).
 size_t reserve_for_limit(unsigned long max_pages, size_t page_size) {
-  if (max_pages == 0 || max_pages > VmSource::kMaxReserve / page_size) return 0;
+  if (max_pages == 0 || max_pages > VmSource::kDefaultReserve / page_size) return 0;
   return max_pages * page_size;
 }
 
@@ -1083,8 +1084,8 @@ Pool* zs_create_pool(const char* name, const zs_pool_config* cfg) ZSM_NO_THREAD_
   if (cfg->page_source != nullptr) {
     pool->source = *cfg->page_source;
   } else {
-    pool->own_source = VmSource::create(page_size, reserve_for_limit(cfg->max_pages, page_size),
-                                        VmSource::kDefaultRetain);
+    size_t reserve = reserve_for_limit(cfg->max_pages, page_size);
+    pool->own_source = VmSource::create(page_size, reserve, 0, VmSource::kDefaultRetain);
     if (pool->own_source != nullptr)
       pool->source = {VmSource::alloc_page_cb, VmSource::free_page_cb, pool->own_source};
   }

@@ -16,58 +16,97 @@ constexpr size_t kCommitStep = size_t{2} << 20;
 constexpr size_t kMinReserve = size_t{64} << 20;
 
 size_t os_page_size() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
+
+bool valid_page_size(size_t page_size) {
+  return page_size >= 4096 && (page_size & (page_size - 1)) == 0;
+}
+
+size_t round_down(size_t bytes, size_t page_size) { return bytes / page_size * page_size; }
 }  // namespace
 
-VmSource* VmSource::create(size_t page_size, size_t reserve, size_t retain) {
-  if (page_size < 4096 || (page_size & (page_size - 1)) != 0) {
+VmSource* VmSource::create(size_t page_size, size_t reserve, size_t limit, size_t retain) {
+  if (!valid_page_size(page_size) || (limit != 0 && limit < page_size)) {
     errno = EINVAL;
     return nullptr;
   }
-  if (reserve == 0) reserve = kDefaultReserve;
-  reserve = std::min(reserve, kMaxReserve);
-  reserve = std::max((reserve + page_size - 1) / page_size * page_size, page_size);
-  // Ask for less when the address space is limited (ulimit -v, strict overcommit).
-  for (size_t want = reserve;; want /= 2) {
-    size_t len = want + page_size;  // room to align the start to page_size
-    void* map = mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (map != MAP_FAILED) {
-      char* base = reinterpret_cast<char*>(
-          (reinterpret_cast<uintptr_t>(map) + page_size - 1) & ~(uintptr_t{page_size} - 1));
-      auto* vm = new (std::nothrow) VmSource(static_cast<char*>(map), len, base,
-                                             want / page_size * page_size, page_size, retain);
-      if (vm == nullptr) {
-        munmap(map, len);
-        errno = ENOMEM;
-      }
-      return vm;
-    }
-    if (want / 2 < std::max(kMinReserve, page_size)) break;
+  limit = round_down(limit == 0 ? kMaxLimit : std::min(limit, kMaxLimit), page_size);
+  reserve = std::min(reserve == 0 ? kDefaultReserve : reserve, kMaxReserve);
+  reserve = round_down(reserve + page_size - 1, page_size);
+  auto* vm = new (std::nothrow) VmSource(page_size, reserve, limit, retain);
+  if (vm == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
   }
-  errno = ENOMEM;
-  return nullptr;
+  bool reserved;
+  {
+    MutexGuard guard(vm->lock_);
+    reserved = vm->reserve_more();
+  }
+  if (!reserved) {
+    delete vm;
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return vm;
 }
 
-VmSource::VmSource(char* map, size_t map_len, char* base, size_t size, size_t page_size,
-                   size_t retain)
-    : map_(map), map_len_(map_len), base_(base), size_(size), page_size_(page_size),
-      retain_(retain) {}
+VmSource::~VmSource() {
+  for (const Reservation& r : reservations_) munmap(r.map, r.map_len);
+}
 
-VmSource::~VmSource() { munmap(map_, map_len_); }
+// Room for one more page at bump_: more of the last reservation made read-write, or a new
+// reservation when the last is used up.
+bool VmSource::make_room() {
+  if (committed_ == reservations_.back().size && !reserve_more()) return false;
+  return commit_more();
+}
 
-// Makes the next kCommitStep of the range read-write, with room on both stacks for every
-// page committed so far, so that free_page() never allocates.
+// Maps the next reservation: the unit, or what is left below the limit; halves of it down to
+// kMinReserve when the OS refuses.
+bool VmSource::reserve_more() {
+  size_t want = std::min(reserve_, limit_ - reserved_);
+  if (want == 0) return false;
+  size_t smallest = std::min(want, std::max(kMinReserve, page_size_));
+  for (; want >= smallest; want = round_down(want / 2, page_size_)) {
+    if (map_reservation(want)) return true;
+  }
+  return false;
+}
+
+// Maps `bytes` (whole pages) PROT_NONE, page-aligned, as the new last reservation.
+bool VmSource::map_reservation(size_t bytes) {
+  size_t len = bytes + page_size_;  // room to align the start to page_size_
+  void* map = mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (map == MAP_FAILED) return false;
+  char* base = reinterpret_cast<char*>(
+      (reinterpret_cast<uintptr_t>(map) + page_size_ - 1) & ~(uintptr_t{page_size_} - 1));
+  try {
+    reservations_.push_back({static_cast<char*>(map), len, base, bytes});
+  } catch (const std::bad_alloc&) {
+    munmap(map, len);
+    return false;
+  }
+  reserved_ += bytes;
+  committed_ = 0;
+  bump_ = 0;
+  return true;
+}
+
+// Makes the next kCommitStep of the last reservation read-write, with room on both stacks for
+// every page committed so far, so that free_page() never allocates.
 bool VmSource::commit_more() {
-  size_t step = std::min(std::max(kCommitStep, page_size_), size_ - committed_);
-  if (step == 0) return false;
-  size_t pages = (committed_ + step) / page_size_;
+  const Reservation& last = reservations_.back();
+  size_t step = std::min(std::max(kCommitStep, page_size_), last.size - committed_);
+  size_t pages = committed_pages_ + step / page_size_;
   try {
     resident_.reserve(pages);
     released_.reserve(pages);
   } catch (const std::bad_alloc&) {
     return false;
   }
-  if (mprotect(base_ + committed_, step, PROT_READ | PROT_WRITE) != 0) return false;
+  if (mprotect(last.base + committed_, step, PROT_READ | PROT_WRITE) != 0) return false;
   committed_ += step;
+  committed_pages_ = pages;
   return true;
 }
 
@@ -81,12 +120,13 @@ void* VmSource::alloc_page() {
     page = released_.back();
     released_.pop_back();
   } else {
-    if (bump_ + page_size_ > committed_ && !commit_more()) {
+    if (bump_ + page_size_ > committed_ && !make_room()) {
       errno = ENOMEM;
       return nullptr;
     }
-    page = base_ + bump_;
+    page = reservations_.back().base + bump_;
     bump_ += page_size_;
+    bumped_pages_++;
   }
   in_use_++;
   return page;
@@ -124,7 +164,7 @@ size_t VmSource::pages_in_use() {
 
 size_t VmSource::pages_resident() {
   MutexGuard guard(lock_);
-  return bump_ / page_size_ - released_.size();
+  return bumped_pages_ - released_.size();
 }
 
 }  // namespace ZSM_VARIANT_NS

@@ -316,17 +316,47 @@ int zs_print_allocinfo(FILE *out, size_t max);
 #endif
 
 /*
- * The default page source on its own, for wrapping (tests, limits, accounting): it reserves
- * `reserve_bytes` of address space (0 = 16 GiB) once, hands out pages from it, keeps up to
+ * The default page source on its own, for wrapping (tests, limits, accounting). It reserves
+ * address space in reservations of `reserve_bytes` each (0 = 16 GiB; capped at 1 TiB and
+ * rounded up to whole pages), mapping another each time the last is used up, up to
+ * ZS_VM_SOURCE_MAX_BYTES in all, and hands out pages from them. It keeps up to
  * `retain_pages` freed pages resident for reuse and gives the rest back to the OS with
- * madvise. Returns NULL with errno set (EINVAL for a page size that is not a power of two
- * of at least 4096, ENOMEM when the range cannot be reserved). A NULL vm source has no pages
- * in use or resident, destroying it does nothing, and its ops have NULL callbacks, which pool
- * creation refuses (EINVAL).
+ * madvise; freed pages, from any reservation, are reused before new ones are taken. Its
+ * alloc_page fails (NULL, errno ENOMEM) when every page below the limit is in use, or when
+ * the OS refuses a new reservation (and its halves, down to 64 MiB). Returns NULL with errno
+ * set (EINVAL for a page size that is not a power of two of at least 4096, ENOMEM when the
+ * first reservation cannot be made). A NULL vm source has no pages in use or resident,
+ * destroying it does nothing, and its ops have NULL callbacks, which pool creation refuses
+ * (EINVAL).
  */
 struct zs_vm_source;
 struct zs_vm_source *zs_vm_source_create(size_t page_size, size_t reserve_bytes,
 					 size_t retain_pages);
+
+/*
+ * The most address space a vm source reserves: 128 TiB, the user address space of x86-64 and
+ * arm64 with 48-bit addresses. More than one pool can use: a pool holds at most 2^30 objects
+ * (its handle cells), each at most a page (README.md, "Limits").
+ */
+#define ZS_VM_SOURCE_MAX_BYTES ((size_t)1 << 47)
+
+struct zs_vm_source_config {
+	size_t page_size;     /* a power of two of at least 4096 */
+	size_t reserve_bytes; /* address space per reservation, at most 1 TiB (larger values are
+	                         capped), rounded up to whole pages; 0 = 16 GiB. Each reservation
+	                         costs a mapping or two (vm.max_map_count): small ones are for tests */
+	size_t limit_bytes;   /* address space of all reservations together, rounded down to whole
+	                         pages; 0 or more than ZS_VM_SOURCE_MAX_BYTES = ZS_VM_SOURCE_MAX_BYTES */
+	size_t retain_pages;  /* freed pages kept resident for reuse; 0 = none */
+};
+
+/*
+ * zs_vm_source_create() with a limit on its address space: past limit_bytes in all, no
+ * reservation is made (the last is cut to fit), so alloc_page fails with ENOMEM once every
+ * page below the limit is in use. Same errors, plus EINVAL for a NULL cfg or a limit_bytes
+ * below one page.
+ */
+struct zs_vm_source *zs_vm_source_create_ex(const struct zs_vm_source_config *cfg);
 /* Unmap the source's whole range. Every pool using it must have been destroyed first. */
 void zs_vm_source_destroy(struct zs_vm_source *vm);
 /* The source as a struct zs_page_source, for zs_pool_config.page_source or for wrapping. */
