@@ -59,7 +59,7 @@ struct Result {
 };
 
 // Splits a zsm pool's held bytes into the parts of Result.
-void zsm_breakdown(zsm::bench_patched::Pool* pool, Result& r) {
+void zsm_breakdown(zsm::bench_patched::ZsPool* pool, Result& r) {
   size_t slots = 0;
   for (unsigned i = 0; i < zsm::bench_patched::zs_class_count(pool); i++) {
     struct zs_class_stats st{};

@@ -41,7 +41,7 @@ namespace zsm_bench {
 #define ZSM_BENCH_VARIANT(Trait, ns, pool_flags, profiling)                                   \
   struct Trait {                                                                              \
     static constexpr const char* name = #Trait;                                               \
-    using Pool = zsm::ns::Pool;                                                               \
+    using Pool = zsm::ns::ZsPool;                                                             \
     static Pool* create(const zs_pool_config* cfg = nullptr) {                               \
       zs_pool_config config = cfg != nullptr ? *cfg : zs_pool_config{};                      \
       config.flags |= (pool_flags);                                                           \

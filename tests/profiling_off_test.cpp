@@ -23,7 +23,7 @@ TEST(ProfilingOff, SwitchReportsNotSupportedAndNothingIsCounted) {
   EXPECT_EQ(core::zs_alloc_profiling_enabled(), 0);
 
   static zs_alloc_tag tag = {"off.c", "f", 1, 0, 0, 0, nullptr};
-  core::Pool* pool = core::zs_create_pool("off", nullptr);
+  core::ZsPool* pool = core::zs_create_pool("off", nullptr);
   ASSERT_NE(pool, nullptr);
   unsigned long h = core::zs_malloc_tagged(pool, 100, &tag);
   ASSERT_NE(h, 0u);

@@ -273,7 +273,7 @@ def header(args):
             cpu = m.group(1) if m else cpu
     lines = [f"A/B of the inline policies on {platform.machine()}, {cpu}, {JOBS} CPUs: "
              "patched (zsm/src/compiler.h: ZSM_OBJ_HELPER, ZSM_WRITE_HELPER always-inline, "
-             "ZSM_SLOW_PATH noinline) vs baseline (plain static: the compiler decides)",
+             "ZSM_ZSPAGE_HELPER noinline) vs baseline (plain static: the compiler decides)",
              f"time: CPU time per pair, {args.repetitions} repetitions in one binary "
              f"(random interleaving) and {args.runs} runs of each separate binary, "
              f"min time {args.min_time} s; instructions: callgrind, {args.pairs} pairs"]

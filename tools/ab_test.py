@@ -76,13 +76,13 @@ class TimeTest(unittest.TestCase):
 
 class SymbolTest(unittest.TestCase):
     def test_parse_symbol(self):
-        self.assertEqual(an.parse_symbol(P + "zs_store(zsm::bench_patched::Pool*, void const*, "
+        self.assertEqual(an.parse_symbol(P + "zs_store(zsm::bench_patched::ZsPool*, void const*, "
                                          "unsigned long)"), ("patched", "zs_store", ""))
         self.assertEqual(an.parse_symbol(B + ANON + "obj_write(zsm::bench_baseline::"
                                          "ClassGeometry, unsigned long) [clone .isra.0] "
                                          "[clone .cold]"),
                          ("baseline", "obj_write", ".isra.0 .cold"))
-        clang_lambda = (P + "zs_store(zsm::bench_patched::Pool*, void const*, unsigned long)"
+        clang_lambda = (P + "zs_store(zsm::bench_patched::ZsPool*, void const*, unsigned long)"
                         "::$_0::operator()(zsm::bench_patched::ClassGeometry, unsigned long) "
                         "const")
         gcc_lambda = (B + "zs_store(zsm::bench_baseline::Pool*, void const*, unsigned long)"
@@ -95,10 +95,10 @@ class SymbolTest(unittest.TestCase):
 
     def test_parse_nm_and_code_sizes(self):
         text = "\n".join([
-            f"0000000000005220 00000000000006ae T {P}zs_store(Pool*, void const*, unsigned long)",
-            f"00000000000026d1 0000000000000083 t {P}zs_store(Pool*, void const*, unsigned long)"
+            f"0000000000005220 00000000000006ae T {P}zs_store(ZsPool*, void const*, unsigned long)",
+            f"00000000000026d1 0000000000000083 t {P}zs_store(ZsPool*, void const*, unsigned long)"
             " [clone .cold]",
-            f"0000000000009ba0 000000000000053f T {B}zs_store(Pool*, void const*, unsigned long)",
+            f"0000000000009ba0 000000000000053f T {B}zs_store(ZsPool*, void const*, unsigned long)",
             f"0000000000008f80 00000000000000bf t {B}{ANON}obj_write(ClassGeometry, unsigned "
             "long, void const*, unsigned long)",
             f"0000000000010000 0000000000000008 b {P}{ANON}shard_hint",
@@ -114,8 +114,8 @@ class SymbolTest(unittest.TestCase):
                          [("obj_write", 0xbf)])
 
     def test_parse_calls_and_callees(self):
-        store_b = f"{B}zs_store(Pool*, void const*, unsigned long)"
-        store_p = f"{P}zs_store(Pool*, void const*, unsigned long)"
+        store_b = f"{B}zs_store(ZsPool*, void const*, unsigned long)"
+        store_p = f"{P}zs_store(ZsPool*, void const*, unsigned long)"
         write_b = (f"{B}{ANON}obj_write(ClassGeometry, unsigned long, void const*, unsigned long)"
                    " [clone .isra.0]")
         text = "\n".join([
@@ -123,19 +123,19 @@ class SymbolTest(unittest.TestCase):
             f"    9ccd:\tcall   8f80 <{write_b}>",
             "    9da0:\tcall   2030 <__errno_location@plt>",
             f"    9e00:\tjmp    9ba0 <{store_b}>",
-            f"    9e10:\tcall   9470 <{P}{ANON}alloc_zspage(Pool*, SizeClass*)>",
+            f"    9e10:\tcall   9470 <{P}{ANON}alloc_zspage(ZsPool*, ClassShard*)>",
             "",
             f"0000000000002add <{store_b} [clone .cold]>:",
-            f"    2add:\tcall   2817 <{B}{ANON}move_to_next_shard(Pool const*, SizeClass*)>",
+            f"    2add:\tcall   2817 <{B}{ANON}move_to_next_shard(ZsPool const*, ClassShard*)>",
             f"    2ae5:\tjmp    9dee <{store_b}+0x24e>",
             "",
             f"0000000000005220 <{store_p}>:",
-            f"    5300:\tjmp    8f80 <{P}{ANON}remove_zspage(SizeClass*, ZsPage*)>"])
+            f"    5300:\tjmp    8f80 <{P}{ANON}remove_zspage(ClassShard*, ZsPage*)>"])
         calls = an.parse_calls(text)
         self.assertEqual(calls[store_b], {write_b, "__errno_location@plt",
-                                          f"{P}{ANON}alloc_zspage(Pool*, SizeClass*)"})
+                                          f"{P}{ANON}alloc_zspage(ZsPool*, ClassShard*)"})
         self.assertEqual(calls[f"{store_b} [clone .cold]"],
-                         {f"{B}{ANON}move_to_next_shard(Pool const*, SizeClass*)"})
+                         {f"{B}{ANON}move_to_next_shard(ZsPool const*, ClassShard*)"})
         # Only the body's calls into its own variant count: not libc, not the other
         # variant, not the .cold part's.
         got = an.callees(calls, ["zs_store", "zs_free"])

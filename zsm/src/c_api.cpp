@@ -1,12 +1,12 @@
 // The public C API (zsm/zsmalloc.h): each call forwards to the variant this library was
-// built with. struct zs_pool is the opaque face of zsm::Pool.
+// built with. struct zs_pool is the opaque face of zsm::ZsPool.
 #include <cerrno>
 
 #include "pool.h"
 #include "vm_source.h"
 
 namespace {
-zsm::Pool* impl(zs_pool* pool) { return reinterpret_cast<zsm::Pool*>(pool); }
+zsm::ZsPool* impl(zs_pool* pool) { return reinterpret_cast<zsm::ZsPool*>(pool); }
 zsm::VmSource* impl(zs_vm_source* vm) { return reinterpret_cast<zsm::VmSource*>(vm); }
 }  // namespace
 

@@ -20,6 +20,7 @@
 #include "obj.h"
 #include "pool.h"
 #include "report.h"
+#include "zspage.h"
 
 namespace zsm {
 inline namespace ZSM_VARIANT_NS {
@@ -30,7 +31,7 @@ namespace {
 class Findings {
  public:
   explicit Findings(FILE* out) : out_(out) {}
-  __attribute__((format(printf, 2, 3))) void add(const char* fmt, ...) {
+  ZSM_PRINTF_FORMAT(2, 3) void add(const char* fmt, ...) {
     if (count_++ == 0 && out_ == nullptr) {
       va_list args;
       va_start(args, fmt);
@@ -54,7 +55,7 @@ class Findings {
 };
 
 // The zspage's free list, its in-use count and its live objects' headers and cells.
-void check_zspage(const Pool* pool, const SizeClass* cls, const ZsPage* zspage, Findings& f) {
+void check_zspage(const ZsPool* pool, const ClassShard* cls, const ZsPage* zspage, Findings& f) {
   const ClassGeometry g = cls->geom;
   const uint32_t objs = cls->objs_per_zspage;
   if (zspage->cls.load(std::memory_order_relaxed) != cls)
@@ -98,7 +99,7 @@ struct ListTotals {
 };
 
 // The class's fullness lists; fully checks each listed zspage when `deep`.
-ListTotals check_lists(const Pool* pool, SizeClass* cls, bool deep, Findings& f)
+ListTotals check_lists(const ZsPool* pool, ClassShard* cls, bool deep, Findings& f)
     ZSM_REQUIRES(cls->lock) {
   ListTotals totals;
   for (int fg = ZS_INUSE_RATIO_0; fg < ZS_INUSE_RATIO_100; fg++) {
@@ -126,7 +127,7 @@ ListTotals check_lists(const Pool* pool, SizeClass* cls, bool deep, Findings& f)
 }
 
 // The class's object counts against its lists (full zspages are on none: counted only).
-void check_stats(SizeClass* cls, const ListTotals& totals, Findings& f) ZSM_REQUIRES(cls->lock) {
+void check_stats(ClassShard* cls, const ListTotals& totals, Findings& f) ZSM_REQUIRES(cls->lock) {
   unsigned long zspages = cls->stats[ZS_INUSE_RATIO_100];
   for (int fg = ZS_INUSE_RATIO_0; fg < ZS_INUSE_RATIO_100; fg++) zspages += totals.zspages[fg];
   unsigned long full_objs = cls->stats[ZS_INUSE_RATIO_100] * cls->objs_per_zspage;
@@ -138,18 +139,18 @@ void check_stats(SizeClass* cls, const ListTotals& totals, Findings& f) ZSM_REQU
           cls->stats[ZS_OBJS_INUSE], totals.inuse + full_objs);
 }
 
-void lock_all_classes(Pool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  for (uint32_t c = 0; c < pool->nr_classes; c++) pool->classes[c].lock.lock();
+void lock_all_classes(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  for (uint32_t c = 0; c < pool->nr_class_shards; c++) pool->class_shards[c].lock.lock();
 }
 
-void unlock_all_classes(Pool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  for (uint32_t c = 0; c < pool->nr_classes; c++) pool->classes[c].lock.unlock();
+void unlock_all_classes(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  for (uint32_t c = 0; c < pool->nr_class_shards; c++) pool->class_shards[c].lock.unlock();
 }
 
 // Every zspage the metadata arenas hold for a class, full ones included, and their pages.
-void check_all_zspages(Pool* pool, Findings& f) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+void check_all_zspages(ZsPool* pool, Findings& f) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   unsigned long pages = 0;
-  std::vector<unsigned long> full(pool->nr_classes);
+  std::vector<unsigned long> full(pool->nr_class_shards);
   for (uint32_t shard = 0; shard <= pool->shard_mask; shard++) {
     ShardArenas& arenas = pool->arenas[shard];
     MutexGuard guard(arenas.lock);
@@ -157,19 +158,19 @@ void check_all_zspages(Pool* pool, Findings& f) ZSM_NO_THREAD_SAFETY_ANALYSIS {
       if (arena == nullptr) continue;
       arena->for_each_record([&](void* record) {
         auto* zspage = static_cast<ZsPage*>(record);
-        SizeClass* cls = zspage->cls.load(std::memory_order_relaxed);
+        ClassShard* cls = zspage->cls.load(std::memory_order_relaxed);
         if (cls == nullptr) return;
         pages += zspage->nr_pages;
         if (zspage->fullness != ZS_INUSE_RATIO_100) return;  // listed: checked with its list
         check_zspage(pool, cls, zspage, f);
-        full[cls - pool->classes]++;
+        full[cls - pool->class_shards]++;
       });
     }
   }
-  for (uint32_t c = 0; c < pool->nr_classes; c++) {
-    if (full[c] != pool->classes[c].stats[ZS_INUSE_RATIO_100])
-      f.add("class %u: %lu full zspages found, %lu counted", pool->classes[c].index, full[c],
-            pool->classes[c].stats[ZS_INUSE_RATIO_100]);
+  for (uint32_t c = 0; c < pool->nr_class_shards; c++) {
+    if (full[c] != pool->class_shards[c].stats[ZS_INUSE_RATIO_100])
+      f.add("class %u: %lu full zspages found, %lu counted", pool->class_shards[c].index, full[c],
+            pool->class_shards[c].stats[ZS_INUSE_RATIO_100]);
   }
   if (pages != pool->pages_allocated.load(std::memory_order_relaxed))
     f.add("zspages hold %lu pages, the pool counts %lu", pages,
@@ -179,7 +180,7 @@ void check_all_zspages(Pool* pool, Findings& f) ZSM_NO_THREAD_SAFETY_ANALYSIS {
 }  // namespace
 
 #if ZSM_DEBUG_INVARIANTS
-void debug_check_class(const Pool* pool, SizeClass* cls, const ZsPage* touched) {
+void debug_check_class(const ZsPool* pool, ClassShard* cls, const ZsPage* touched) {
   Findings f(nullptr);
   check_stats(cls, check_lists(pool, cls, false, f), f);
   if (touched != nullptr && touched->cls.load(std::memory_order_relaxed) == cls)
@@ -188,15 +189,15 @@ void debug_check_class(const Pool* pool, SizeClass* cls, const ZsPage* touched) 
 }
 #endif
 
-int zs_check_pool(Pool* pool, FILE* report) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+int zs_check_pool(ZsPool* pool, FILE* report) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   if (pool == nullptr) {
     errno = EINVAL;
     return -1;
   }
   Findings f(report);
   lock_all_classes(pool);
-  for (uint32_t c = 0; c < pool->nr_classes; c++) {
-    SizeClass* cls = &pool->classes[c];
+  for (uint32_t c = 0; c < pool->nr_class_shards; c++) {
+    ClassShard* cls = &pool->class_shards[c];
     check_stats(cls, check_lists(pool, cls, true, f), f);
   }
   check_all_zspages(pool, f);

@@ -12,10 +12,10 @@ inline namespace ZSM_VARIANT_NS {
 #if ZSM_DEBUG_INVARIANTS
 // Checks the class's lists and statistics, and `touched` (a zspage of the class, or nullptr)
 // in full; reports the first violation through report_invariant().
-void debug_check_class(const Pool* pool, SizeClass* cls, const ZsPage* touched)
+void debug_check_class(const ZsPool* pool, ClassShard* cls, const ZsPage* touched)
     ZSM_REQUIRES(cls->lock);
 #else
-inline void debug_check_class(const Pool*, SizeClass*, const ZsPage*) {}
+inline void debug_check_class(const ZsPool*, ClassShard*, const ZsPage*) {}
 #endif
 
 }  // namespace ZSM_VARIANT_NS

@@ -4,7 +4,7 @@
 // hot/cold role macros expand to and nothing else. One macro per helper group:
 //   ZSM_OBJ_HELPER    obj_malloc, obj_free   patched: always-inline   baseline: plain static
 //   ZSM_WRITE_HELPER  obj_write              patched: always-inline   baseline: plain static
-//   ZSM_SLOW_PATH     alloc_zspage           patched: noinline        baseline: plain static
+//   ZSM_ZSPAGE_HELPER alloc_zspage           patched: noinline        baseline: plain static
 // Each can be overridden with -D (e.g. -DZSM_WRITE_HELPER= to measure obj_malloc/obj_free
 // alone, as the kernel mail's first patch did), so another attribute can be A/B-tested
 // without editing the source (see "The A/B workflow" in README.md).
@@ -34,26 +34,31 @@
 #ifndef ZSM_WRITE_HELPER
 #define ZSM_WRITE_HELPER ZSM_POLICY_HOT
 #endif
-#ifndef ZSM_SLOW_PATH
-#define ZSM_SLOW_PATH ZSM_POLICY_COLD
+#ifndef ZSM_ZSPAGE_HELPER
+#define ZSM_ZSPAGE_HELPER ZSM_POLICY_COLD
 #endif
 
-// Roles that do not change with the inline policy: code written once but meant to sit in its
-// callers (zs_malloc/zs_store share one body), and refill paths off the hot path.
+// Roles that do not change with the inline policy:
+//   ZSM_ALWAYS_INLINE  code written once but meant to sit in its callers (zs_malloc and
+//                      zs_store share one body; the lookups inline into every API call)
+//   ZSM_COLD_PATH      rare and cold: refills, shard moves, fatal reports
+//   ZSM_OFF_FAST_PATH  kept out of its caller's fast path but not cold (not optimised for
+//                      size): the stores of hardened pools
 #ifndef ZSM_ALWAYS_INLINE
 #define ZSM_ALWAYS_INLINE inline __attribute__((always_inline))
-#endif
-#ifndef ZSM_ALWAYS_INLINE_LAMBDA
-#define ZSM_ALWAYS_INLINE_LAMBDA __attribute__((always_inline))
 #endif
 #ifndef ZSM_COLD_PATH
 #define ZSM_COLD_PATH __attribute__((noinline, cold))
 #endif
-// A path kept out of its caller's fast path but not cold (not optimised for size): the
-// stores of hardened pools.
 #ifndef ZSM_OFF_FAST_PATH
 #define ZSM_OFF_FAST_PATH __attribute__((noinline))
 #endif
+
+// A printf-like function whose format is argument `fmt` and whose arguments start at `args`.
+#define ZSM_PRINTF_FORMAT(fmt, args) __attribute__((format(printf, fmt, args)))
+// A thread_local reached with one load from the thread pointer, in the shared library too
+// (initial-exec: a libzsm.so loaded by dlopen() takes it from the static TLS reserve).
+#define ZSM_INITIAL_EXEC_TLS __attribute__((tls_model("initial-exec")))
 
 // Allocation profiling (profile.h): ZSM_PROFILING compiles it in; its hooks, run behind one
 // cheap check, are out of line unless ZSM_PROFILING_INLINE asks for them inline (the A/B of

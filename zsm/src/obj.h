@@ -1,7 +1,7 @@
 // The encodings of the pool, in one place: obj values (what a handle cell holds), object
-// headers, and where an object's bytes lie in its zspage. pool.cpp explains them in prose at
-// its top; this header holds only the tiny helpers that pool.cpp, check.cpp and profile.cpp
-// share, all inline and lock-free.
+// headers, handle tags, and where an object's bytes lie in its zspage. pool.cpp explains them
+// in prose at its top; this header holds only the tiny helpers the pool's files share, all
+// inline and lock-free.
 #pragma once
 
 #include <cstddef>
@@ -12,6 +12,8 @@
 namespace zsm {
 inline namespace ZSM_VARIANT_NS {
 
+static_assert(sizeof(unsigned long) == 8, "handles and obj values need 64-bit longs");
+
 // obj = (ZsPage address << kObjIndexBits) | flags | object index.
 inline constexpr unsigned kObjIndexBits = 16;
 inline constexpr unsigned long kObjIndexMask = 0x7fff;
@@ -20,18 +22,19 @@ inline constexpr unsigned long kObjIndexMask = 0x7fff;
 inline constexpr unsigned long kObjProfiled = 0x8000;
 static_assert((kMaxChain << kMaxPageShift) / kMinAllocSize <= kObjIndexMask + 1,
               "object index bits must cover the largest zspage");
-inline constexpr uintptr_t kAddressLimit = uintptr_t{1} << (64 - kObjIndexBits);
+static_assert(kRecordAddressLimit == uintptr_t{1} << (64 - kObjIndexBits),
+              "records (ZsPage metadata, handle cells) must leave the top kObjIndexBits free");
 
 // A hardened pool's handle = cell address ^ (generation << kHandleTagShift): cells lie below
-// kAddressLimit, so the top bits are free to tell the pool (pool.cpp, "Hardened pools").
+// kRecordAddressLimit, so the top bits are free to tell the pool (pool.cpp, "Hardened pools").
 // Generations run 1..kHandleGenerations; a default pool's handle is the cell address.
 inline constexpr unsigned kHandleTagShift = 64 - kObjIndexBits;
 inline constexpr unsigned long kHandleGenerations = (1UL << (64 - kHandleTagShift)) - 1;
 
-// header = handle | (object size - 1) << kHeaderSizeShift | OBJ_ALLOCATED_TAG. Handles are
-// addresses below kAddressLimit, so the top 16 bits carry the size the object was allocated
-// with (checked in hardened pools, counted by profiling). A free object's first word is a
-// link instead, with the tag clear.
+// header = cell | (object size - 1) << kHeaderSizeShift | OBJ_ALLOCATED_TAG. Cells are
+// addresses below kRecordAddressLimit, so the top 16 bits carry the size the object was
+// allocated with (checked in hardened pools, counted by profiling). A free object's first
+// word is a link instead, with the tag clear.
 inline constexpr unsigned long OBJ_ALLOCATED_TAG = 1;
 inline constexpr unsigned OBJ_TAG_BITS = 1;
 inline constexpr unsigned kHeaderSizeShift = 64 - kObjIndexBits;
@@ -105,7 +108,7 @@ inline unsigned long* obj_word(Location loc) {
 
 inline bool is_huge(ClassGeometry g) { return g.payload_offset == 0; }
 
-inline size_t obj_capacity(const SizeClass* cls) {
+inline size_t obj_capacity(const ClassShard* cls) {
   return cls->geom.size - cls->geom.payload_offset;
 }
 

@@ -22,26 +22,26 @@
 namespace zsm {
 inline namespace ZSM_VARIANT_NS {
 
-struct Pool;
+struct ZsPool;
 
 class OpenReads {
  public:
   static constexpr uint32_t kMaxReads = 32;
 
   struct Read {
-    const Pool* pool;
+    const ZsPool* pool;
     unsigned long handle;  // as the caller passed it
     unsigned long obj;     // what the cell held when the read began
   };
 
   [[nodiscard]] bool full() const { return count_ == kMaxReads; }
 
-  void add(const Pool* pool, unsigned long handle, unsigned long obj) {
+  void add(const ZsPool* pool, unsigned long handle, unsigned long obj) {
     reads_[count_++] = {pool, handle, obj};
   }
 
   // The latest read of `handle` in `pool` in progress on this thread, or nullptr.
-  [[nodiscard]] Read* find(const Pool* pool, unsigned long handle) {
+  [[nodiscard]] Read* find(const ZsPool* pool, unsigned long handle) {
     for (uint32_t i = count_; i-- > 0;)
       if (reads_[i].pool == pool && reads_[i].handle == handle) return &reads_[i];
     return nullptr;

@@ -1,6 +1,6 @@
-// The pool's data structures: Pool, SizeClass, ZsPage and handle cells. The layout, the
-// encodings and the lock order are explained at the top of pool.cpp; this header only holds
-// the types and the few helpers that pool.cpp and stats.cpp share.
+// The pool's data structures: ZsPool, ClassShard, ZsPage and handle cells. The layout, the
+// encodings and the lock order are explained at the top of pool.cpp; this header holds the
+// types only (the helpers that work on them are in zspage.h and obj.h).
 #pragma once
 
 #include <zsm/zsmalloc.h>
@@ -18,7 +18,7 @@ namespace zsm {
 inline namespace ZSM_VARIANT_NS {
 
 class VmSource;
-struct SizeClass;
+struct ClassShard;
 
 // enum fullness_group: 0 = empty, 1..10 = 0-9%, 10-19% .. 90-99% in use, 11 = full.
 inline constexpr int ZS_INUSE_RATIO_0 = 0;
@@ -41,7 +41,7 @@ using HandleCell = std::atomic<unsigned long>;
 struct ZsPage {
   ZsPage* prev;                       // fullness list links (class lock)
   ZsPage* next;
-  std::atomic<SizeClass*> cls;        // owning class; nullptr while free (written under class lock)
+  std::atomic<ClassShard*> cls;       // owning shard; nullptr while free (written under its lock)
   ZspageLock lock;                    // readers vs. compaction
   uint32_t inuse;                     // live objects (class lock)
   uint32_t freeobj;                   // index of the first free object (class lock)
@@ -57,8 +57,6 @@ struct ZsPage {
 };
 static_assert(sizeof(ZsPage) % alignof(char*) == 0);
 
-// One lock shard of a size class. A class has Pool::nr_shards of them, side by side; each
-// holds its own zspages, so threads on different shards never share a lock or a zspage.
 // What the object helpers need to know of a class. They take it by value, so the compiler
 // keeps it in registers across the stores they make (a store through a uint32_t* could
 // otherwise be the class's own fields, and force them to be read again).
@@ -70,14 +68,18 @@ struct ClassGeometry {
   [[nodiscard]] size_t page_size() const { return size_t{page_mask} + 1; }
 };
 
-struct alignas(64) SizeClass {
+// One lock shard of a size class. A class has shard_mask + 1 of them, side by side in
+// ZsPool::class_shards; each holds its own zspages, lists, statistics and cell cache, so
+// threads on different shards never share a lock or a zspage. With one shard per class, a
+// ClassShard is the kernel's struct size_class.
+struct alignas(64) ClassShard {
   Mutex lock;
   // Immutable after pool creation.
   ClassGeometry geom;
   uint32_t objs_per_zspage = 0;
   uint32_t pages_per_zspage = 0;
-  uint32_t index = 0;
-  uint32_t shard = 0;
+  uint32_t index = 0;                 // the class's index (zs_lookup_class_index)
+  uint32_t shard = 0;                 // which of the class's shards, 0 .. shard_mask
   // The inuse range of each fullness group, so that fix_fullness_group() can tell with two
   // compares that a zspage stays in its group (groups no inuse value maps to: lo > hi).
   uint32_t fullness_lo[NR_FULLNESS_GROUPS] = {};
@@ -107,19 +109,21 @@ struct alignas(64) ShardArenas {
   RecordArena* meta[kMaxChain + 1] ZSM_GUARDED_BY(lock) = {};
 };
 
-struct Pool {
+inline constexpr unsigned kGranuleShift = 4;  // ZsPool::first_shard_by_granule: 16 bytes
+
+struct ZsPool {
   std::string name;
   ClassTable table;
-  // By index, merged indices sharing a class, each entry pointing at shard 0 of its class
-  // (shard s is at size_class[i] + s).
-  SizeClass* size_class[kMaxClassIndices] = {};
+  // By class index, merged indices sharing a class: shard 0 of the class (shard s is at
+  // first_shard[i] + s). The kernel's pool->size_class[].
+  ClassShard* first_shard[kMaxClassIndices] = {};
   // The same by 16-byte granule of the request (header included): entry g serves requests
   // of 16g - 15 .. 16g bytes. Class boundaries fall on multiples of 16 at every page size,
   // so a shift and a load find the class with no division and no clamp.
-  SizeClass** class_by_granule = nullptr;       // page_size / 16 + 2 entries
-  SizeClass* classes = nullptr;                  // nr_distinct classes x nr_shards, class-major
-  uint32_t nr_classes = 0;                       // nr_distinct * nr_shards
-  uint32_t shard_mask = 0;                       // nr_shards - 1
+  ClassShard** first_shard_by_granule = nullptr;  // page_size / 16 + 2 entries
+  ClassShard* class_shards = nullptr;             // distinct classes x shards, class-major
+  uint32_t nr_class_shards = 0;                   // distinct classes x shards per class
+  uint32_t shard_mask = 0;                        // shards per class - 1
   uint32_t page_size = 0;
   // What a store's size - 1 must be below to take the fast path: page_size in a default
   // pool; 0 in a hardened one, so that its stores take the path that tags handles.
@@ -139,22 +143,6 @@ struct Pool {
   std::atomic<unsigned long> pages_compacted{0};
   std::atomic<bool> compaction_in_progress{false};
 };
-
-// The fullness group a zspage's in-use count puts it in.
-inline int get_fullness_group(const SizeClass* cls, const ZsPage* zspage) {
-  uint32_t inuse = zspage->inuse, objs = cls->objs_per_zspage;
-  if (inuse == 0) return ZS_INUSE_RATIO_0;
-  if (inuse == objs) return ZS_INUSE_RATIO_100;
-  return static_cast<int>(100 * inuse / objs / 10 + 1);
-}
-
-// zs_can_compact(): pages compaction could free in a class whose shards hold `allocated`
-// object slots and `inuse` objects.
-inline unsigned long can_compact_pages(unsigned long allocated, unsigned long inuse,
-                                       const SizeClass* cls) {
-  if (allocated <= inuse) return 0;
-  return (allocated - inuse) / cls->objs_per_zspage * cls->pages_per_zspage;
-}
 
 }  // namespace ZSM_VARIANT_NS
 }  // namespace zsm

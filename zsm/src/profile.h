@@ -39,7 +39,7 @@ inline bool profiling_enabled() {
 void register_alloc_tag(zs_alloc_tag* tag);
 
 // Registration comes last, so that the out-of-line hook needs no stack frame: a tail call.
-ZSM_PROFILE_HOOK void profile_alloc(const Pool* pool, SizeClass* cls, unsigned long handle,
+ZSM_PROFILE_HOOK void profile_alloc(const ZsPool* pool, ClassShard* cls, unsigned long handle,
                                     size_t size, zs_alloc_tag* tag) ZSM_REQUIRES(cls->lock) {
   if (tag == nullptr) tag = &g_untagged;
   pool->cells.mirror_of(handle)->store(reinterpret_cast<unsigned long>(tag),
@@ -51,7 +51,7 @@ ZSM_PROFILE_HOOK void profile_alloc(const Pool* pool, SizeClass* cls, unsigned l
   if (__atomic_load_n(&tag->registered, __ATOMIC_ACQUIRE) == 0) register_alloc_tag(tag);
 }
 
-ZSM_PROFILE_HOOK void profile_free(const Pool* pool, SizeClass* cls, unsigned long handle,
+ZSM_PROFILE_HOOK void profile_free(const ZsPool* pool, ClassShard* cls, unsigned long handle,
                                    size_t size) ZSM_REQUIRES(cls->lock) {
   auto* tag = reinterpret_cast<zs_alloc_tag*>(
       pool->cells.mirror_of(handle)->load(std::memory_order_relaxed));
@@ -65,9 +65,9 @@ ZSM_PROFILE_HOOK void profile_free(const Pool* pool, SizeClass* cls, unsigned lo
 
 inline constexpr bool profiling_enabled() { return false; }
 
-inline void profile_alloc(const Pool*, SizeClass*, unsigned long, size_t, zs_alloc_tag*) {}
+inline void profile_alloc(const ZsPool*, ClassShard*, unsigned long, size_t, zs_alloc_tag*) {}
 
-inline void profile_free(const Pool*, SizeClass*, unsigned long, size_t) {}
+inline void profile_free(const ZsPool*, ClassShard*, unsigned long, size_t) {}
 
 #endif
 

@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <cstring>
 
-#include "obj.h"
 
 namespace zsm {
 inline namespace ZSM_VARIANT_NS {
@@ -20,7 +19,7 @@ bool CellRegion::reserve(bool with_mirror) {
   size_t len = with_mirror ? 2 * kReserve : kReserve;
   void* map = mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (map == MAP_FAILED) return false;
-  if (reinterpret_cast<uintptr_t>(map) + len > kAddressLimit) {
+  if (reinterpret_cast<uintptr_t>(map) + len > kRecordAddressLimit) {
     munmap(map, len);
     return false;
   }
@@ -55,7 +54,7 @@ void* RecordArena::new_chunk() {
   if (region_ != nullptr) return region_->carve_chunk();
   void* map = mmap(nullptr, kChunkSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (map == MAP_FAILED) return nullptr;
-  if (reinterpret_cast<uintptr_t>(map) + kChunkSize > kAddressLimit) {
+  if (reinterpret_cast<uintptr_t>(map) + kChunkSize > kRecordAddressLimit) {
     munmap(map, kChunkSize);
     return nullptr;
   }

@@ -9,22 +9,28 @@
 // CellRegion is one reserved range of address space per pool that every handle cell of the
 // pool lies in, so that "is this a cell of this pool" is a range check (hardened pools, see
 // pool.cpp). A region's address is often reused by the next pool, so in time the range
-// alone cannot tell pools apart: hardened handles also carry a tag (pool.cpp). Every word of the carved part is a cell or a chunk header, and holds one of:
-// 0 (never used), an address inside the region (a free cell's link, or a chunk link), or a
-// live obj (ZsPage address << 16, far above any address). When allocation profiling is built
-// in, a second range of the same size mirrors the first: the word at the same offset there is
-// the cell's tag slot (profile.cpp). Chunks are made read-write as they are carved, under a
-// lock of the region's own (a leaf lock).
+// alone cannot tell pools apart: hardened handles also carry a tag (pool.cpp). Every word
+// of the carved part is a cell or a chunk header, and holds one of: 0 (never used), an
+// address inside the region (a free cell's link, or a chunk link), or a live obj (ZsPage
+// address << 16, far above any address). When allocation profiling is built in, a second
+// range of the same size mirrors the first: the word at the same offset there is the cell's
+// tag slot (profile.cpp). Chunks are made read-write as they are carved, under a lock of the
+// region's own (a leaf lock).
 #pragma once
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 
 #include "compiler.h"
 #include "lock.h"
 
 namespace zsm {
 inline namespace ZSM_VARIANT_NS {
+
+// Every record lies below 2^48, so that the encodings of obj.h can shift a record's address
+// up by 16 bits (an obj) or use the top 16 bits of one (handle tags, header sizes).
+inline constexpr uintptr_t kRecordAddressLimit = uintptr_t{1} << 48;
 
 class CellRegion {
  public:

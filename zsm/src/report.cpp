@@ -12,7 +12,7 @@ inline namespace ZSM_VARIANT_NS {
 
 namespace {
 
-[[noreturn]] __attribute__((format(printf, 2, 3))) void die(const Pool* pool, const char* fmt,
+[[noreturn]] ZSM_PRINTF_FORMAT(2, 3) void die(const ZsPool* pool, const char* fmt,
                                                              ...) {
   std::fprintf(stderr, "zsm: fatal: pool '%s': ", pool->name.c_str());
   va_list args;
@@ -26,50 +26,56 @@ namespace {
 
 }  // namespace
 
-void report_foreign_handle(const Pool* pool, const char* call, unsigned long handle) {
+void report_dcheck_failed(const char* cond, const char* file, int line) {
+  std::fprintf(stderr, "zsm: fatal: %s:%d: ZSM_DCHECK(%s) failed\n", file, line, cond);
+  std::fflush(stderr);
+  std::abort();
+}
+
+void report_foreign_handle(const ZsPool* pool, const char* call, unsigned long handle) {
   die(pool, "%s(handle %#lx): not a handle of this pool (never returned by it, from another pool, or from a destroyed one)",
       call, handle);
 }
 
-void report_free_handle(const Pool* pool, const char* call, unsigned long handle) {
+void report_free_handle(const ZsPool* pool, const char* call, unsigned long handle) {
   die(pool, "%s(handle %#lx): handle is not allocated (freed already: double free or use after free)",
       call, handle);
 }
 
-void report_corrupt_header(const Pool* pool, const char* call, unsigned long handle,
+void report_corrupt_header(const ZsPool* pool, const char* call, unsigned long handle,
                            unsigned long header) {
   die(pool, "%s(handle %#lx): object header %#lx does not name the handle (pool memory overwritten)",
       call, handle, header);
 }
 
-void report_out_of_bounds(const Pool* pool, const char* call, unsigned long handle, size_t len,
+void report_out_of_bounds(const ZsPool* pool, const char* call, unsigned long handle, size_t len,
                           size_t size) {
   die(pool, "%s(handle %#lx): %zu bytes of an object of %zu bytes (past its end)", call, handle,
       len, size);
 }
 
-void report_no_read_in_progress(const Pool* pool, const char* call, unsigned long handle) {
+void report_no_read_in_progress(const ZsPool* pool, const char* call, unsigned long handle) {
   die(pool, "%s(handle %#lx): no read of this handle is in progress on this thread (never begun, ended already, or begun in another thread)",
       call, handle);
 }
 
-void report_free_while_read(const Pool* pool, const char* call, unsigned long handle) {
+void report_free_while_read(const ZsPool* pool, const char* call, unsigned long handle) {
   die(pool, "%s(handle %#lx): the object is being read by this thread (zs_obj_read_end() first)",
       call, handle);
 }
 
-void report_freed_while_read(const Pool* pool, const char* call, unsigned long handle) {
+void report_freed_while_read(const ZsPool* pool, const char* call, unsigned long handle) {
   die(pool, "%s(handle %#lx): the object was freed while this read was in progress", call,
       handle);
 }
 
-void report_too_many_reads(const Pool* pool, const char* call, unsigned long handle,
+void report_too_many_reads(const ZsPool* pool, const char* call, unsigned long handle,
                            unsigned max) {
   die(pool, "%s(handle %#lx): more than %u reads in progress on this thread (the limit of a hardened pool)",
       call, handle, max);
 }
 
-void report_invariant(const Pool* pool, const char* what) {
+void report_invariant(const ZsPool* pool, const char* what) {
   die(pool, "invariant broken: %s", what);
 }
 

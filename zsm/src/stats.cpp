@@ -5,6 +5,7 @@
 
 #include "pool.h"
 #include "pool_types.h"
+#include "zspage.h"
 
 namespace zsm {
 inline namespace ZSM_VARIANT_NS {
@@ -12,13 +13,13 @@ inline namespace ZSM_VARIANT_NS {
 namespace {
 
 // Sums the shards of the class whose shard 0 is `first`, each under its own lock.
-void fill_class_stats(const Pool* pool, SizeClass* first, struct zs_class_stats* out) {
+void fill_class_stats(const ZsPool* pool, ClassShard* first, struct zs_class_stats* out) {
   *out = {};
   out->index = first->index;
   out->size = first->geom.size;
   out->pages_per_zspage = first->pages_per_zspage;
   out->objs_per_zspage = first->objs_per_zspage;
-  for (SizeClass* cls = first; cls <= first + pool->shard_mask; cls++) {
+  for (ClassShard* cls = first; cls <= first + pool->shard_mask; cls++) {
     MutexGuard guard(cls->lock);
     for (int fg = 0; fg < NR_FULLNESS_GROUPS; fg++) out->zspages[fg] += cls->stats[fg];
     out->obj_allocated += cls->stats[ZS_OBJS_ALLOCATED];
@@ -32,18 +33,18 @@ void fill_class_stats(const Pool* pool, SizeClass* first, struct zs_class_stats*
 
 }  // namespace
 
-unsigned zs_class_count(const Pool* pool) { return pool != nullptr ? pool->table.nr_indices : 0; }
+unsigned zs_class_count(const ZsPool* pool) { return pool != nullptr ? pool->table.nr_indices : 0; }
 
-int zs_class_stats(Pool* pool, unsigned index, struct zs_class_stats* out) {
+int zs_class_stats(ZsPool* pool, unsigned index, struct zs_class_stats* out) {
   if (pool == nullptr || out == nullptr || index >= pool->table.nr_indices) {
     errno = EINVAL;
     return -1;
   }
-  fill_class_stats(pool, pool->size_class[index], out);
+  fill_class_stats(pool, pool->first_shard[index], out);
   return pool->table.distinct(index) ? 1 : 0;
 }
 
-int zs_print_classes(Pool* pool, FILE* out) {
+int zs_print_classes(ZsPool* pool, FILE* out) {
   if (pool == nullptr || out == nullptr) {
     errno = EINVAL;
     return -1;
@@ -59,7 +60,7 @@ int zs_print_classes(Pool* pool, FILE* out) {
   for (unsigned i = 0; i < pool->table.nr_indices; i++) {
     if (!pool->table.distinct(i)) continue;
     struct zs_class_stats s{};
-    fill_class_stats(pool, pool->size_class[i], &s);
+    fill_class_stats(pool, pool->first_shard[i], &s);
     std::fprintf(out, " %5u %5u", i, s.size);
     for (int fg = ZS_INUSE_RATIO_10; fg < NR_FULLNESS_GROUPS; fg++) {
       std::fprintf(out, " %9lu", s.zspages[fg]);
