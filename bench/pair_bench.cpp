@@ -8,7 +8,8 @@
 //   zs_obj_read+copy/<variant>/<size>              read_begin, copy out, read_end
 //   zs_store+zs_free/<variant>/mixed               sizes drawn from the 8 classes
 //   malloc+memcpy+free/<mimalloc|glibc>/<size|mixed>  the baselines, same pattern
-//   zs_store+zs_free/<variant>/shared/<size>/threads:N  N threads on one pool
+//   zs_store+zs_free/<variant>/shared/<size>/threads:N  N threads on one pool (counters:
+//                      lock_waits and shard_moves per pair, from zs_pool_stats)
 // Built as zsm_overhead_bench (ZSM_BENCH_OVERHEAD_ONLY), it runs only zs_store+zs_free on
 // patched and the overhead variants of variants.h (hardened, profiling), for tools/overhead.py.
 #include <benchmark/benchmark.h>
@@ -124,6 +125,36 @@ typename A::Pool* shared_pool() {
   return pool;
 }
 
+// A zsm pool's lock statistics over a run, per pair of all threads (kAvgIterations): lock
+// waits and shard moves, counted by thread 0 from before its first pair to after its last
+// (the other threads' live-set fills may fall inside that window, or not).
+template <typename A>
+class LockCounters {
+ public:
+  LockCounters(benchmark::State& state, typename A::Pool* pool) : state_(state), pool_(pool) {
+    if constexpr (requires { A::pool_stats(pool); })
+      if (state.thread_index() == 0) before_ = A::pool_stats(pool);
+  }
+  void report() {
+    if constexpr (requires { A::pool_stats(pool_); }) {
+      if (state_.thread_index() != 0) return;
+      struct zs_pool_stats after = A::pool_stats(pool_);
+      using benchmark::Counter;
+      state_.counters["lock_waits"] =
+          Counter(static_cast<double>(after.lock_waits - before_.lock_waits),
+                  Counter::kAvgIterations);
+      state_.counters["shard_moves"] =
+          Counter(static_cast<double>(after.shard_moves - before_.shard_moves),
+                  Counter::kAvgIterations);
+    }
+  }
+
+ private:
+  benchmark::State& state_;
+  typename A::Pool* pool_;
+  struct zs_pool_stats before_{};
+};
+
 template <typename A>
 void BM_StoreFreeShared(benchmark::State& state) {
   const size_t size = static_cast<size_t>(state.range(0));
@@ -131,12 +162,14 @@ void BM_StoreFreeShared(benchmark::State& state) {
   LiveSet<A> live(pool, size, 1 + static_cast<uint64_t>(state.thread_index()));
   if (!live.all_stored()) state.SkipWithError("filling the live set failed");
   const unsigned char* src = source_bytes();
+  LockCounters<A> locks(state, pool);
   for (auto _ : state) {
     size_t k = live.victim();
     A::free(pool, live.handles[k]);
     live.handles[k] = A::store(pool, src, size);
     benchmark::DoNotOptimize(live.handles[k]);
   }
+  locks.report();
   finish(state, size);
 }
 

@@ -11,7 +11,8 @@
 //                      switch off or on while the pool lives. ZSM_BENCH_WITH_PROFILING.
 //   mimalloc, glibc    mi_malloc/malloc + memcpy + mi_free/free: what a user would pick instead.
 // Each trait has: name, Pool, create(), destroy(), store(), free().
-// zsm traits add: malloc(), write(), read_begin(), read_end(), total_pages(), compact().
+// zsm traits add: malloc(), write(), read_begin(), read_end(), total_pages(), compact(),
+// pool_stats().
 #pragma once
 
 #include <dlfcn.h>
@@ -68,6 +69,11 @@ namespace zsm_bench {
     }                                                                                         \
     static unsigned long total_pages(Pool* p) { return zsm::ns::zs_get_total_pages(p); }     \
     static unsigned long compact(Pool* p) { return zsm::ns::zs_compact(p); }                 \
+    static struct zs_pool_stats pool_stats(Pool* p) {                                         \
+      struct zs_pool_stats stats{};                                                           \
+      zsm::ns::zs_pool_stats(p, &stats);                                                      \
+      return stats;                                                                           \
+    }                                                                                         \
   };
 
 ZSM_BENCH_VARIANT(patched, bench_patched, 0, false)

@@ -1,6 +1,6 @@
 // Lock shards (zs_pool_config.nr_shards): configuration checks, threads storing into one
 // class at once land in different shards and every object survives, cross-thread frees reach
-// the owning shard, and the per-class statistics sum the shards.
+// the owning shard, the per-class statistics sum the shards, and the lock statistics count.
 #include <zsm/zsmalloc.h>
 
 #include <gtest/gtest.h>
@@ -74,6 +74,37 @@ TEST(Shards, ConcurrentStoresIntoOneClassKeepEveryObject) {
   for (auto& th : threads) th.join();
   for (int t = 0; t < kThreads; t++) EXPECT_EQ(bad[t], 0) << "thread " << t;
   EXPECT_TRUE(check_stats_consistent(pool, 0));
+  EXPECT_TRUE(compact_and_check_empty(pool));
+  zs_destroy_pool(pool);
+}
+
+// zs_pool_stats counts lock waits and shard moves: none for one thread alone; with threads
+// storing into one class at once, no more moves than stores, and every move lands a thread
+// on another shard of the class (the objects of each thread stay intact: the test above).
+TEST(Shards, LockStatisticsCountWaitsAndMoves) {
+  zs_pool* pool = make_pool(4);
+  ASSERT_NE(pool, nullptr);
+  std::vector<unsigned long> mine;
+  for (int i = 0; i < 2000; i++) mine.push_back(zs_malloc(pool, 500));
+  for (unsigned long h : mine) zs_free(pool, h);
+  struct zs_pool_stats st{};
+  zs_pool_stats(pool, &st);
+  EXPECT_EQ(st.lock_waits, 0u);
+  EXPECT_EQ(st.shard_moves, 0u);
+
+  constexpr int kThreads = 4, kPairs = 20000;
+  std::barrier start(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; t++) {
+    threads.emplace_back([&] {
+      start.arrive_and_wait();
+      for (int i = 0; i < kPairs; i++) zs_free(pool, zs_malloc(pool, 500));
+    });
+  }
+  for (auto& th : threads) th.join();
+  zs_pool_stats(pool, &st);
+  EXPECT_LE(st.shard_moves, static_cast<unsigned long>(kThreads) * kPairs);
+  EXPECT_LE(st.lock_waits, 2ul * kThreads * kPairs);
   EXPECT_TRUE(compact_and_check_empty(pool));
   zs_destroy_pool(pool);
 }

@@ -34,15 +34,25 @@ def step(msg, start):
 
 
 def run_pair_bench(binary, out, full):
-    """{run name: median real time (ns), median items per second, repetitions}."""
+    """{run name: median real time (ns), median items per second, median CPUs used
+    (cpu_time / real_time), the medians of the lock counters where the run has them,
+    repetitions}."""
     reps, min_time = (9, 0.5) if full else (3, 0.05)
     data = gbench.run(binary, [f"--benchmark_repetitions={reps}",
                                f"--benchmark_min_time={min_time}",
                                "--benchmark_enable_random_interleaving=true"], out)
-    return {name: {"ns": statistics.median(gbench.ns(r, "real") for r in rs),
-                   "items_per_second": statistics.median(r["items_per_second"] for r in rs),
-                   "repetitions": len(rs)}
-            for name, rs in gbench.iterations(data).items()}
+
+    def summary(rs):
+        row = {"ns": statistics.median(gbench.ns(r, "real") for r in rs),
+               "items_per_second": statistics.median(r["items_per_second"] for r in rs),
+               "cpus": statistics.median(gbench.ns(r, "cpu") / gbench.ns(r, "real") for r in rs),
+               "repetitions": len(rs)}
+        for counter in ("lock_waits", "shard_moves"):
+            if counter in rs[0]:
+                row[counter] = statistics.median(r[counter] for r in rs)
+        return row
+
+    return {name: summary(rs) for name, rs in gbench.iterations(data).items()}
 
 
 def run_memory_bench(binary, out, full):
@@ -96,7 +106,9 @@ def print_summary(bench, counts, memory):
           + ", ".join(f"{s}: {ns(f'zs_obj_read+copy/patched/{s}'):.1f}" for s in SIZES))
 
     print()
-    print("Threads on one pool (pairs per second, each thread its own live set; 2T/1T = scaling)")
+    print("Threads on one pool (pairs per second, each thread its own live set; 2T/1T = scaling;"
+          " CPUs = cpu_time / real_time of the 2-thread run, the CPUs the process actually had;"
+          " per CPU = scaling / CPUs had; zsm: lock waits and shard moves per pair)")
     for family, alloc in (("zs_store+zs_free", "patched"), ("zs_store+zs_free", "baseline"),
                           ("malloc+memcpy+free", "mimalloc"), ("malloc+memcpy+free", "glibc")):
         cells = []
@@ -104,9 +116,14 @@ def print_summary(bench, counts, memory):
             one = bench.get(f"{family}/{alloc}/shared/{s}/real_time/threads:1")
             two = bench.get(f"{family}/{alloc}/shared/{s}/real_time/threads:2")
             if one and two:
-                cells.append(f"{s} B: {one['items_per_second'] / 1e6:5.1f} M/s -> "
-                             f"{two['items_per_second'] / 1e6:5.1f} M/s "
-                             f"({two['items_per_second'] / one['items_per_second']:.2f}x)")
+                scaling = two["items_per_second"] / one["items_per_second"]
+                cpus = two["cpus"]
+                cell = (f"{s} B: {one['items_per_second'] / 1e6:5.1f} M/s -> "
+                        f"{two['items_per_second'] / 1e6:5.1f} M/s ({scaling:.2f}x, "
+                        f"{cpus:.2f} CPUs, {scaling / cpus:.2f} per CPU")
+                if "shard_moves" in two:
+                    cell += f", waits {two['lock_waits']:.4f} moves {two['shard_moves']:.5f}"
+                cells.append(cell + ")")
         print(f"  {alloc:9} " + "   ".join(cells))
 
     print()

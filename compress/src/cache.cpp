@@ -176,7 +176,9 @@ struct Cache::Impl {
 
   bool evict_one(unsigned long keep);
   unsigned long compact();
-  bool free_some(size_t floor, unsigned long keep = 0);
+  // What free_some() did: nothing, evicted an entry, or compacted the pool below its floor.
+  enum class Room { none, evicted, compacted };
+  Room free_some(size_t floor, unsigned long keep = 0);
   bool make_room(size_t limit, unsigned long keep = 0);
   unsigned long store_making_room(std::span<const std::byte> record);
   // Decodes a record's value into out (value_size bytes): CodecError::corrupt when it does not
@@ -391,19 +393,18 @@ bool Cache::Impl::evict_one(unsigned long keep) {
   return false;
 }
 
-// Frees some pool memory, and says whether that was progress: an entry evicted, or the pool
-// brought below `floor` pages. Compacts first when a quarter of the pool is holes inside
+// Frees some pool memory, and says what counts as progress: an entry evicted, or the pool
+// compacted below `floor` pages. Compacts first when a quarter of the pool is holes inside
 // zspages; otherwise, or when compaction does not go below the floor, evicts one entry other
-// than `keep`; with nothing left to evict, compaction is the last resort. False when neither
-// makes progress.
-bool Cache::Impl::free_some(size_t floor, unsigned long keep) {
+// than `keep`; with nothing left to evict, compaction is the last resort.
+Cache::Impl::Room Cache::Impl::free_some(size_t floor, unsigned long keep) {
   size_t held = pool_bytes(), live = record_bytes.load() + entries.load() * ZS_HANDLE_SIZE;
   if (held > 4 * page_size && held > live && (held - live) * 4 > held && compact() > 0 &&
       zs_get_total_pages(pool) < floor)
-    return true;
-  if (evict_one(keep)) return true;
+    return Room::compacted;
+  if (evict_one(keep)) return Room::evicted;
   compact();
-  return zs_get_total_pages(pool) < floor;
+  return zs_get_total_pages(pool) < floor ? Room::compacted : Room::none;
 }
 
 unsigned long Cache::Impl::compact() {
@@ -415,7 +416,7 @@ unsigned long Cache::Impl::compact() {
 // False when everything else is gone and it still does not fit.
 bool Cache::Impl::make_room(size_t limit, unsigned long keep) {
   while (bytes_held() > limit)
-    if (!free_some(zs_get_total_pages(pool), keep)) return false;
+    if (free_some(zs_get_total_pages(pool), keep) == Room::none) return false;
   return true;
 }
 
@@ -427,14 +428,22 @@ bool Cache::Impl::make_room(size_t limit, unsigned long keep) {
 // Compacting frees exactly that spare, so "compaction freed pages" would let the next
 // attempt do the same forever. Progress is therefore measured against the pages held before
 // the failed attempt: each retry follows an eviction (entries fall) or a pool smaller than
-// before that attempt (pages fall, entries unchanged). The pair (entries, pages before the
-// attempt) falls in lexicographic order at every retry and cannot fall forever. (Puts on
-// other threads add entries; each of their puts completes or fails the same way.)
+// before that attempt (pages fall, entries unchanged). Alone, the pair (entries, pages
+// before the attempt) falls in lexicographic order at every retry and cannot fall forever.
+// With puts failing on other threads at the same time, the pages before an attempt may
+// include their leftovers, which their compaction then frees, and two such puts could each
+// see the other's leftovers go and retry forever. So at most kCompactionRetries retries may
+// follow a compaction alone; past that only an eviction lets a put retry, and each eviction
+// removes an entry (what other threads add is their own puts' progress).
 unsigned long Cache::Impl::store_making_room(std::span<const std::byte> record) {
-  for (;;) {
+  constexpr unsigned kCompactionRetries = 4;
+  for (unsigned compactions = 0;;) {
     size_t pages_before = zs_get_total_pages(pool);
     if (unsigned long handle = store_record(record)) return handle;
-    if (!free_some(pages_before)) return 0;
+    Room room = free_some(pages_before);
+    if (room == Room::compacted && ++compactions > kCompactionRetries)
+      room = evict_one(0) ? Room::evicted : Room::none;
+    if (room == Room::none) return 0;
   }
 }
 

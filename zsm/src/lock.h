@@ -65,11 +65,13 @@ class ZSM_CAPABILITY("mutex") Mutex {
   [[nodiscard]] bool is_contended() const {
     return waiters_.load(std::memory_order_relaxed) != 0;
   }
+  // Someone holds it now (a hint, for a waiter that spins before it tries again).
+  [[nodiscard]] bool is_held() const { return held_.load(std::memory_order_relaxed) != 0; }
 
- private:
-  // Spins while the holder is likely running, then yields the CPU between attempts. Never
-  // sleeps in the kernel, which is what lets unlock() be a plain store.
-  void lock_contended() ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  // lock() after a failed try_lock(), for callers that count their waits: spins while the
+  // holder is likely running, then yields the CPU between attempts. Never sleeps in the
+  // kernel, which is what lets unlock() be a plain store.
+  void lock_contended() ZSM_ACQUIRE() ZSM_NO_THREAD_SAFETY_ANALYSIS {
     waiters_.fetch_add(1, std::memory_order_relaxed);
     Backoff backoff;
     for (;;) {
@@ -79,6 +81,7 @@ class ZSM_CAPABILITY("mutex") Mutex {
     waiters_.fetch_sub(1, std::memory_order_relaxed);
   }
 
+ private:
   std::atomic<int> held_{0};
   std::atomic<int> waiters_{0};
 };

@@ -3,15 +3,17 @@
 // is reading (pool.cpp keeps one table per thread, thread_local; default pools never touch
 // it).
 //
-// A table of (pool, handle, obj) entries, one per read in progress, in the order begun. A
-// thread may hold several reads at once, of one handle more than once and over several
-// pools: a read_end takes the latest entry of its pool and handle, and the entries of one
-// handle of one pool are alike (the object cannot move while it is read, so their obj is the
+// A table of (pool, handle, obj) entries, one per read in progress, in no order (a removal
+// moves the last entry into the gap). A thread may hold several reads at once, of one handle
+// more than once and over several pools: a read_end takes any entry of its pool and handle,
+// since the entries of one handle of one pool are alike (the object cannot move while it is read, so their obj is the
 // same). obj says which zspage the read locked, so the read_end unlocks that one whatever the
 // handle's cell says by then. The table has room for kMaxReads reads; a hardened read past
 // that is reported (zsmalloc.h states the limit), since a read it could not record could not
-// be checked. It is trivially constructible and destructible: no guard on the thread-local
-// access, no allocation, nothing to run at thread exit.
+// be checked. Reads never ended (a bug of the caller's, or a pool destroyed with reads open)
+// keep their entries for the thread's life and count against that limit. The table is
+// constant-initialised and trivially destructible: no guard on the thread-local access, no
+// allocation, nothing to run at thread exit.
 //
 // Another thread's reads are not here: a free of an object that another thread reads is not
 // refused, and that read's end finds the object gone (pool.cpp, "Hardened pools").

@@ -45,10 +45,12 @@
 //
 // Shards. Each size class is split into lock shards (zs_pool_config.nr_shards, one per CPU by
 // default), each a ClassShard with its own lock, zspages, lists and handle cache; `cls` in
-// the code is one shard of a class. A thread stores into its
-// own shard and moves to the next when it finds that one busy, so threads storing into one
-// class soon stop sharing a lock; a free locks the shard that owns the object's zspage,
-// wherever the freeing thread is. Shards follow threads, not CPUs, because a thread's objects
+// the code is one shard of a class. A thread stores into its own shard (every thread starts
+// on shard 0); when it finds that one busy for longer than a short spin, it moves, the first
+// time to a shard of its own (threads take them in turn), later to the next one, and stays
+// there. So threads storing into one class soon stop sharing a lock, without chasing each
+// other on every brief wait. A free locks the shard that owns the object's zspage, wherever
+// the freeing thread is. Shards follow threads, not CPUs, because a thread's objects
 // live in the shard it stored them in: a thread that stays in its shard frees into it too,
 // while a per-CPU choice would scatter a migrating thread's objects over the shards.
 // Compaction takes every shard of a class at once. With one shard per class the pool is the
@@ -178,11 +180,21 @@ static ZSM_WRITE_HELPER void obj_write(ClassGeometry g, unsigned long obj, const
 
 // --- lookups -------------------------------------------------------------------------------
 
-// The shard this thread stores into, before masking. Every thread starts on shard 0 and moves
-// to the next shard each time it finds its shard's lock taken, so threads that store at the
-// same time spread over the shards and stay apart (see lock_store_shard()).
-// initial-exec: one load from the thread pointer, in the shared library too.
+// The shard this thread stores into, before masking, and kPlaced once the thread has moved
+// (see lock_store_shard()). initial-exec: one load from the thread pointer, in the shared
+// library too.
 ZSM_INITIAL_EXEC_TLS thread_local uint32_t shard_hint = 0;
+constexpr uint32_t kPlaced = 1u << 31;  // above any shard mask
+
+// Threads that have moved off shard 0 so far, in this process: each one's first move takes
+// it to the next shard in turn.
+std::atomic<uint32_t> threads_placed{0};
+
+// Pauses a store spends on its busy shard before it moves. Stores and frees hold a shard for
+// tens of nanoseconds, so most waits end within this; moving at once cost more than it saved
+// (a thread that moves leaves its objects behind, their frees keep taking its old shard,
+// and the thread that owns that one moves in turn: the two chased each other around).
+constexpr int kBusyShardSpins = 64;
 
 // get_size_class_index() for a request of up to page_size + header bytes: shard 0 of its
 // class.
@@ -190,21 +202,39 @@ inline ClassShard* first_shard_for_size(const ZsPool* pool, size_t size) {
   return pool->first_shard_by_granule[(size + (1u << kGranuleShift) - 1) >> kGranuleShift];
 }
 
-// The next shard of the class for a thread whose shard was busy.
-ZSM_COLD_PATH ClassShard* move_to_next_shard(const ZsPool* pool, ClassShard* first) {
-  shard_hint++;
-  return first + (shard_hint & pool->shard_mask);
+// A store found its shard `cls` busy: waits up to kBusyShardSpins pauses for it, then, where
+// the class has other shards, moves this thread to another one and waits for that. A
+// thread's first move takes it to a shard of its own (threads_placed, in turn), so threads
+// that store at the same time spread over the shards at once; later moves go to the next.
+ZSM_COLD_PATH ClassShard* lock_busy_store_shard(const ZsPool* pool, ClassShard* first,
+                                                ClassShard* cls) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  for (int i = 0; i < kBusyShardSpins; i++) {
+    cpu_relax();
+    if (!cls->lock.is_held() && cls->lock.try_lock()) {
+      count_under_lock(cls->lock_waits);
+      return cls;
+    }
+  }
+  if (pool->shard_mask != 0) {
+    shard_hint = (shard_hint & kPlaced) != 0
+                     ? shard_hint + 1
+                     : kPlaced | (1 + threads_placed.fetch_add(1, std::memory_order_relaxed));
+    cls = first + (shard_hint & pool->shard_mask);
+    lock_shard(cls);
+    count_under_lock(cls->moves_in);
+    return cls;
+  }
+  lock_shard_contended(cls);
+  return cls;
 }
 
-// Locks this thread's shard of the class whose shard 0 is `first` and returns it. Where the
-// shard is busy and there are others, the thread moves to the next one (and stays there).
+// Locks this thread's shard of the class whose shard 0 is `first` and returns it (one
+// compare-and-swap when it is free; see lock_busy_store_shard() when it is not).
 inline ClassShard* lock_store_shard(const ZsPool* pool, ClassShard* first)
     ZSM_NO_THREAD_SAFETY_ANALYSIS {
   ClassShard* cls = first + (shard_hint & pool->shard_mask);
   if (ZSM_LIKELY(cls->lock.try_lock())) return cls;
-  if (pool->shard_mask != 0) cls = move_to_next_shard(pool, first);
-  cls->lock.lock();
-  return cls;
+  return lock_busy_store_shard(pool, first, cls);
 }
 
 // How a path trusts the obj it reads from a handle's cell. The default paths take it as it
@@ -265,7 +295,7 @@ ZSM_ALWAYS_INLINE ClassShard* lock_class_of(unsigned long cell, Check check)
     ClassShard* cls =
         obj_to_zspage(check(handle_to_obj(cell)))->cls.load(std::memory_order_relaxed);
     if (ZSM_LIKELY(cls != nullptr)) {
-      cls->lock.lock();
+      lock_shard(cls);
       ZsPage* zspage = obj_to_zspage(check(handle_to_cell(cell)->load(std::memory_order_relaxed)));
       if (ZSM_LIKELY(zspage->cls.load(std::memory_order_relaxed) == cls)) return cls;
       cls->lock.unlock();
@@ -288,7 +318,6 @@ ZSM_ALWAYS_INLINE unsigned long read_lock_obj(unsigned long cell, Check check) {
     backoff.pause();
   }
 }
-
 
 // Drops the read lock a default pool's read took on the zspage of the object behind `handle`.
 inline void read_unlock_obj(unsigned long handle) {
@@ -399,7 +428,7 @@ ZSM_ALWAYS_INLINE unsigned long alloc_object(ZsPool* pool, size_t size, zs_alloc
 
   cls->lock.unlock();
   zspage = alloc_zspage(pool, cls);
-  cls->lock.lock();
+  lock_shard(cls);
   if (ZSM_UNLIKELY(zspage == nullptr)) {
     cache_free_handle(pool, cls, handle);
     cls->lock.unlock();
@@ -541,6 +570,9 @@ void* zs_obj_read_begin(ZsPool* pool, unsigned long handle, size_t mem_len, void
   ZsPage* zspage = obj_to_zspage(obj);
   const ClassShard* cls = pinned_class(obj);
   if (ZSM_UNLIKELY(mem_len > obj_capacity(cls))) {
+    // Not in a hardened pool, whose pin reports any length past the object's size (no read
+    // is recorded here that nothing would end).
+    ZSM_DCHECK(!pool->hardened);
     zspage->lock.read_unlock();
     errno = EINVAL;
     return nullptr;

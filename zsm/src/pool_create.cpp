@@ -226,6 +226,13 @@ size_t zs_pool_bookkeeping_bytes(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
 void zs_pool_stats(const ZsPool* pool, struct zs_pool_stats* stats) {
   if (pool == nullptr || stats == nullptr) return;
   stats->pages_compacted = pool->pages_compacted.load(std::memory_order_relaxed);
+  stats->lock_waits = 0;
+  stats->shard_moves = 0;
+  for (uint32_t c = 0; c < pool->nr_class_shards; c++) {
+    const ClassShard& cls = pool->class_shards[c];
+    stats->lock_waits += cls.lock_waits.load(std::memory_order_relaxed);
+    stats->shard_moves += cls.moves_in.load(std::memory_order_relaxed);
+  }
 }
 
 }  // namespace ZSM_VARIANT_NS

@@ -98,6 +98,12 @@ struct alignas(64) ClassShard {
   // shards), so one shard's figures may wrap below zero; the class's sum is exact.
   unsigned long prof_objs ZSM_GUARDED_BY(lock) = 0;
   unsigned long prof_bytes ZSM_GUARDED_BY(lock) = 0;
+  // Lock statistics (zs_pool_stats), written under `lock`, read without it: acquisitions
+  // that found the lock held and waited, and stores that moved into this shard from a busy
+  // one. Atomics, so that a reader races with no one; a store of load + 1, never a locked
+  // read-modify-write.
+  std::atomic<unsigned long> lock_waits{0};
+  std::atomic<unsigned long> moves_in{0};
 };
 
 // The records of one shard: handle cells and zspage metadata (one arena per chain length).

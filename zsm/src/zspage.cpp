@@ -7,6 +7,11 @@
 namespace zsm {
 inline namespace ZSM_VARIANT_NS {
 
+void lock_shard_contended(ClassShard* cls) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  cls->lock.lock_contended();
+  count_under_lock(cls->lock_waits);
+}
+
 void refill_handle_cache(ZsPool* pool, ClassShard* cls) ZSM_REQUIRES(cls->lock) {
   ShardArenas& arenas = pool->arenas[cls->shard];
   MutexGuard guard(arenas.lock);

@@ -28,6 +28,23 @@ inline namespace ZSM_VARIANT_NS {
 
 inline constexpr uint32_t kHandleBatch = 64;  // cells moved between a shard and its arena
 
+// --- the shard's lock -----------------------------------------------------------------------
+
+// Adds one to a lock statistic of a shard whose lock the caller holds.
+inline void count_under_lock(std::atomic<unsigned long>& counter) {
+  counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
+// Waits for a shard's lock that a try_lock() found held, and counts the wait.
+ZSM_COLD_PATH void lock_shard_contended(ClassShard* cls) ZSM_ACQUIRE(cls->lock);
+
+// Takes a shard's lock: one compare-and-swap when it is free; a wait is counted.
+ZSM_ALWAYS_INLINE void lock_shard(ClassShard* cls) ZSM_ACQUIRE(cls->lock)
+    ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  if (ZSM_LIKELY(cls->lock.try_lock())) return;
+  lock_shard_contended(cls);
+}
+
 // --- fullness -------------------------------------------------------------------------------
 
 // The fullness group a zspage's in-use count puts it in.

@@ -36,9 +36,15 @@ extern "C" {
 
 struct zs_pool;
 
-/* Cumulative pool statistics, as the kernel's struct zs_pool_stats. */
+/*
+ * Cumulative pool statistics: the kernel's struct zs_pool_stats, and how often the lock
+ * shards were contended (zsm's own; each shard counts under its lock, and the sum is read
+ * without it, so it may lag a call in progress).
+ */
 struct zs_pool_stats {
 	unsigned long pages_compacted; /* pages freed by zs_compact() over the pool's life */
+	unsigned long lock_waits;      /* store and free lock acquisitions that found the lock held */
+	unsigned long shard_moves;     /* stores that moved to another shard of their class */
 };
 
 /*
