@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Builds and runs the examples of tests/consumer/ against the build tree through
-# find_package(zsm) (the build tree's export), then installs it into a scratch prefix and builds
-# and runs them against that twice: through find_package(zsm), and through pkg-config.
+# Installs the build into a scratch prefix, then builds and runs the examples of
+# tests/consumer/ three times: against the build tree through find_package(zsm) (the build
+# tree's export; its statically linked example alone is run, since the shared libraries on
+# LD_LIBRARY_PATH are the installed ones), and against the installed tree through
+# find_package(zsm) and through pkg-config.
 # Usage: consumer_test.sh BUILD_DIR SCRATCH_DIR
 set -euo pipefail
 build="$1" scratch="$2"

@@ -1,8 +1,8 @@
 """The arithmetic of the A/B (tools/ab.py): what it makes of the raw figures. Pure functions
 over parsed data, no processes run here, so every one is unit-tested (tools/ab_test.py).
 
-  Google Benchmark JSON (read by gbench) -> per-benchmark samples; two sample sets -> medians, delta and a
-  two-sided Mann-Whitney U test (scipy), "within noise" when p >= ALPHA; over the sizes, a
+  Google Benchmark JSON (read by gbench) -> per-benchmark samples; two sample sets ->
+  medians, delta and a two-sided Mann-Whitney U test (scipy), "within noise" when p >= ALPHA; over the sizes, a
   binomial test of how many sizes came out significant, so that one size in eight at
   p < 0.05 (what chance gives) is not sold as a result;
   `nm -S -C` -> symbols of the two variant namespaces (zsm::bench_patched, zsm::bench_baseline),

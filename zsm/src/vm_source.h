@@ -17,6 +17,8 @@
 // Thread-safe (one mutex); the pool calls it only on its slow paths. Depends on POSIX only.
 #pragma once
 
+#include <zsm/zsmalloc.h>
+
 #include <cstddef>
 #include <vector>
 
@@ -36,7 +38,7 @@ class VmSource {
   // are kept whole in zspage metadata (obj.h encodes only the metadata's address), so no
   // encoding limits them; one pool cannot use this much anyway: its 2^30 handle cells hold at
   // most 2^30 objects of at most a page each (64 TiB at 64 KiB pages).
-  static constexpr size_t kMaxLimit = size_t{1} << 47;
+  static constexpr size_t kMaxLimit = ZS_VM_SOURCE_MAX_BYTES;
   static constexpr size_t kDefaultRetain = 256;
 
   // nullptr with errno set on failure: EINVAL for a page size that is not a power of two of
