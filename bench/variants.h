@@ -9,13 +9,28 @@
 //                      patched with allocation profiling compiled in (zsm::bench_prof_inline,
 //                      zsm::bench_prof_outline: its hooks inline or out of line), with the
 //                      switch off or on while the pool lives. ZSM_BENCH_WITH_PROFILING.
-//   mimalloc, glibc    mi_malloc/malloc + memcpy + mi_free/free: what a user would pick instead.
+//   mimalloc, glibc,   allocation + memcpy + free through each allocator's own entry points:
+//   jemalloc, tcmalloc mi_malloc/mi_free, glibc's malloc/free (looked up by version, below),
+//                      mallocx/dallocx, tc_malloc/tc_free: what a user would pick instead.
 // Each trait has: name, Pool, create(), destroy(), store(), free().
 // zsm traits add: malloc(), write(), read_begin(), read_end(), total_pages(), compact(),
 // pool_stats().
+//
+// All four general-purpose allocators live in one process. mimalloc, jemalloc and tcmalloc
+// each export malloc, free and operator new/delete, and the first library in the link order
+// that defines a name serves every caller of it. bench/CMakeLists.txt links mimalloc first,
+// then libstdc++ and libc, then jemalloc and tcmalloc_minimal: the process's malloc family
+// and operator new/delete are mimalloc's (under a sanitizer, its runtime's), and the names
+// only jemalloc or tcmalloc would take from libstdc++ or libc (nothrow delete, mallinfo,
+// mmap, sbrk, ...) stay with those. What is measured does not go through those names: each
+// trait calls its allocator's own exported functions (mi_malloc, mallocx, tc_malloc, glibc's
+// malloc by version), which no other library defines, so who serves the process's malloc
+// changes nothing in the measured calls. bench/allocator_check.cpp checks both for real.
 #pragma once
 
 #include <dlfcn.h>
+#include <gperftools/tcmalloc.h>
+#include <jemalloc/jemalloc.h>
 #include <mimalloc.h>
 
 #include <cstddef>
@@ -128,6 +143,20 @@ inline void glibc_free(void* p) { GlibcMalloc::get().free(p); }
 
 struct glibc : MallocTraits<glibc_malloc, glibc_free> {
   static constexpr const char* name = "glibc";
+};
+
+// jemalloc's non-standard API: flags 0 is plain malloc's behaviour (default arena, thread
+// cache, no alignment beyond the default).
+inline void* jemalloc_malloc(size_t n) { return mallocx(n, 0); }
+inline void jemalloc_free(void* p) { dallocx(p, 0); }
+
+struct jemalloc : MallocTraits<jemalloc_malloc, jemalloc_free> {
+  static constexpr const char* name = "jemalloc";
+};
+
+// tc_malloc and tc_free are the same functions as tcmalloc's malloc and free (aliases).
+struct tcmalloc : MallocTraits<tc_malloc, tc_free> {
+  static constexpr const char* name = "tcmalloc";
 };
 
 }  // namespace zsm_bench

@@ -12,7 +12,7 @@ set -euo pipefail
 packages=(
   g++ cmake ninja-build pkg-config python3
   libgtest-dev libgmock-dev libbenchmark-dev
-  liblz4-dev libzstd-dev libmimalloc-dev
+  liblz4-dev libzstd-dev libmimalloc-dev libjemalloc-dev libgoogle-perftools-dev
   valgrind clang-19 libclang-rt-19-dev
   llvm-19 python3-scipy gnuplot-nox binutils
 )
@@ -68,6 +68,8 @@ check_prerequisites() {
   need liblz4-dev /usr/include/lz4.h
   need libzstd-dev /usr/include/zstd.h
   need libmimalloc-dev /usr/include/mimalloc.h
+  need libjemalloc-dev /usr/include/jemalloc/jemalloc.h
+  need libgoogle-perftools-dev /usr/include/gperftools/tcmalloc.h
   need python3-scipy /usr/lib/python3/dist-packages/scipy
   links g++ "libgcc-12-dev (g++'s sanitizer runtimes)" -fsanitize=address,undefined
   links clang++-19 libclang-rt-19-dev -fsanitize=address,undefined
