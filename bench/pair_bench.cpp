@@ -1,13 +1,15 @@
 // zsm_pair_bench: the paired store/free microbenchmark (Google Benchmark), the userspace form
 // of the kernel mail's measurement (shared/seeds): steady-state pairs on a live set
-// (live_set.h), for both inline policies of zsm and for mimalloc and glibc, in one binary.
+// (live_set.h), for both inline policies of zsm and for mimalloc, glibc, jemalloc and
+// tcmalloc (each through its own entry points, variants.h), in one binary.
 //
 // Families (items = pairs, or reads for the read family; bytes = payload bytes stored/read):
 //   zs_store+zs_free/<variant>/<size>              the pair the mail measures
 //   zs_malloc+zs_obj_write+zs_free/<variant>/<size> the older path
 //   zs_obj_read+copy/<variant>/<size>              read_begin, copy out, read_end
 //   zs_store+zs_free/<variant>/mixed               sizes drawn from the 8 classes
-//   malloc+memcpy+free/<mimalloc|glibc>/<size|mixed>  the baselines, same pattern
+//   malloc+memcpy+free/<mimalloc|glibc|jemalloc|tcmalloc>/<size|mixed>  the baselines, same
+//                      pattern
 //   zs_store+zs_free/<variant>/shared/<size>/threads:N  N threads on one pool (counters:
 //                      lock_waits and shard_moves per pair, from zs_pool_stats)
 // Built as zsm_overhead_bench (ZSM_BENCH_OVERHEAD_ONLY), it runs only zs_store+zs_free on
@@ -222,6 +224,8 @@ int main(int argc, char** argv) {
 #endif
   register_malloc<mimalloc>();
   register_malloc<glibc>();
+  register_malloc<jemalloc>();
+  register_malloc<tcmalloc>();
 #endif
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -2,7 +2,8 @@
 // and allocator, with callgrind collecting only around the measured loop. Run it under
 //   valgrind --tool=callgrind --instr-atstart=no zsm_pair_count <allocator> <family> <size> <pairs>
 // (tools/count_pairs.py does, for every size and allocator, and divides by <pairs>).
-//   allocator: patched | baseline | mimalloc | glibc | hardened | prof_{inline,outline}_{off,on}
+//   allocator: patched | baseline | mimalloc | glibc | jemalloc | tcmalloc | hardened
+//              | prof_{inline,outline}_{off,on}
 //   family:    store   (zs_store + zs_free; malloc + memcpy + free for the baselines)
 //              write   (zs_malloc + zs_obj_write + zs_free; zsm only)
 // Outside valgrind it just runs the loop (a smoke test).
@@ -73,8 +74,9 @@ int run(const std::string& family, size_t size, long pairs) {
 int main(int argc, char** argv) {
   using namespace zsm_bench;
   if (argc != 5) {
-    std::fprintf(stderr, "usage: %s patched|baseline|mimalloc|glibc|hardened|prof_{inline,outline}_{off,on} "
-                 "store|write SIZE PAIRS\n",
+    std::fprintf(stderr,
+                 "usage: %s patched|baseline|mimalloc|glibc|jemalloc|tcmalloc|hardened|"
+                 "prof_{inline,outline}_{off,on} store|write SIZE PAIRS\n",
                  argv[0]);
     return 2;
   }
@@ -103,6 +105,8 @@ int main(int argc, char** argv) {
 #endif
   if (allocator == "mimalloc") rc = run<mimalloc>(family, size, pairs);
   if (allocator == "glibc") rc = run<glibc>(family, size, pairs);
+  if (allocator == "jemalloc") rc = run<jemalloc>(family, size, pairs);
+  if (allocator == "tcmalloc") rc = run<tcmalloc>(family, size, pairs);
   if (rc == 2) std::fprintf(stderr, "unknown allocator or family: %s %s\n", argv[1], argv[2]);
   if (rc == 1) std::fprintf(stderr, "a store failed\n");
   return rc;

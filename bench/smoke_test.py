@@ -13,7 +13,10 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "tools"))
-from count_pairs import SIZES  # noqa: E402  (kSizes of bench/live_set.h)
+from count_pairs import FAMILIES, SIZES  # noqa: E402  (kSizes of bench/live_set.h)
+
+# The general-purpose allocators every benchmark compares with (bench/variants.h).
+MALLOCS = ("mimalloc", "glibc", "jemalloc", "tcmalloc")
 
 
 def fail(msg):
@@ -30,7 +33,7 @@ def pair_bench(binary):
         for fam in ("zs_store+zs_free", "zs_malloc+zs_obj_write+zs_free", "zs_obj_read+copy"):
             expected += [f"{fam}/{v}/{s}" for s in SIZES]
         expected.append(f"zs_store+zs_free/{v}/mixed")
-    for a in ("mimalloc", "glibc"):
+    for a in MALLOCS:
         expected += [f"malloc+memcpy+free/{a}/{s}" for s in SIZES]
         expected.append(f"malloc+memcpy+free/{a}/mixed")
     for name in expected:
@@ -47,14 +50,13 @@ def pair_bench(binary):
             if abs(ratio - int(size)) > 1e-6 * int(size):
                 fail(f"{name}: {ratio} bytes per item, expected {size}")
     threaded = [n for n in runs if "/shared/" in n and n.endswith("threads:2")]
-    if len(threaded) != 8:
-        fail(f"expected 8 two-thread runs, found {threaded}")
+    if len(threaded) != 2 * (2 + len(MALLOCS)):
+        fail(f"expected {2 * (2 + len(MALLOCS))} two-thread runs, found {threaded}")
     print(f"{len(runs)} benchmarks ran; names, items and bytes consistent")
 
 
 def pair_count(binary):
-    for alloc, families in (("patched", ("store", "write")), ("baseline", ("store", "write")),
-                            ("mimalloc", ("store",)), ("glibc", ("store",))):
+    for alloc, families in FAMILIES.items():
         for fam in families:
             subprocess.run([binary, alloc, fam, "784", "1000"], check=True)
     if subprocess.run([binary, "nosuch", "store", "784", "10"]).returncode != 2:

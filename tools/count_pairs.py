@@ -34,7 +34,8 @@ import tempfile
 import time
 
 FAMILIES = {"patched": ["store", "write"], "baseline": ["store", "write"],
-            "mimalloc": ["store"], "glibc": ["store"]}
+            "mimalloc": ["store"], "glibc": ["store"], "jemalloc": ["store"],
+            "tcmalloc": ["store"]}
 # Variants of patched with something switched on (bench/variants.h); measured on request.
 OVERHEAD = {v: ["store"] for v in ("hardened", "prof_inline_off", "prof_outline_off",
                                     "prof_inline_on", "prof_outline_on")}
