@@ -1,5 +1,6 @@
-// zsm_memory_bench: live payload bytes per byte the allocator holds, for zsm, mimalloc and
-// glibc, on a live set whose sizes come from compressing real 4 KiB pages with lz4 and zstd.
+// zsm_memory_bench: live payload bytes per byte the allocator holds, for zsm, mimalloc, glibc,
+// jemalloc and tcmalloc, on a live set whose sizes come from compressing real 4 KiB pages with
+// lz4 and zstd.
 //
 // Corpus: regular files under the given directories (default /usr/lib /usr/share), in a
 // shuffled order fixed by the seed, up to 8 pages per file, until --pages pages. As zram
@@ -10,11 +11,25 @@
 //   zsm       pool pages x 4096 + zs_pool_bookkeeping_bytes() (handle cells, zspage metadata,
 //             pool structures). Object headers are inside the pages.
 //   mimalloc  the committed bytes of every area of a dedicated heap (mi_heap_visit_blocks).
-//   glibc     mallinfo2() arena + hblkhd (bytes taken from the OS by sbrk and mmap), measured
-//             in a forked child as the growth over the child's start. glibc's malloc is
-//             called by version (variants.h): linking mimalloc makes it the process's malloc.
-// Phases: the full live set; after freeing a random 50 %; for zsm also after zs_compact().
+//   glibc     mallinfo2() arena + hblkhd (bytes taken from the OS by sbrk and mmap). glibc's
+//             malloc is called by version (variants.h): linking mimalloc makes it the
+//             process's malloc.
+//   jemalloc  stats.resident after refreshing the statistics ("epoch"): the physically
+//             resident pages it has mapped, for data and for its own metadata, including
+//             dirty pages not yet returned (stats.active would leave out metadata and dirty
+//             pages; stats.mapped, dirty pages).
+//   tcmalloc  generic.total_physical_bytes: the heap less the pages returned to the OS, plus
+//             metadata (generic.heap_size would count returned pages too).
+//   glibc, jemalloc and tcmalloc are measured in a forked child, so that the figures hold
+//   this live set and little else, as held bytes less what the allocator held at the child's
+//   start that cannot take data (its start-up metadata: jemalloc's 2.7 MB, tcmalloc's 2.6 MB
+//   on Debian 12). Free heap pages it held at the start do count: the live set fills them.
+// Phases: the full live set; after freeing a random 50 % and letting the allocator return what
+// it can (mimalloc: mi_heap_collect; glibc: malloc_trim; jemalloc: thread cache flush and a
+// purge of every arena; tcmalloc: MallocExtension_ReleaseFreeMemory); for zsm also after
+// zs_compact().
 // Output: a table, or JSON with --json.
+#include <gperftools/malloc_extension_c.h>
 #include <lz4.h>
 #include <malloc.h>
 #include <mimalloc.h>
@@ -190,35 +205,90 @@ void measure_mimalloc(const std::vector<size_t>& sizes, const std::string& set, 
   mi_heap_destroy(heap);
 }
 
+// A general-purpose allocator measured in a child process: how to allocate and free, how many
+// bytes it holds now, how many of those are free heap pages ready for data, and how to make it
+// return what it can after the frees.
+struct ChildAllocator {
+  const char* name;
+  void* (*malloc)(size_t);
+  void (*free)(void*);
+  size_t (*held)();
+  size_t (*free_pages)();
+  void (*release)();
+};
+
 size_t glibc_held() {
   struct mallinfo2 mi = mallinfo2();
   return mi.arena + mi.hblkhd;
 }
+size_t glibc_free_pages() { return mallinfo2().fordblks; }
+void glibc_release() { malloc_trim(0); }
 
-// In a child process, so that the figures hold this live set and little else; the child
-// sends its two results back through a pipe.
-void measure_glibc(const std::vector<size_t>& sizes, const std::string& set, uint64_t seed,
-                   std::vector<Result>& out) {
+// A jemalloc statistic, read after refreshing the statistics.
+size_t jemalloc_stat(const std::string& name) {
+  uint64_t epoch = 1;
+  size_t value = 0, len = sizeof(value);
+  mallctl("epoch", nullptr, nullptr, &epoch, sizeof(epoch));
+  if (mallctl(name.c_str(), &value, &len, nullptr, 0) != 0) return 0;
+  return value;
+}
+const std::string kJemallocAllArenas = std::to_string(MALLCTL_ARENAS_ALL);
+size_t jemalloc_held() { return jemalloc_stat("stats.resident"); }
+size_t jemalloc_free_pages() {
+  return jemalloc_stat("stats.arenas." + kJemallocAllArenas + ".pdirty") *
+         jemalloc_stat("arenas.page");
+}
+void jemalloc_release() {
+  const std::string purge_all = "arena." + kJemallocAllArenas + ".purge";
+  mallctl("thread.tcache.flush", nullptr, nullptr, nullptr, 0);
+  mallctl(purge_all.c_str(), nullptr, nullptr, nullptr, 0);
+}
+
+size_t tcmalloc_property(const char* name) {
+  size_t value = 0;
+  MallocExtension_GetNumericProperty(name, &value);
+  return value;
+}
+size_t tcmalloc_held() { return tcmalloc_property("generic.total_physical_bytes"); }
+size_t tcmalloc_free_pages() { return tcmalloc_property("tcmalloc.pageheap_free_bytes"); }
+
+constexpr ChildAllocator kChildAllocators[] = {
+    {"glibc", glibc_malloc, glibc_free, glibc_held, glibc_free_pages, glibc_release},
+    {"jemalloc", jemalloc_malloc, jemalloc_free, jemalloc_held, jemalloc_free_pages,
+     jemalloc_release},
+    {"tcmalloc", tc_malloc, tc_free, tcmalloc_held, tcmalloc_free_pages,
+     MallocExtension_ReleaseFreeMemory},
+};
+
+// In the child: stores the live set, frees half, and writes both figures to `fd`.
+[[noreturn]] void measure_in_child(const ChildAllocator& a, const std::vector<size_t>& sizes,
+                                   uint64_t seed, int fd) {
+  std::vector<size_t> order = half_to_free(sizes.size(), seed);
+  std::vector<void*> blocks;
+  blocks.reserve(sizes.size());
+  const size_t start_metadata = a.held() - a.free_pages();
+  for (size_t size : sizes) {
+    blocks.push_back(a.malloc(size));
+    std::memcpy(blocks.back(), source_bytes(), size);
+  }
+  size_t full = a.held() - start_metadata;
+  for (size_t i : order) a.free(blocks[i]);
+  a.release();
+  size_t half = a.held() - start_metadata;
+  size_t msg[2] = {full, half};
+  ssize_t written = write(fd, msg, sizeof(msg));
+  _exit(written == sizeof(msg) ? 0 : 1);
+}
+
+// Runs measure_in_child in a forked child and records its two results.
+void measure_forked(const ChildAllocator& a, const std::vector<size_t>& sizes,
+                    const std::string& set, uint64_t seed, std::vector<Result>& out) {
   int fds[2];
   if (pipe(fds) != 0) return;
   pid_t pid = fork();
   if (pid == 0) {
     close(fds[0]);
-    std::vector<size_t> order = half_to_free(sizes.size(), seed);
-    std::vector<void*> blocks;
-    blocks.reserve(sizes.size());
-    size_t start = glibc_held();
-    for (size_t size : sizes) {
-      blocks.push_back(glibc_malloc(size));
-      std::memcpy(blocks.back(), source_bytes(), size);
-    }
-    size_t full = glibc_held() - start;
-    for (size_t i : order) glibc_free(blocks[i]);
-    malloc_trim(0);
-    size_t half = glibc_held() - start;
-    size_t msg[2] = {full, half};
-    ssize_t written = write(fds[1], msg, sizeof(msg));
-    _exit(written == sizeof(msg) ? 0 : 1);
+    measure_in_child(a, sizes, seed, fds[1]);
   }
   close(fds[1]);
   size_t msg[2] = {0, 0};
@@ -227,9 +297,9 @@ void measure_glibc(const std::vector<size_t>& sizes, const std::string& set, uin
   waitpid(pid, nullptr, 0);
   if (got != sizeof(msg)) return;
   std::vector<bool> live(sizes.size(), true);
-  out.push_back({"glibc", set + " full", sizes.size(), sum_payload(sizes, live), msg[0], 0, 0, 0, 0});
+  out.push_back({a.name, set + " full", sizes.size(), sum_payload(sizes, live), msg[0], 0, 0, 0, 0});
   for (size_t i : half_to_free(sizes.size(), seed)) live[i] = false;
-  out.push_back({"glibc", set + " half freed", sizes.size() - sizes.size() / 2,
+  out.push_back({a.name, set + " half freed", sizes.size() - sizes.size() / 2,
                  sum_payload(sizes, live), msg[1], 0, 0, 0, 0});
 }
 
@@ -304,7 +374,7 @@ int main(int argc, char** argv) {
     std::vector<size_t> sizes = compressed_sizes(pages, codec, huge);
     measure_zsm(sizes, codec, opt, results);
     measure_mimalloc(sizes, codec, opt.seed, results);
-    measure_glibc(sizes, codec, opt.seed, results);
+    for (const ChildAllocator& a : kChildAllocators) measure_forked(a, sizes, codec, opt.seed, results);
   }
   print(results, pages.size(), opt.json);
   return 0;

@@ -86,7 +86,7 @@ def memory_bench(binary, directory):
         if len(payloads) != 1:
             fail(f"allocators disagree on the payload of '{phase}': {payloads}")
     allocators = {r["allocator"] for r in data["results"]}
-    if allocators != {"zsm", "mimalloc", "glibc"}:
+    if allocators != {"zsm", *MALLOCS}:
         fail(f"allocators measured: {allocators}")
     print(f"{len(data['results'])} results; payloads agree, zsm breakdown adds up")
 
