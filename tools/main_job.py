@@ -6,8 +6,9 @@ Runs, from a build directory (tools/run-main.sh makes one, -O2 -g):
   1. bench/zsm_pair_bench (Google Benchmark; repetitions, random interleaving, JSON),
   2. count_pairs.count() on bench/zsm_pair_count (callgrind: exact instructions per pair),
   3. bench/zsm_memory_bench (live bytes / held bytes on real compressed pages),
-then prints per size: ns per pair for zsm patched and baseline, mimalloc and glibc (medians
-of the real time over the repetitions), zsm/mimalloc, instructions per pair per policy, and the memory and
+then prints per size: ns per pair for zsm patched and baseline and for mimalloc, glibc, jemalloc
+and tcmalloc (medians of the real time over the repetitions) with zsm patched over each of
+mimalloc, jemalloc and tcmalloc; instructions per pair for all six; and the memory and
 thread-scaling figures. Every raw result is kept under --out.
 
 Usage: main_job.py --build DIR [--full] [--out DIR]
@@ -27,6 +28,8 @@ import count_pairs  # noqa: E402
 import gbench  # noqa: E402
 
 SIZES = count_pairs.SIZES
+# The general-purpose allocators zsm is compared with (bench/variants.h).
+MALLOCS = ("mimalloc", "glibc", "jemalloc", "tcmalloc")
 
 
 def step(msg, start):
@@ -72,30 +75,37 @@ def print_summary(bench, counts, memory):
         r = count_pairs.find(counts, alloc, family, size)
         return r[key] if r else float("nan")
 
+    zsm = ("patched", "baseline")
+    ratios = (("mi", "mimalloc"), ("je", "jemalloc"), ("tc", "tcmalloc"))
+
+    def pair_name(alloc, suffix):
+        family = "zs_store+zs_free" if alloc in zsm else "malloc+memcpy+free"
+        return f"{family}/{alloc}/{suffix}"
+
     print()
     print("Paired store/free, steady state (live set of 1024 objects per size); "
-          "ns per pair = median over repetitions")
-    print("instructions per pair: callgrind, allocator only (without memcpy and the benchmark "
-          "loop); in brackets: with memcpy")
-    hdr = (f"{'size':>5} | {'patched':>8} {'baseline':>8} {'mimalloc':>8} {'glibc':>8} | "
-           f"{'zsm/mi':>6} | {'instr patched':>15} {'instr baseline':>15} {'mimalloc':>15}")
+          "ns per pair = median over repetitions; zsm/xx = patched over xx")
+    hdr = (f"{'size':>5} | {'patched':>8} {'baseline':>8} | "
+           + " ".join(f"{a:>8}" for a in MALLOCS) + " | "
+           + " ".join(f"{'zsm/' + short:>6}" for short, _ in ratios))
+    print(hdr)
+    print("-" * len(hdr))
+    for s in [*SIZES, "mixed"]:
+        t = {a: ns(pair_name(a, s)) for a in (*zsm, *MALLOCS)}
+        print(f"{s:>5} | {t['patched']:8.1f} {t['baseline']:8.1f} | "
+              + " ".join(f"{t[a]:8.1f}" for a in MALLOCS) + " | "
+              + " ".join(f"{t['patched'] / t[a]:6.2f}" for _, a in ratios))
+
+    print()
+    print("Instructions per pair (callgrind): allocator only, without memcpy and the benchmark "
+          "loop; in brackets: with memcpy and loop")
+    hdr = f"{'size':>5} | " + " ".join(f"{a:>13}" for a in (*zsm, *MALLOCS))
     print(hdr)
     print("-" * len(hdr))
     for s in SIZES:
-        p, b = ns(f"zs_store+zs_free/patched/{s}"), ns(f"zs_store+zs_free/baseline/{s}")
-        m, g = ns(f"malloc+memcpy+free/mimalloc/{s}"), ns(f"malloc+memcpy+free/glibc/{s}")
-        ip = instr("patched", "store", s, "allocator_only")
-        ib = instr("baseline", "store", s, "allocator_only")
-        im = instr("mimalloc", "store", s, "allocator_only")
-        tp = instr("patched", "store", s, "total")
-        tb = instr("baseline", "store", s, "total")
-        tm = instr("mimalloc", "store", s, "total")
-        print(f"{s:>5} | {p:8.1f} {b:8.1f} {m:8.1f} {g:8.1f} | {p / m:6.2f} | "
-              f"{ip:6.1f} [{tp:6.0f}] {ib:6.1f} [{tb:6.0f}] {im:6.1f} [{tm:6.0f}]")
-    mixed = [ns(f"zs_store+zs_free/{a}/mixed") for a in ("patched", "baseline")]
-    mixed += [ns(f"malloc+memcpy+free/{a}/mixed") for a in ("mimalloc", "glibc")]
-    print(f"{'mixed':>5} | {mixed[0]:8.1f} {mixed[1]:8.1f} {mixed[2]:8.1f} {mixed[3]:8.1f} | "
-          f"{mixed[0] / mixed[2]:6.2f} |")
+        cells = [f"{instr(a, 'store', s, 'allocator_only'):6.1f} "
+                 f"[{instr(a, 'store', s, 'total'):4.0f}]" for a in (*zsm, *MALLOCS)]
+        print(f"{s:>5} | " + " ".join(f"{c:>13}" for c in cells))
 
     print()
     print("zs_malloc + zs_obj_write + zs_free, instructions per pair (allocator only): "
@@ -109,12 +119,11 @@ def print_summary(bench, counts, memory):
     print("Threads on one pool (pairs per second, each thread its own live set; 2T/1T = scaling;"
           " CPUs = cpu_time / real_time of the 2-thread run, the CPUs the process actually had;"
           " per CPU = scaling / CPUs had; zsm: lock waits and shard moves per pair)")
-    for family, alloc in (("zs_store+zs_free", "patched"), ("zs_store+zs_free", "baseline"),
-                          ("malloc+memcpy+free", "mimalloc"), ("malloc+memcpy+free", "glibc")):
+    for alloc in (*zsm, *MALLOCS):
         cells = []
         for s in (784, 2352):
-            one = bench.get(f"{family}/{alloc}/shared/{s}/real_time/threads:1")
-            two = bench.get(f"{family}/{alloc}/shared/{s}/real_time/threads:2")
+            one = bench.get(pair_name(alloc, f"shared/{s}/real_time/threads:1"))
+            two = bench.get(pair_name(alloc, f"shared/{s}/real_time/threads:2"))
             if one and two:
                 scaling = two["items_per_second"] / one["items_per_second"]
                 cpus = two["cpus"]
