@@ -4,9 +4,10 @@
 //      sanitizer runtime that replaces malloc), and no name of them to jemalloc or tcmalloc;
 //   2. each trait's store lands in its own allocator and in no other: every allocator is
 //      asked about the pointer, each by a query that is safe on any pointer or counts only
-//      its own allocations (mimalloc: mi_is_in_heap_region; glibc: mallinfo2's in-use bytes,
-//      libc's own; jemalloc: thread.allocated; tcmalloc: MallocExtension_GetOwnership).
-// Prints what it found; exits 1 on the first mismatch.
+//      its own allocations (mimalloc: mi_heap_check_owned on the default heap, which
+//      mi_malloc uses; glibc: mallinfo2's in-use bytes, libc's own; jemalloc:
+//      thread.allocated; tcmalloc: MallocExtension_GetOwnership).
+// Prints every check; exits 1 if any failed.
 #include <dlfcn.h>
 #include <gperftools/malloc_extension_c.h>
 #include <malloc.h>
@@ -104,7 +105,7 @@ void check_trait_lands_in_its_own() {
   const uint64_t jemalloc_after = jemalloc_thread_allocated();
   const size_t glibc_after = glibc_in_use();
   const void* p = reinterpret_cast<const void*>(h);
-  const Owners owners{mi_is_in_heap_region(p), glibc_after > glibc_before,
+  const Owners owners{mi_heap_check_owned(mi_heap_get_default(), p), glibc_after > glibc_before,
                       jemalloc_after > jemalloc_before,
                       MallocExtension_GetOwnership(p) == MallocExtension_kOwned};
   const std::string name = A::name;
