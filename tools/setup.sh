@@ -13,6 +13,7 @@ packages=(
   g++ cmake ninja-build pkg-config python3
   libgtest-dev libgmock-dev libbenchmark-dev
   liblz4-dev libzstd-dev libmimalloc-dev libjemalloc-dev libgoogle-perftools-dev
+  librocksdb-dev
   valgrind clang-19 libclang-rt-19-dev
   llvm-19 python3-scipy gnuplot-nox binutils
 )
@@ -70,6 +71,7 @@ check_prerequisites() {
   need libmimalloc-dev /usr/include/mimalloc.h
   need libjemalloc-dev /usr/include/jemalloc/jemalloc.h
   need libgoogle-perftools-dev /usr/include/gperftools/tcmalloc.h
+  need librocksdb-dev /usr/include/rocksdb/secondary_cache.h
   need python3-scipy /usr/lib/python3/dist-packages/scipy
   links g++ "libgcc-12-dev (g++'s sanitizer runtimes)" -fsanitize=address,undefined
   links clang++-19 libclang-rt-19-dev -fsanitize=address,undefined

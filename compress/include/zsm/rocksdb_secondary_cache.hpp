@@ -1,0 +1,86 @@
+// zsm::RocksSecondaryCache: RocksDB's SecondaryCache (the interface of RocksDB 7.8) on a
+// zsm::Cache. It owns the translation between the two: RocksDB's item helpers and create
+// callbacks on one side, the cache's byte values on the other, and the counters in RocksDB's
+// terms.
+//
+// - Insert() serializes the block with the helper's size and save callbacks and puts the
+//   bytes in the cache, which compresses them (lz4 by default) into its zsm pool. Every block
+//   offered is admitted; the cache's CLOCK evicts.
+// - Lookup() decompresses into a per-thread buffer and hands it to the create callback; it
+//   completes before it returns, so every handle is ready and Wait()/WaitAll() do nothing.
+//   With advise_erase the entry is erased after a hit, and is_in_sec_cache says whether the
+//   block is still held.
+// - What the cache cannot give: a block larger than the cache's max_value_size (at most the
+//   pool's page size) is refused with Status::InvalidArgument, so the tier does not hold it;
+//   the capacity is a bound the cache's pool is created with, so SetCapacity() builds a new
+//   cache of the new capacity and moves the blocks over (the new one evicts what does not
+//   fit); a capacity the cache refuses (below a pool page, zero included) is
+//   Status::InvalidArgument from Create() and SetCapacity(), and changes nothing.
+// No exception leaves a RocksDB entry point: the cache's errors become a Status (Insert) or a
+// miss (Lookup). Every method may be called from any thread at once.
+#pragma once
+
+#include <zsm/cache.hpp>
+
+#include <rocksdb/secondary_cache.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <shared_mutex>
+#include <string>
+
+namespace zsm {
+
+// The tier's counters in RocksDB's terms, and the cache's own (mm_stat's figures among them).
+struct RocksSecondaryCacheStats {
+  uint64_t hits = 0;              // lookups that found the block and created the object
+  uint64_t misses = 0;            // lookups that did not (absent, corrupt, create failed)
+  uint64_t inserts = 0;           // blocks stored
+  uint64_t inserts_refused = 0;   // blocks not stored: too large, no room, a save error
+  uint64_t erases = 0;            // blocks erased, by Erase() or advise_erase
+  CacheStats cache;               // the cache underneath (bytes_held, entries, mm_stat's fields)
+};
+
+// The adapter (see the top of this header). Made by Create(); shared with RocksDB through
+// LRUCacheOptions::secondary_cache.
+class RocksSecondaryCache : public rocksdb::SecondaryCache {
+ public:
+  // A tier on a cache made with `options`; Status::InvalidArgument (and *out untouched) when
+  // the cache refuses them, e.g. a capacity below the pool's page size.
+  static rocksdb::Status Create(const CacheOptions& options,
+                                std::shared_ptr<RocksSecondaryCache>* out);
+
+  const char* Name() const override { return "ZsmSecondaryCache"; }
+  rocksdb::Status Insert(const rocksdb::Slice& key, void* value,
+                         const rocksdb::Cache::CacheItemHelper* helper) override;
+  std::unique_ptr<rocksdb::SecondaryCacheResultHandle> Lookup(
+      const rocksdb::Slice& key, const rocksdb::Cache::CreateCallback& create_cb, bool wait,
+      bool advise_erase, bool& is_in_sec_cache) override;
+  bool SupportForceErase() const override { return true; }
+  void Erase(const rocksdb::Slice& key) override;
+  // Lookups complete synchronously: every handle is ready.
+  void WaitAll(std::vector<rocksdb::SecondaryCacheResultHandle*> /*handles*/) override {}
+  rocksdb::Status SetCapacity(size_t capacity) override;
+  rocksdb::Status GetCapacity(size_t& capacity) override;
+  // The capacity, the codec and the mm_stat line.
+  std::string GetPrintableOptions() const override;
+
+  [[nodiscard]] RocksSecondaryCacheStats stats() const;
+  // zram's mm_stat line of the cache underneath (Cache::mm_stat()).
+  [[nodiscard]] std::string mm_stat() const;
+
+ private:
+  explicit RocksSecondaryCache(std::unique_ptr<Cache> cache);
+  bool insert_bytes(const rocksdb::Slice& key, void* value,
+                    const rocksdb::Cache::CacheItemHelper* helper);
+  std::unique_ptr<rocksdb::SecondaryCacheResultHandle> create_from_cache(
+      const rocksdb::Slice& key, const rocksdb::Cache::CreateCallback& create_cb);
+
+  // cache_ is replaced only by SetCapacity(), under the write lock; every other call reads.
+  mutable std::shared_mutex cache_lock_;
+  std::unique_ptr<Cache> cache_;
+  std::atomic<uint64_t> hits_{0}, misses_{0}, inserts_{0}, inserts_refused_{0}, erases_{0};
+};
+
+}  // namespace zsm

@@ -1,0 +1,214 @@
+// RocksDB's SecondaryCache on zsm::Cache (zsm/rocksdb_secondary_cache.hpp).
+//
+// Buffers. A block is serialized into, and decompressed into, a per-thread buffer of the
+// cache's max_value_size, so neither direction allocates once a thread has its buffer.
+//
+// Locks. cache_lock_ is read by every call and written only by SetCapacity(), which swaps the
+// cache; the cache has its own shard locks underneath.
+#include <zsm/rocksdb_secondary_cache.hpp>
+
+#include <cstddef>
+#include <mutex>
+#include <new>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+namespace zsm {
+
+namespace {
+
+std::string_view as_view(const rocksdb::Slice& key) { return {key.data(), key.size()}; }
+
+// The calling thread's buffer, at least `size` bytes.
+std::span<std::byte> thread_buffer(size_t size) {
+  thread_local std::vector<std::byte> buffer;
+  if (buffer.size() < size) buffer.resize(size);
+  return {buffer.data(), size};
+}
+
+// What a successful lookup hands back: the object create_cb made, ready from the start.
+class ReadyHandle : public rocksdb::SecondaryCacheResultHandle {
+ public:
+  ReadyHandle(void* value, size_t charge) : value_(value), charge_(charge) {}
+  bool IsReady() override { return true; }
+  void Wait() override {}
+  void* Value() override { return value_; }
+  size_t Size() override { return charge_; }
+
+ private:
+  void* value_;
+  size_t charge_;
+};
+
+const char* codec_name(CodecKind kind) {
+  switch (kind) {
+    case CodecKind::none: return "none";
+    case CodecKind::lz4: return "lz4";
+    case CodecKind::lz4hc: return "lz4hc";
+    case CodecKind::zstd: return "zstd";
+  }
+  return "unknown";
+}
+
+// A cache made with `options`, or nothing (with the reason in *status) when it refuses them.
+std::unique_ptr<Cache> make_cache(const CacheOptions& options, rocksdb::Status* status) {
+  try {
+    return std::make_unique<Cache>(options);
+  } catch (const std::system_error& e) {
+    *status = rocksdb::Status::InvalidArgument("zsm cache", e.what());
+  } catch (const std::bad_alloc&) {
+    *status = rocksdb::Status::MemoryLimit("zsm cache");
+  }
+  return nullptr;
+}
+
+// Puts every entry of `from` into `to`; `to` evicts by its CLOCK what does not fit. A get or
+// put that throws ends the move, and the entries not yet moved are dropped with `from`.
+void move_entries(Cache& from, Cache& to) {
+  std::vector<std::string> keys;
+  from.for_each_key([&keys](std::string_view key) { keys.emplace_back(key); });
+  for (const std::string& key : keys) {
+    if (auto value = from.get(key)) to.put(key, *value);
+  }
+}
+
+}  // namespace
+
+RocksSecondaryCache::RocksSecondaryCache(std::unique_ptr<Cache> cache)
+    : cache_(std::move(cache)) {}
+
+rocksdb::Status RocksSecondaryCache::Create(const CacheOptions& options,
+                                            std::shared_ptr<RocksSecondaryCache>* out) {
+  rocksdb::Status status;
+  std::unique_ptr<Cache> cache = make_cache(options, &status);
+  if (!cache) return status;
+  out->reset(new RocksSecondaryCache(std::move(cache)));
+  return rocksdb::Status::OK();
+}
+
+rocksdb::Status RocksSecondaryCache::Insert(const rocksdb::Slice& key, void* value,
+                                            const rocksdb::Cache::CacheItemHelper* helper) {
+  if (value == nullptr || helper == nullptr || helper->size_cb == nullptr ||
+      helper->saveto_cb == nullptr) {
+    return rocksdb::Status::InvalidArgument("zsm secondary cache: no value or helper");
+  }
+  if (insert_bytes(key, value, helper)) {
+    inserts_.fetch_add(1, std::memory_order_relaxed);
+    return rocksdb::Status::OK();
+  }
+  inserts_refused_.fetch_add(1, std::memory_order_relaxed);
+  return rocksdb::Status::InvalidArgument("zsm secondary cache: block not stored");
+}
+
+// Serializes the block and puts it; false when it is too large, fails to save or finds no room.
+bool RocksSecondaryCache::insert_bytes(const rocksdb::Slice& key, void* value,
+                                       const rocksdb::Cache::CacheItemHelper* helper) {
+  std::shared_lock lock(cache_lock_);
+  const size_t size = helper->size_cb(value);
+  if (size > cache_->options().max_value_size) return false;
+  std::span<std::byte> bytes = thread_buffer(size);
+  if (!helper->saveto_cb(value, 0, size, bytes.data()).ok()) return false;
+  try {
+    cache_->put(as_view(key), bytes);
+    return true;
+  } catch (const std::system_error&) {  // key_too_large or no_memory
+  } catch (const std::bad_alloc&) {
+  }
+  return false;
+}
+
+std::unique_ptr<rocksdb::SecondaryCacheResultHandle> RocksSecondaryCache::Lookup(
+    const rocksdb::Slice& key, const rocksdb::Cache::CreateCallback& create_cb, bool /*wait*/,
+    bool advise_erase, bool& is_in_sec_cache) {
+  is_in_sec_cache = false;
+  std::unique_ptr<rocksdb::SecondaryCacheResultHandle> handle = create_from_cache(key, create_cb);
+  if (!handle) {
+    misses_.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  hits_.fetch_add(1, std::memory_order_relaxed);
+  if (advise_erase) {
+    Erase(key);
+  } else {
+    is_in_sec_cache = true;
+  }
+  return handle;
+}
+
+// The object create_cb makes from the key's block, or nothing when the cache has no block for
+// it (absent, or dropped as corrupt) or create_cb fails.
+std::unique_ptr<rocksdb::SecondaryCacheResultHandle> RocksSecondaryCache::create_from_cache(
+    const rocksdb::Slice& key, const rocksdb::Cache::CreateCallback& create_cb) {
+  std::shared_lock lock(cache_lock_);
+  std::span<std::byte> buffer = thread_buffer(cache_->options().max_value_size);
+  std::optional<size_t> size;
+  try {
+    size = cache_->get(as_view(key), buffer);
+  } catch (const std::system_error&) {  // corrupt (dropped) or no_memory for the codec
+    return nullptr;
+  }
+  if (!size) return nullptr;
+  void* object = nullptr;
+  size_t charge = 0;
+  if (!create_cb(buffer.data(), *size, &object, &charge).ok() || object == nullptr) return nullptr;
+  return std::make_unique<ReadyHandle>(object, charge);
+}
+
+void RocksSecondaryCache::Erase(const rocksdb::Slice& key) {
+  std::shared_lock lock(cache_lock_);
+  if (cache_->erase(as_view(key))) erases_.fetch_add(1, std::memory_order_relaxed);
+}
+
+rocksdb::Status RocksSecondaryCache::SetCapacity(size_t capacity) {
+  std::unique_lock lock(cache_lock_);
+  if (capacity == cache_->options().capacity_bytes) return rocksdb::Status::OK();
+  CacheOptions options = cache_->options();
+  options.capacity_bytes = capacity;
+  rocksdb::Status status;
+  std::unique_ptr<Cache> resized = make_cache(options, &status);
+  if (!resized) return status;
+  try {
+    move_entries(*cache_, *resized);
+  } catch (const std::exception&) {  // see move_entries()
+  }
+  cache_ = std::move(resized);
+  return rocksdb::Status::OK();
+}
+
+rocksdb::Status RocksSecondaryCache::GetCapacity(size_t& capacity) {
+  std::shared_lock lock(cache_lock_);
+  capacity = cache_->options().capacity_bytes;
+  return rocksdb::Status::OK();
+}
+
+std::string RocksSecondaryCache::GetPrintableOptions() const {
+  std::shared_lock lock(cache_lock_);
+  const CacheOptions& options = cache_->options();
+  return "    capacity : " + std::to_string(options.capacity_bytes) +
+         "\n    codec : " + codec_name(options.codec.kind) +
+         "\n    max_value_size : " + std::to_string(options.max_value_size) +
+         "\n    mm_stat : " + cache_->mm_stat() + "\n";
+}
+
+RocksSecondaryCacheStats RocksSecondaryCache::stats() const {
+  RocksSecondaryCacheStats s;
+  s.hits = hits_.load(std::memory_order_relaxed);
+  s.misses = misses_.load(std::memory_order_relaxed);
+  s.inserts = inserts_.load(std::memory_order_relaxed);
+  s.inserts_refused = inserts_refused_.load(std::memory_order_relaxed);
+  s.erases = erases_.load(std::memory_order_relaxed);
+  std::shared_lock lock(cache_lock_);
+  s.cache = cache_->stats();
+  return s;
+}
+
+std::string RocksSecondaryCache::mm_stat() const {
+  std::shared_lock lock(cache_lock_);
+  return cache_->mm_stat();
+}
+
+}  // namespace zsm

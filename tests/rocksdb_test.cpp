@@ -1,0 +1,379 @@
+// zsm::RocksSecondaryCache against the real RocksDB library: the SecondaryCache contract (the
+// operations RocksDB's own secondary cache tests exercise: insert, lookup, advise_erase,
+// erase, capacity, create and save failures), bad input, and a real DB whose blocks are read
+// back through the zsm tier after the primary block cache has evicted them.
+#include <zsm/rocksdb_secondary_cache.hpp>
+
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/statistics.h>
+#include <rocksdb/table.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using rocksdb::Cache;
+using rocksdb::Slice;
+using rocksdb::Status;
+using zsm::RocksSecondaryCache;
+
+// An object of the primary cache: its persistable data is its string.
+struct Item {
+  std::string data;
+};
+
+size_t item_size(void* obj) { return static_cast<Item*>(obj)->data.size(); }
+Status item_save(void* obj, size_t offset, size_t length, void* out) {
+  std::memcpy(out, static_cast<Item*>(obj)->data.data() + offset, length);
+  return Status::OK();
+}
+void item_delete(const Slice& /*key*/, void* obj) { delete static_cast<Item*>(obj); }
+Status item_save_fails(void*, size_t, size_t, void*) { return Status::IOError("save"); }
+
+const Cache::CacheItemHelper kHelper(item_size, item_save, item_delete);
+const Cache::CacheItemHelper kFailingHelper(item_size, item_save_fails, item_delete);
+
+// A create callback that makes an Item; the number of calls goes to *calls when given.
+Cache::CreateCallback make_item(int* calls = nullptr) {
+  return [calls](const void* buf, size_t size, void** out, size_t* charge) {
+    if (calls) ++*calls;
+    *out = new Item{std::string(static_cast<const char*>(buf), size)};
+    *charge = size;
+    return Status::OK();
+  };
+}
+
+const Cache::CreateCallback kCreateFails = [](const void*, size_t, void**, size_t*) {
+  return Status::Corruption("create");
+};
+
+// Text that compresses as blocks do (words, repeated with variation).
+std::string block_text(size_t size, uint32_t seed) {
+  static const char* const words[] = {"alpha ", "beta ", "gamma ", "delta ", "epsilon ",
+                                      "zeta ",  "eta ",  "theta ", "iota ",  "kappa "};
+  std::mt19937 rng(seed);
+  std::string s;
+  while (s.size() < size) s += words[rng() % 10];
+  s.resize(size);
+  return s;
+}
+
+std::shared_ptr<RocksSecondaryCache> make_tier(size_t capacity = size_t{4} << 20) {
+  zsm::CacheOptions options;
+  options.capacity_bytes = capacity;
+  options.shards = 4;
+  std::shared_ptr<RocksSecondaryCache> tier;
+  Status s = RocksSecondaryCache::Create(options, &tier);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return tier;
+}
+
+// The Item a lookup's handle holds, owned by the caller (nullptr for a miss).
+std::unique_ptr<Item> lookup(RocksSecondaryCache& tier, const std::string& key,
+                             bool advise_erase, bool* in_sec_cache) {
+  bool in = true;
+  auto handle = tier.Lookup(key, make_item(), /*wait=*/true, advise_erase, in);
+  if (in_sec_cache) *in_sec_cache = in;
+  if (!handle) return nullptr;
+  EXPECT_TRUE(handle->IsReady());
+  handle->Wait();
+  std::unique_ptr<Item> item(static_cast<Item*>(handle->Value()));
+  EXPECT_EQ(handle->Size(), item->data.size());
+  return item;
+}
+
+TEST(RocksSecondaryCache, NameAndForceErase) {
+  auto tier = make_tier();
+  EXPECT_STREQ(tier->Name(), "ZsmSecondaryCache");
+  EXPECT_TRUE(tier->SupportForceErase());
+  EXPECT_NE(tier->GetPrintableOptions().find("mm_stat"), std::string::npos);
+}
+
+TEST(RocksSecondaryCache, InsertThenLookupReturnsTheSameBytes) {
+  auto tier = make_tier();
+  Item item{block_text(4000, 1)};
+  ASSERT_TRUE(tier->Insert("k1", &item, &kHelper).ok());
+  bool in_sec_cache = false;
+  std::unique_ptr<Item> got = lookup(*tier, "k1", /*advise_erase=*/false, &in_sec_cache);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->data, item.data);
+  EXPECT_TRUE(in_sec_cache);
+  // Still there: a second lookup hits too.
+  EXPECT_TRUE(lookup(*tier, "k1", false, nullptr));
+  const zsm::RocksSecondaryCacheStats s = tier->stats();
+  EXPECT_EQ(s.inserts, 1u);
+  EXPECT_EQ(s.hits, 2u);
+  EXPECT_EQ(s.misses, 0u);
+  EXPECT_EQ(s.cache.entries, 1u);
+  EXPECT_LT(s.cache.compr_data_size, s.cache.orig_data_size);  // it was compressed
+  EXPECT_FALSE(tier->mm_stat().empty());
+}
+
+TEST(RocksSecondaryCache, LookupOfAnAbsentKeyMisses) {
+  auto tier = make_tier();
+  bool in_sec_cache = true;
+  EXPECT_FALSE(lookup(*tier, "absent", false, &in_sec_cache));
+  EXPECT_FALSE(in_sec_cache);
+  EXPECT_EQ(tier->stats().misses, 1u);
+}
+
+TEST(RocksSecondaryCache, AdviseEraseDropsTheBlockAfterTheHit) {
+  auto tier = make_tier();
+  Item item{block_text(1000, 2)};
+  ASSERT_TRUE(tier->Insert("k", &item, &kHelper).ok());
+  bool in_sec_cache = true;
+  std::unique_ptr<Item> got = lookup(*tier, "k", /*advise_erase=*/true, &in_sec_cache);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->data, item.data);
+  EXPECT_FALSE(in_sec_cache);
+  EXPECT_FALSE(lookup(*tier, "k", false, nullptr));
+  EXPECT_EQ(tier->stats().erases, 1u);
+}
+
+TEST(RocksSecondaryCache, LookupAfterEraseMisses) {
+  auto tier = make_tier();
+  Item item{block_text(2000, 3)};
+  ASSERT_TRUE(tier->Insert("k", &item, &kHelper).ok());
+  tier->Erase("k");
+  EXPECT_FALSE(lookup(*tier, "k", false, nullptr));
+  tier->Erase("k");  // erasing an absent key does nothing
+  EXPECT_EQ(tier->stats().erases, 1u);
+  EXPECT_EQ(tier->stats().cache.entries, 0u);
+}
+
+TEST(RocksSecondaryCache, InsertReplacesTheBlock) {
+  auto tier = make_tier();
+  Item first{block_text(800, 4)}, second{block_text(900, 5)};
+  ASSERT_TRUE(tier->Insert("k", &first, &kHelper).ok());
+  ASSERT_TRUE(tier->Insert("k", &second, &kHelper).ok());
+  std::unique_ptr<Item> got = lookup(*tier, "k", false, nullptr);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->data, second.data);
+  EXPECT_EQ(tier->stats().cache.entries, 1u);
+}
+
+TEST(RocksSecondaryCache, FailingCreateIsAMissAndKeepsTheBlock) {
+  auto tier = make_tier();
+  Item item{block_text(500, 6)};
+  ASSERT_TRUE(tier->Insert("k", &item, &kHelper).ok());
+  bool in_sec_cache = true;
+  EXPECT_FALSE(tier->Lookup("k", kCreateFails, true, false, in_sec_cache));
+  EXPECT_FALSE(in_sec_cache);
+  EXPECT_EQ(tier->stats().misses, 1u);
+  EXPECT_TRUE(lookup(*tier, "k", false, nullptr));
+}
+
+TEST(RocksSecondaryCache, FailingSaveIsRefused) {
+  auto tier = make_tier();
+  Item item{block_text(500, 7)};
+  EXPECT_FALSE(tier->Insert("k", &item, &kFailingHelper).ok());
+  EXPECT_FALSE(lookup(*tier, "k", false, nullptr));
+  EXPECT_EQ(tier->stats().inserts_refused, 1u);
+}
+
+TEST(RocksSecondaryCache, ABlockLargerThanAPoolPageIsRefused) {
+  auto tier = make_tier();
+  Item item{block_text(4097, 8)};
+  Status s = tier->Insert("big", &item, &kHelper);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_FALSE(lookup(*tier, "big", false, nullptr));
+  const zsm::RocksSecondaryCacheStats stats = tier->stats();
+  EXPECT_EQ(stats.inserts, 0u);
+  EXPECT_EQ(stats.inserts_refused, 1u);
+  EXPECT_EQ(stats.cache.entries, 0u);
+  Item page{block_text(4096, 9)};  // exactly a page is stored
+  EXPECT_TRUE(tier->Insert("page", &page, &kHelper).ok());
+  EXPECT_TRUE(lookup(*tier, "page", false, nullptr));
+}
+
+TEST(RocksSecondaryCache, NoValueOrNoHelperIsRefused) {
+  auto tier = make_tier();
+  Item item{"x"};
+  EXPECT_TRUE(tier->Insert("k", nullptr, &kHelper).IsInvalidArgument());
+  EXPECT_TRUE(tier->Insert("k", &item, nullptr).IsInvalidArgument());
+}
+
+TEST(RocksSecondaryCache, ZeroCapacityIsRefused) {
+  zsm::CacheOptions options;
+  options.capacity_bytes = 0;
+  std::shared_ptr<RocksSecondaryCache> tier;
+  EXPECT_TRUE(RocksSecondaryCache::Create(options, &tier).IsInvalidArgument());
+  EXPECT_FALSE(tier);
+
+  auto made = make_tier(size_t{1} << 20);
+  EXPECT_TRUE(made->SetCapacity(0).IsInvalidArgument());
+  size_t capacity = 0;
+  ASSERT_TRUE(made->GetCapacity(capacity).ok());
+  EXPECT_EQ(capacity, size_t{1} << 20);
+}
+
+TEST(RocksSecondaryCache, CapacityBoundsWhatIsHeldAndEvictsTheRest) {
+  const size_t capacity = size_t{256} << 10;
+  auto tier = make_tier(capacity);
+  std::vector<std::string> values;
+  for (uint32_t i = 0; i < 400; ++i) {  // ~1.6 MB of values, compressing to well over 256 KiB
+    Item item{block_text(4000, 100 + i) + std::to_string(i)};
+    item.data.resize(4000);
+    ASSERT_TRUE(tier->Insert("key" + std::to_string(i), &item, &kHelper).ok());
+    values.push_back(item.data);
+  }
+  const zsm::RocksSecondaryCacheStats s = tier->stats();
+  EXPECT_LE(s.cache.bytes_held, capacity);
+  EXPECT_GT(s.cache.evictions, 0u);
+  size_t found = 0;
+  for (uint32_t i = 0; i < 400; ++i) {
+    if (std::unique_ptr<Item> got = lookup(*tier, "key" + std::to_string(i), false, nullptr)) {
+      EXPECT_EQ(got->data, values[i]) << i;
+      ++found;
+    }
+  }
+  EXPECT_EQ(found, s.cache.entries);
+  EXPECT_GT(found, 0u);
+}
+
+TEST(RocksSecondaryCache, SetCapacityKeepsTheBlocksThatFit) {
+  auto tier = make_tier(size_t{4} << 20);
+  std::vector<std::string> values;
+  for (uint32_t i = 0; i < 200; ++i) {
+    Item item{block_text(3000, 1000 + i)};
+    ASSERT_TRUE(tier->Insert("key" + std::to_string(i), &item, &kHelper).ok());
+    values.push_back(item.data);
+  }
+  ASSERT_EQ(tier->stats().cache.entries, 200u);
+
+  ASSERT_TRUE(tier->SetCapacity(size_t{8} << 20).ok());  // larger: everything stays
+  size_t capacity = 0;
+  ASSERT_TRUE(tier->GetCapacity(capacity).ok());
+  EXPECT_EQ(capacity, size_t{8} << 20);
+  EXPECT_EQ(tier->stats().cache.entries, 200u);
+
+  // Smaller than what is held: the new cache evicts what does not fit.
+  const size_t small = tier->stats().cache.bytes_held / 2;
+  ASSERT_GE(small, size_t{128} << 10);
+  ASSERT_TRUE(tier->SetCapacity(small).ok());
+  const zsm::RocksSecondaryCacheStats s = tier->stats();
+  EXPECT_LE(s.cache.bytes_held, small);
+  EXPECT_GT(s.cache.entries, 0u);
+  EXPECT_LT(s.cache.entries, 200u);
+  for (uint32_t i = 0; i < 200; ++i) {
+    if (std::unique_ptr<Item> got = lookup(*tier, "key" + std::to_string(i), false, nullptr)) {
+      EXPECT_EQ(got->data, values[i]) << i;
+    }
+  }
+}
+
+TEST(RocksSecondaryCache, WaitAllOnReadyHandles) {
+  auto tier = make_tier();
+  Item item{block_text(100, 10)};
+  ASSERT_TRUE(tier->Insert("k", &item, &kHelper).ok());
+  bool in = false;
+  auto h1 = tier->Lookup("k", make_item(), /*wait=*/false, false, in);
+  auto h2 = tier->Lookup("k", make_item(), /*wait=*/false, false, in);
+  ASSERT_TRUE(h1 && h2);
+  tier->WaitAll({h1.get(), h2.get()});
+  for (auto* h : {h1.get(), h2.get()}) {
+    ASSERT_TRUE(h->IsReady());
+    std::unique_ptr<Item> got(static_cast<Item*>(h->Value()));
+    EXPECT_EQ(got->data, item.data);
+  }
+}
+
+TEST(RocksSecondaryCache, ThreadsInsertAndLookUpAtOnce) {
+  auto tier = make_tier(size_t{1} << 20);
+  std::vector<std::thread> threads;
+  for (uint32_t t = 0; t < 4; ++t) {
+    threads.emplace_back([&tier, t] {
+      for (uint32_t i = 0; i < 500; ++i) {
+        const uint32_t id = (i * 7 + t) % 300;
+        const std::string key = "key" + std::to_string(id);
+        Item item{block_text(2000, id)};
+        if (i % 3 == 0) {
+          EXPECT_TRUE(tier->Insert(key, &item, &kHelper).ok());
+        } else if (std::unique_ptr<Item> got = lookup(*tier, key, false, nullptr)) {
+          EXPECT_EQ(got->data, item.data);
+        }
+        if (t == 0 && i == 250) {
+          EXPECT_TRUE(tier->SetCapacity(size_t{512} << 10).ok());
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_LE(tier->stats().cache.bytes_held, size_t{512} << 10);
+}
+
+// A temporary folder, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "zsm-rocksdb-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp");
+    path_ = pattern;
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string db_key(uint32_t i) {
+  char key[16];
+  std::snprintf(key, sizeof key, "key%08u", i);
+  return key;
+}
+std::string db_value(uint32_t i) { return block_text(100 + i % 200, i) + std::to_string(i); }
+
+// Loads a DB, then reads every key through a primary block cache far smaller than the data:
+// blocks evicted from it go to the zsm tier and come back from there on the second pass.
+TEST(RocksSecondaryCacheDb, ReadsEveryValueBackThroughTheSecondaryTier) {
+  TempDir dir;
+  auto tier = make_tier(size_t{16} << 20);
+  rocksdb::LRUCacheOptions lru;
+  lru.capacity = size_t{256} << 10;
+  lru.num_shard_bits = 0;
+  lru.secondary_cache = tier;
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = rocksdb::NewLRUCache(lru);
+  table.block_size = 3584;  // blocks stay under the pool's 4 KiB page
+  rocksdb::Options options;
+  options.create_if_missing = true;
+  options.compression = rocksdb::kNoCompression;
+  options.statistics = rocksdb::CreateDBStatistics();
+  options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+
+  rocksdb::DB* raw = nullptr;
+  ASSERT_TRUE(rocksdb::DB::Open(options, dir.path(), &raw).ok());
+  std::unique_ptr<rocksdb::DB> db(raw);
+  constexpr uint32_t kKeys = 20000;  // ~4.5 MB of values
+  for (uint32_t i = 0; i < kKeys; ++i) {
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), db_key(i), db_value(i)).ok());
+  }
+  ASSERT_TRUE(db->Flush(rocksdb::FlushOptions()).ok());
+
+  for (int pass = 0; pass < 2; ++pass) {
+    for (uint32_t i = 0; i < kKeys; ++i) {
+      std::string value;
+      ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), db_key(i), &value).ok()) << i;
+      ASSERT_EQ(value, db_value(i)) << "key " << i << " pass " << pass;
+    }
+  }
+  const zsm::RocksSecondaryCacheStats s = tier->stats();
+  EXPECT_GT(s.inserts, 0u);
+  EXPECT_EQ(s.inserts_refused, 0u);
+  EXPECT_GT(s.hits, 0u);
+  EXPECT_EQ(options.statistics->getTickerCount(rocksdb::SECONDARY_CACHE_HITS), s.hits);
+  EXPECT_LE(s.cache.bytes_held, size_t{16} << 20);
+  db.reset();
+}
+
+}  // namespace
