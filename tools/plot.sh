@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # zsm's plots, each drawn by one command with gnuplot (scripts in tools/plots/):
 #
-#   tools/plot.sh waste|utilization|bench|ab|all [OUTDIR]      (default OUTDIR: build/plots)
+#   tools/plot.sh waste|utilization|bench|ab|rocksdb|all [OUTDIR]  (default OUTDIR: build/plots)
 #
 #   waste        waste.png: each size class's zspage tail waste at chain 4, 8 and 16, and what
 #                an object costs beyond its payload at chain 8; data from zsm_stats --class-table
@@ -17,7 +17,10 @@
 #   ab           ab.png: the A/B's instructions and ns per pair (tools/ab_report.py's plot),
 #                from $AB_RESULTS, else build/ab/results.json. Not run here when missing (the
 #                full A/B takes about 9 minutes): the command says how to produce it and fails.
-#   all          all four; a missing A/B is reported and skipped.
+#   rocksdb      rocksdb.png: zsm as RocksDB's secondary cache against RocksDB's own, reads/s
+#                and hit ratio per tier, from $ROCKSDB_DAT, else OUTDIR/rocksdb.dat, which
+#                tools/run-rocksdb-bench.sh writes (and then draws this plot). Not in `all`.
+#   all          waste, utilization, bench and ab; a missing A/B is reported and skipped.
 #
 # Programs come from $ZSM_BUILD (default build/bench, the build of tools/run-main.sh), which is
 # configured the same way if missing, and brought up to date; $ZSM_STATS names a zsm_stats to
@@ -114,8 +117,17 @@ plot_ab() {
   echo "plot: wrote $out/ab.png"
 }
 
+plot_rocksdb() {
+  local dat="${ROCKSDB_DAT:-$out/rocksdb.dat}"
+  if [ ! -f "$dat" ]; then
+    echo "plot: no $dat: tools/run-rocksdb-bench.sh writes it and draws this plot" >&2
+    return 1
+  fi
+  draw "data='$dat'" rocksdb.gp "$out/rocksdb.png"
+}
+
 case "$what" in
-  waste|utilization|bench|ab|all) ;;
+  waste|utilization|bench|ab|rocksdb|all) ;;
   *) usage ;;
 esac
 command -v gnuplot > /dev/null || "$root/tools/setup.sh"

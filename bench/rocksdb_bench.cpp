@@ -1,0 +1,494 @@
+// zsm as RocksDB's secondary cache against RocksDB's own CompressedSecondaryCache, side by
+// side in one run (tools/run-rocksdb-bench.sh): one DB of values cut from real files, read
+// through the same small primary LRU block cache over each secondary tier in turn, at equal
+// capacity, with a Zipf-distributed and a uniform key choice.
+//
+// The parent builds the DB and a file of the expected values in a temporary folder, then runs
+// each (tier, distribution) in a child process of its own (this binary, --child), so that each
+// child's RSS growth is its tier's alone. A child opens the DB read-only, warms the caches up,
+// times reads at 1 and 2 threads, checks every value read, then counts the blocks its tier
+// holds: every secondary tier is wrapped in the same recorder of inserted keys, and each key
+// is looked up once more with a create callback that counts and refuses (RocksDB's tier then
+// drops the block: the count ends the child). Block reads from disk are RocksDB's block-read
+// histogram's count (index and filter blocks stay in the table readers, read once at open).
+#include "corpus.h"
+
+#include <zsm/rocksdb_secondary_cache.hpp>
+
+#include <rocksdb/cache.h>
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/statistics.h>
+#include <rocksdb/table.h>
+#include <rocksdb/version.h>
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+struct Params {
+  size_t keys = 120000;
+  size_t primary_bytes = size_t{2} << 20;
+  size_t secondary_bytes = size_t{8} << 20;
+  size_t reads = 200000;  // per timed phase; the warm-up reads twice the key count
+  std::string out;        // the .dat file for the plot (parent)
+  // The child's job.
+  std::string dir, tier, dist;
+};
+
+const char* const kTiers[] = {"zsm", "rocksdb-lz4", "rocksdb-lz4-split", "none"};
+const char* const kDists[] = {"zipf", "uniform"};
+constexpr size_t kBlockSize = 3584;  // blocks stay under the zsm pool's 4 KiB page
+
+std::string key_of(size_t i) {
+  char key[24];
+  std::snprintf(key, sizeof key, "k%010zu", i);
+  return key;
+}
+
+// Values of 100..400 bytes cut in order from pages of real files (bench/corpus.h).
+std::vector<std::string> cut_values(size_t count) {
+  std::vector<std::string> values;
+  std::mt19937 rng(42);
+  std::string pending;
+  zsm_bench::for_each_corpus_page(
+      zsm_bench::corpus_files(zsm_bench::default_corpus_roots(), 1), SIZE_MAX, 16,
+      [&](const std::filesystem::path&, size_t, const unsigned char* page) {
+        pending.append(reinterpret_cast<const char*>(page), zsm_bench::kCorpusPage);
+        while (values.size() < count) {
+          const size_t size = 100 + rng() % 301;
+          if (pending.size() < size) break;
+          values.push_back(pending.substr(0, size));
+          pending.erase(0, size);
+        }
+        return values.size() < count;
+      });
+  return values;
+}
+
+void write_values(const std::string& path, const std::vector<std::string>& values) {
+  std::ofstream out(path, std::ios::binary);
+  for (const std::string& v : values) {
+    const uint32_t size = static_cast<uint32_t>(v.size());
+    out.write(reinterpret_cast<const char*>(&size), sizeof size);
+    out.write(v.data(), size);
+  }
+}
+
+std::vector<std::string> read_values(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<std::string> values;
+  uint32_t size = 0;
+  while (in.read(reinterpret_cast<char*>(&size), sizeof size)) {
+    std::string v(size, '\0');
+    in.read(v.data(), size);
+    values.push_back(std::move(v));
+  }
+  return values;
+}
+
+void check(const rocksdb::Status& s, const char* what) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "rocksdb_bench: %s: %s\n", what, s.ToString().c_str());
+    std::exit(1);
+  }
+}
+
+rocksdb::BlockBasedTableOptions table_options(std::shared_ptr<rocksdb::Cache> block_cache) {
+  rocksdb::BlockBasedTableOptions table;
+  table.block_size = kBlockSize;
+  table.block_cache = std::move(block_cache);
+  return table;
+}
+
+void build_db(const Params& p, const std::vector<std::string>& values) {
+  rocksdb::Options options;
+  options.create_if_missing = true;
+  options.compression = rocksdb::kNoCompression;
+  options.table_factory.reset(
+      rocksdb::NewBlockBasedTableFactory(table_options(rocksdb::NewLRUCache(8 << 20))));
+  rocksdb::DB* raw = nullptr;
+  check(rocksdb::DB::Open(options, p.dir + "/db", &raw), "open to load");
+  std::unique_ptr<rocksdb::DB> db(raw);
+  for (size_t i = 0; i < values.size(); ++i) {
+    check(db->Put(rocksdb::WriteOptions(), key_of(i), values[i]), "put");
+  }
+  check(db->Flush(rocksdb::FlushOptions()), "flush");
+  check(db->CompactRange(rocksdb::CompactRangeOptions(), nullptr, nullptr), "compact");
+}
+
+// Forwards to a secondary tier and records the keys inserted, for the census at the end.
+class RecordingTier : public rocksdb::SecondaryCache {
+ public:
+  explicit RecordingTier(std::shared_ptr<rocksdb::SecondaryCache> inner)
+      : inner_(std::move(inner)) {}
+  const char* Name() const override { return inner_->Name(); }
+  rocksdb::Status Insert(const rocksdb::Slice& key, void* value,
+                         const rocksdb::Cache::CacheItemHelper* helper) override {
+    {
+      std::lock_guard lock(mutex_);
+      keys_.push_back(key.ToString());
+    }
+    return inner_->Insert(key, value, helper);
+  }
+  std::unique_ptr<rocksdb::SecondaryCacheResultHandle> Lookup(
+      const rocksdb::Slice& key, const rocksdb::Cache::CreateCallback& create_cb, bool wait,
+      bool advise_erase, bool& is_in_sec_cache) override {
+    return inner_->Lookup(key, create_cb, wait, advise_erase, is_in_sec_cache);
+  }
+  bool SupportForceErase() const override { return inner_->SupportForceErase(); }
+  void Erase(const rocksdb::Slice& key) override { inner_->Erase(key); }
+  void WaitAll(std::vector<rocksdb::SecondaryCacheResultHandle*> handles) override {
+    inner_->WaitAll(std::move(handles));
+  }
+
+  // How many of the keys ever inserted the tier still holds a block for.
+  size_t count_held() {
+    std::sort(keys_.begin(), keys_.end());
+    keys_.erase(std::unique(keys_.begin(), keys_.end()), keys_.end());
+    size_t held = 0;
+    const rocksdb::Cache::CreateCallback count = [&held](const void*, size_t, void**, size_t*) {
+      ++held;
+      return rocksdb::Status::Aborted("census");
+    };
+    for (const std::string& key : keys_) {
+      bool in_sec_cache = false;
+      inner_->Lookup(key, count, true, false, in_sec_cache);
+    }
+    return held;
+  }
+
+ private:
+  std::shared_ptr<rocksdb::SecondaryCache> inner_;
+  std::mutex mutex_;
+  std::vector<std::string> keys_;
+};
+
+size_t rss_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  size_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+// Picks key indices: Zipf (s = 0.99, as YCSB) over ranks scattered across the key space by a
+// fixed permutation, or uniform.
+class KeyChooser {
+ public:
+  KeyChooser(size_t keys, bool zipf) : zipf_(zipf), rank_to_key_(keys) {
+    std::iota(rank_to_key_.begin(), rank_to_key_.end(), size_t{0});
+    std::shuffle(rank_to_key_.begin(), rank_to_key_.end(), std::mt19937_64(7));
+    if (!zipf) return;
+    cdf_.resize(keys);
+    double sum = 0;
+    for (size_t r = 0; r < keys; ++r) cdf_[r] = sum += 1.0 / std::pow(double(r + 1), 0.99);
+    for (double& c : cdf_) c /= sum;
+  }
+  size_t next(std::mt19937_64& rng) const {
+    if (!zipf_) return rng() % rank_to_key_.size();
+    const double u = std::uniform_real_distribution<double>(0, 1)(rng);
+    const size_t rank = std::lower_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin();
+    return rank_to_key_[std::min(rank, rank_to_key_.size() - 1)];
+  }
+
+ private:
+  bool zipf_;
+  std::vector<size_t> rank_to_key_;
+  std::vector<double> cdf_;
+};
+
+// Blocks read from the DB's file so far (RocksDB's block-read histogram counts each).
+uint64_t blocks_read(rocksdb::Statistics& st) {
+  rocksdb::HistogramData reads;
+  st.histogramData(rocksdb::READ_BLOCK_GET_MICROS, &reads);
+  return reads.count;
+}
+
+struct ChildResult {
+  double ops[2] = {0, 0};       // reads per second at 1 and 2 threads
+  uint64_t sec_hits = 0;        // secondary hits in the timed phases
+  uint64_t disk_reads = 0;      // data blocks read from the file in the timed phases
+  uint64_t mismatches = 0;      // values read back that differ (all phases)
+  size_t blocks_held = 0;       // the tier's blocks at the end
+  size_t rss_growth = 0;        // RSS after the reads less RSS after open
+  size_t zsm_bytes_held = 0;    // zsm: pool pages + bookkeeping + index
+  uint64_t refused = 0;         // zsm: blocks refused
+};
+
+std::shared_ptr<rocksdb::SecondaryCache> make_tier(const Params& p,
+                                                   std::shared_ptr<zsm::RocksSecondaryCache>* zsm_tier) {
+  if (p.tier == "zsm") {
+    zsm::CacheOptions options;
+    options.capacity_bytes = p.secondary_bytes;
+    check(zsm::RocksSecondaryCache::Create(options, zsm_tier), "zsm tier");
+    return *zsm_tier;
+  }
+  if (p.tier == "none") return nullptr;
+  rocksdb::CompressedSecondaryCacheOptions options;
+  options.capacity = p.secondary_bytes;
+  options.compression_type = rocksdb::kLZ4Compression;
+  options.enable_custom_split_merge = p.tier == "rocksdb-lz4-split";
+  return rocksdb::NewCompressedSecondaryCache(options);
+}
+
+// Reads `count` keys on `threads` threads, checking each value; returns reads per second.
+double timed_reads(rocksdb::DB& db, const std::vector<std::string>& values, const KeyChooser& chooser,
+                   size_t count, unsigned threads, uint64_t seed, std::atomic<uint64_t>& mismatches) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> workers;
+  for (unsigned t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      std::mt19937_64 rng(seed * 16 + t);
+      std::string value;
+      for (size_t n = 0; n < count / threads; ++n) {
+        const size_t i = chooser.next(rng);
+        if (!db.Get(rocksdb::ReadOptions(), key_of(i), &value).ok() || value != values[i]) {
+          mismatches.fetch_add(1, std::memory_order_relaxed);
+        }
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  return double(count / threads * threads) / took.count();
+}
+
+ChildResult run_child(const Params& p) {
+  const std::vector<std::string> values = read_values(p.dir + "/values.bin");
+  const KeyChooser chooser(values.size(), p.dist == "zipf");
+  std::shared_ptr<zsm::RocksSecondaryCache> zsm_tier;
+  std::shared_ptr<rocksdb::SecondaryCache> inner = make_tier(p, &zsm_tier);
+  std::shared_ptr<RecordingTier> recorder =
+      inner ? std::make_shared<RecordingTier>(inner) : nullptr;
+
+  rocksdb::LRUCacheOptions lru;
+  lru.capacity = p.primary_bytes;
+  lru.secondary_cache = recorder;
+  rocksdb::Options options;
+  options.statistics = rocksdb::CreateDBStatistics();
+  options.table_factory.reset(
+      rocksdb::NewBlockBasedTableFactory(table_options(rocksdb::NewLRUCache(lru))));
+  options.max_open_files = -1;
+  rocksdb::DB* raw = nullptr;
+  check(rocksdb::DB::OpenForReadOnly(options, p.dir + "/db", &raw), "open to read");
+  std::unique_ptr<rocksdb::DB> db(raw);
+
+  ChildResult r;
+  std::atomic<uint64_t> mismatches{0};
+  const size_t rss_open = rss_bytes();
+  timed_reads(*db, values, chooser, 2 * values.size(), 1, 1, mismatches);  // warm-up
+  rocksdb::Statistics& st = *options.statistics;
+  const uint64_t hits0 = st.getTickerCount(rocksdb::SECONDARY_CACHE_HITS);
+  const uint64_t disk0 = blocks_read(st);
+  r.ops[0] = timed_reads(*db, values, chooser, p.reads, 1, 2, mismatches);
+  r.ops[1] = timed_reads(*db, values, chooser, p.reads, 2, 3, mismatches);
+  r.sec_hits = st.getTickerCount(rocksdb::SECONDARY_CACHE_HITS) - hits0;
+  r.disk_reads = blocks_read(st) - disk0;
+  r.rss_growth = rss_bytes() - std::min(rss_bytes(), rss_open);
+  r.mismatches = mismatches.load();
+  if (zsm_tier) {
+    const zsm::RocksSecondaryCacheStats s = zsm_tier->stats();
+    r.zsm_bytes_held = s.cache.bytes_held;
+    r.refused = s.inserts_refused;
+  }
+  db.reset();
+  if (recorder) r.blocks_held = recorder->count_held();
+  return r;
+}
+
+void print_child_result(const Params& p, const ChildResult& r) {
+  std::printf("%s %s %.0f %.0f %llu %llu %llu %zu %zu %zu %llu\n", p.tier.c_str(), p.dist.c_str(),
+              r.ops[0], r.ops[1], (unsigned long long)r.sec_hits,
+              (unsigned long long)r.disk_reads, (unsigned long long)r.mismatches, r.blocks_held,
+              r.rss_growth, r.zsm_bytes_held, (unsigned long long)r.refused);
+}
+
+// Runs this binary as a child for one (tier, distribution); its result line is read back.
+std::string run_in_child(const Params& p, const std::string& tier, const std::string& dist) {
+  const std::string result = p.dir + "/result-" + tier + "-" + dist;
+  std::vector<std::string> args = {"rocksdb_bench", "--child", "--dir=" + p.dir, "--tier=" + tier,
+                                   "--dist=" + dist, "--keys=" + std::to_string(p.keys),
+                                   "--primary=" + std::to_string(p.primary_bytes),
+                                   "--secondary=" + std::to_string(p.secondary_bytes),
+                                   "--reads=" + std::to_string(p.reads)};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, result.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = 0;
+  int status = 0;
+  if (posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), environ) != 0 ||
+      waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::fprintf(stderr, "rocksdb_bench: the %s/%s child failed\n", tier.c_str(), dist.c_str());
+    std::exit(1);
+  }
+  posix_spawn_file_actions_destroy(&actions);
+  std::ifstream in(result);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+struct Row {
+  std::string tier, dist;
+  double ops1 = 0, ops2 = 0;
+  uint64_t sec_hits = 0, disk_reads = 0, mismatches = 0;
+  size_t blocks = 0, rss = 0, zsm_held = 0;
+  uint64_t refused = 0;
+};
+
+Row parse_row(const std::string& line) {
+  Row r;
+  char tier[32], dist[32];
+  unsigned long long hits, disk, mism, refused;
+  if (std::sscanf(line.c_str(), "%31s %31s %lf %lf %llu %llu %llu %zu %zu %zu %llu", tier, dist,
+                  &r.ops1, &r.ops2, &hits, &disk, &mism, &r.blocks, &r.rss, &r.zsm_held,
+                  &refused) != 11) {
+    std::fprintf(stderr, "rocksdb_bench: bad child line '%s'\n", line.c_str());
+    std::exit(1);
+  }
+  r.tier = tier, r.dist = dist, r.sec_hits = hits, r.disk_reads = disk, r.mismatches = mism;
+  r.refused = refused;
+  return r;
+}
+
+double mib(size_t bytes) { return double(bytes) / (1 << 20); }
+
+double hit_ratio(const Row& r) {
+  const uint64_t lookups = r.sec_hits + r.disk_reads;
+  return lookups ? double(r.sec_hits) / double(lookups) : 0.0;
+}
+
+// The plot's data (tools/plots/rocksdb.gp): a line per tier, the distributions side by side.
+void write_dat(const std::string& path, const std::vector<Row>& rows) {
+  std::FILE* dat = std::fopen(path.c_str(), "w");
+  if (dat == nullptr) return;
+  std::fprintf(dat, "# tier zipf:reads/s@1 reads/s@2 hit_ratio blocks_held "
+                    "uniform:reads/s@1 reads/s@2 hit_ratio blocks_held\n");
+  for (const char* tier : kTiers) {
+    std::fprintf(dat, "%s", tier);
+    for (const char* dist : kDists) {
+      for (const Row& r : rows) {
+        if (r.tier == tier && r.dist == dist) {
+          std::fprintf(dat, " %.0f %.0f %.4f %zu", r.ops1, r.ops2, hit_ratio(r), r.blocks);
+        }
+      }
+    }
+    std::fprintf(dat, "\n");
+  }
+  std::fclose(dat);
+}
+
+int run_parent(Params p) {
+  char dir[] = "/tmp/zsm-rocksdb-bench-XXXXXX";
+  if (mkdtemp(dir) == nullptr) return 1;
+  p.dir = dir;
+  const std::vector<std::string> values = cut_values(p.keys);
+  p.keys = values.size();
+  size_t bytes = 0;
+  for (const auto& v : values) bytes += v.size();
+  write_values(p.dir + "/values.bin", values);
+  build_db(p, values);
+  std::printf("RocksDB %d.%d.%d; %zu keys, %.1f MiB of values cut from /usr/lib and /usr/share; "
+              "blocks of %zu B, uncompressed on disk; primary LRU %.1f MiB; secondary tiers "
+              "%.1f MiB; %zu reads per timed phase\n",
+              ROCKSDB_MAJOR, ROCKSDB_MINOR, ROCKSDB_PATCH, p.keys, mib(bytes), kBlockSize,
+              mib(p.primary_bytes), mib(p.secondary_bytes), p.reads);
+  std::vector<Row> rows;
+  for (const char* dist : kDists) {
+    for (const char* tier : kTiers) rows.push_back(parse_row(run_in_child(p, tier, dist)));
+  }
+  std::filesystem::remove_all(p.dir);
+
+  std::map<std::string, uint64_t> baseline_disk;
+  for (const Row& r : rows) {
+    if (r.tier == "none") baseline_disk[r.dist] = r.disk_reads;
+  }
+  std::printf("%-18s %-8s %12s %12s %9s %12s %10s %10s %12s %9s\n", "tier", "keys", "reads/s@1",
+              "reads/s@2", "sec hit", "blocks held", "RSS +MiB", "zsm MiB", "disk avoided",
+              "differ");
+  uint64_t differ = 0;
+  for (const Row& r : rows) {
+    const double ratio = hit_ratio(r);
+    const int64_t avoided = int64_t(baseline_disk[r.dist]) - int64_t(r.disk_reads);
+    char held[16] = "-", zsm_mib[16] = "-";
+    if (r.tier != "none") std::snprintf(held, sizeof held, "%zu", r.blocks);
+    if (r.tier == "zsm") std::snprintf(zsm_mib, sizeof zsm_mib, "%.2f", mib(r.zsm_held));
+    std::printf("%-18s %-8s %12.0f %12.0f %8.1f%% %12s %10.2f %10s %12lld %9llu\n",
+                r.tier.c_str(), r.dist.c_str(), r.ops1, r.ops2, 100 * ratio, held, mib(r.rss),
+                zsm_mib, (long long)avoided, (unsigned long long)r.mismatches);
+    if (r.refused) std::printf("  (zsm refused %llu blocks above a page)\n", (unsigned long long)r.refused);
+    differ += r.mismatches;
+  }
+  if (!p.out.empty()) write_dat(p.out, rows);
+  std::printf("values read back that differ: %llu\n", (unsigned long long)differ);
+  return differ == 0 ? 0 : 1;
+}
+
+bool parse_size(const char* arg, const char* name, size_t* out) {
+  const size_t n = std::strlen(name);
+  if (std::strncmp(arg, name, n) != 0 || arg[n] != '=') return false;
+  *out = std::strtoull(arg + n + 1, nullptr, 10);
+  return true;
+}
+
+bool parse_string(const char* arg, const char* name, std::string* out) {
+  const size_t n = std::strlen(name);
+  if (std::strncmp(arg, name, n) != 0 || arg[n] != '=') return false;
+  *out = arg + n + 1;
+  return true;
+}
+
+}  // namespace
+
+// rocksdb_bench [--keys=N] [--primary=BYTES] [--secondary=BYTES] [--reads=N] [--out=FILE.dat]
+int main(int argc, char** argv) {
+  Params p;
+  bool child = false;
+  for (int i = 1; i < argc; ++i) {
+    const char* a = argv[i];
+    if (std::strcmp(a, "--child") == 0) {
+      child = true;
+    } else if (!parse_size(a, "--keys", &p.keys) && !parse_size(a, "--primary", &p.primary_bytes) &&
+               !parse_size(a, "--secondary", &p.secondary_bytes) &&
+               !parse_size(a, "--reads", &p.reads) && !parse_string(a, "--out", &p.out) &&
+               !parse_string(a, "--dir", &p.dir) && !parse_string(a, "--tier", &p.tier) &&
+               !parse_string(a, "--dist", &p.dist)) {
+      std::fprintf(stderr,
+                   "usage: %s [--keys=N] [--primary=BYTES] [--secondary=BYTES] [--reads=N] "
+                   "[--out=FILE.dat]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (child) {
+    print_child_result(p, run_child(p));
+    return 0;
+  }
+  return run_parent(p);
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# zsm as RocksDB's secondary cache against RocksDB's CompressedSecondaryCache (lz4, with and
+# without enable_custom_split_merge) and against no secondary cache, side by side in one run
+# (bench/rocksdb_bench.cpp says how): prints the table and draws build/plots/rocksdb.png.
+#
+#   tools/run-rocksdb-bench.sh [rocksdb_bench options: --keys=N --primary=BYTES
+#                               --secondary=BYTES --reads=N]
+#
+# Builds zsm_rocksdb_bench in $ZSM_BUILD (default build/bench, configured as tools/run-main.sh
+# does when missing). Several minutes on 2 cores with the defaults (120,000 keys, 8 MiB tiers
+# behind a 2 MiB primary cache).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+build="${ZSM_BUILD:-$root/build/bench}"
+out="$root/build/plots"
+
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  "$root/tools/setup.sh"
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZSM_BUILD_TESTS=OFF \
+    > /dev/null
+fi
+cmake --build "$build" --target zsm_rocksdb_bench > /dev/null
+mkdir -p "$out"
+"$build/bench/zsm_rocksdb_bench" --out="$out/rocksdb.dat" "$@" | tee "$out/rocksdb.txt"
+ROCKSDB_DAT="$out/rocksdb.dat" "$root/tools/plot.sh" rocksdb "$out"
