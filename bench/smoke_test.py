@@ -13,10 +13,7 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "tools"))
-from count_pairs import FAMILIES, SIZES  # noqa: E402  (kSizes of bench/live_set.h)
-
-# The general-purpose allocators every benchmark compares with (bench/variants.h).
-MALLOCS = ("mimalloc", "glibc", "jemalloc", "tcmalloc")
+from count_pairs import FAMILIES, MALLOCS, SIZES  # noqa: E402  (kSizes of bench/live_set.h)
 
 
 def fail(msg):

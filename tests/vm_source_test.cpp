@@ -98,10 +98,51 @@ TEST(VmSource, LimitEndsInENOMEMAndFreedPagesServeAgain) {
   zs_vm_source_destroy(vm);
 }
 
-struct Stored {
-  unsigned long h;
-  size_t size;
+// The objects a pool test stored, each pattern-filled from its number.
+class StoredObjects {
+ public:
+  // Stores the next object of a fixed cycle of sizes; false, with errno, when the pool
+  // refuses it.
+  bool store_next(zs_pool* pool) {
+    static constexpr size_t kSizes[] = {3000, 776, 100, 4000, 1160};
+    size_t size = kSizes[objs_.size() % std::size(kSizes)];
+    fill_pattern(buf_.data(), size, objs_.size());
+    errno = 0;
+    unsigned long h = zs_store(pool, buf_.data(), size);
+    if (h == 0) return false;
+    objs_.push_back({h, size});
+    return true;
+  }
+  // Every object reads back as it was stored.
+  ::testing::AssertionResult intact(zs_pool* pool) const {
+    for (size_t i = 0; i < objs_.size(); i++) {
+      ::testing::AssertionResult r = check_object(pool, objs_[i].h, make_pattern(objs_[i].size, i));
+      if (!r) return r << " (object " << i << ")";
+    }
+    return ::testing::AssertionSuccess();
+  }
+  // Frees every `stride`-th object, from the first.
+  void free_every(zs_pool* pool, size_t stride) const {
+    for (size_t i = 0; i < objs_.size(); i += stride) zs_free(pool, objs_[i].h);
+  }
+  [[nodiscard]] size_t count() const { return objs_.size(); }
+
+ private:
+  struct Stored {
+    unsigned long h;
+    size_t size;
+  };
+  std::vector<Stored> objs_;
+  std::vector<uint8_t> buf_ = std::vector<uint8_t>(kPage);
 };
+
+// A one-shard pool on `ops`.
+zs_pool* pool_on(const zs_page_source* ops, const char* name) {
+  zs_pool_config cfg{};
+  cfg.page_source = ops;
+  cfg.nr_shards = 1;
+  return zs_create_pool_ex(name, &cfg);
+}
 
 // A pool on a source of 1 MiB reservations stores 24 MiB of pages: every object reads back,
 // and freeing everything and compacting returns every page to the source.
@@ -110,29 +151,17 @@ TEST(VmSource, PoolGrowsAcrossReservations) {
   zs_vm_source* vm = zs_vm_source_create(kPage, unit, 16);
   ASSERT_NE(vm, nullptr) << "errno " << errno;
   zs_page_source ops = zs_vm_source_ops(vm);
-  zs_pool_config cfg{};
-  cfg.page_source = &ops;
-  cfg.nr_shards = 1;
-  zs_pool* pool = zs_create_pool_ex("vm-grow", &cfg);
+  zs_pool* pool = pool_on(&ops, "vm-grow");
   ASSERT_NE(pool, nullptr) << "errno " << errno;
 
-  const size_t sizes[] = {3000, 776, 100, 4000, 1160};
-  std::vector<Stored> objs;
-  std::vector<uint8_t> buf(kPage);
-  while (zs_get_total_pages(pool) < target_pages) {
-    size_t size = sizes[objs.size() % std::size(sizes)];
-    fill_pattern(buf.data(), size, objs.size());
-    errno = 0;
-    unsigned long h = zs_store(pool, buf.data(), size);
-    ASSERT_NE(h, 0u) << "store " << objs.size() << " at " << zs_get_total_pages(pool)
-                     << " pages: errno " << errno;
-    objs.push_back({h, size});
-  }
+  StoredObjects objs;
+  while (zs_get_total_pages(pool) < target_pages)
+    ASSERT_TRUE(objs.store_next(pool)) << "store " << objs.count() << " at "
+                                       << zs_get_total_pages(pool) << " pages: errno " << errno;
   EXPECT_EQ(zs_vm_source_pages_in_use(vm), zs_get_total_pages(pool));
-  for (size_t i = 0; i < objs.size(); i++)
-    ASSERT_TRUE(check_object(pool, objs[i].h, make_pattern(objs[i].size, i))) << "object " << i;
+  ASSERT_TRUE(objs.intact(pool));
 
-  for (const Stored& s : objs) zs_free(pool, s.h);
+  objs.free_every(pool, 1);
   zs_compact(pool);
   EXPECT_EQ(zs_get_total_pages(pool), 0u);
   EXPECT_EQ(zs_vm_source_pages_in_use(vm), 0u);
@@ -152,37 +181,22 @@ TEST(VmSource, PoolAtTheSourceLimitFailsCleanly) {
   zs_vm_source* vm = zs_vm_source_create_ex(&vcfg);
   ASSERT_NE(vm, nullptr) << "errno " << errno;
   zs_page_source ops = zs_vm_source_ops(vm);
-  zs_pool_config cfg{};
-  cfg.page_source = &ops;
-  cfg.nr_shards = 1;
-  zs_pool* pool = zs_create_pool_ex("vm-limit", &cfg);
+  zs_pool* pool = pool_on(&ops, "vm-limit");
   ASSERT_NE(pool, nullptr) << "errno " << errno;
 
-  const size_t sizes[] = {3000, 776, 100, 4000, 1160};
-  std::vector<Stored> objs;
-  std::vector<uint8_t> buf(kPage);
-  int err = 0;
-  for (;;) {
-    size_t size = sizes[objs.size() % std::size(sizes)];
-    fill_pattern(buf.data(), size, objs.size());
-    errno = 0;
-    unsigned long h = zs_store(pool, buf.data(), size);
-    if (h == 0) {
-      err = errno;
-      break;
-    }
-    objs.push_back({h, size});
+  StoredObjects objs;
+  while (objs.store_next(pool)) {
   }
-  EXPECT_EQ(err, ENOMEM);
+  EXPECT_EQ(errno, ENOMEM);
   EXPECT_LE(zs_get_total_pages(pool), vcfg.limit_bytes / kPage);
   EXPECT_GT(zs_get_total_pages(pool), vcfg.limit_bytes / kPage * 9 / 10);
   EXPECT_EQ(zs_vm_source_pages_in_use(vm), zs_get_total_pages(pool));
-  for (size_t i = 0; i < objs.size(); i++)
-    ASSERT_TRUE(check_object(pool, objs[i].h, make_pattern(objs[i].size, i))) << "object " << i;
+  ASSERT_TRUE(objs.intact(pool));
 
-  for (size_t i = 0; i < objs.size(); i += 2) zs_free(pool, objs[i].h);
+  objs.free_every(pool, 2);
   zs_compact(pool);
-  EXPECT_NE(zs_store(pool, buf.data(), 3000), 0u) << "errno " << errno;
+  std::vector<uint8_t> bytes(3000);
+  EXPECT_NE(zs_store(pool, bytes.data(), bytes.size()), 0u) << "errno " << errno;
   zs_destroy_pool(pool);  // with live objects
   EXPECT_EQ(zs_vm_source_pages_in_use(vm), 0u);
   zs_vm_source_destroy(vm);

@@ -33,9 +33,11 @@ import sys
 import tempfile
 import time
 
+# The general-purpose allocators zsm is compared with (bench/variants.h), and every
+# allocator's families: zsm's two variants store and malloc+write, the others store.
+MALLOCS = ("mimalloc", "glibc", "jemalloc", "tcmalloc")
 FAMILIES = {"patched": ["store", "write"], "baseline": ["store", "write"],
-            "mimalloc": ["store"], "glibc": ["store"], "jemalloc": ["store"],
-            "tcmalloc": ["store"]}
+            **{m: ["store"] for m in MALLOCS}}
 # Variants of patched with something switched on (bench/variants.h); measured on request.
 OVERHEAD = {v: ["store"] for v in ("hardened", "prof_inline_off", "prof_outline_off",
                                     "prof_inline_on", "prof_outline_on")}

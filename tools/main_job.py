@@ -28,8 +28,7 @@ import count_pairs  # noqa: E402
 import gbench  # noqa: E402
 
 SIZES = count_pairs.SIZES
-# The general-purpose allocators zsm is compared with (bench/variants.h).
-MALLOCS = ("mimalloc", "glibc", "jemalloc", "tcmalloc")
+MALLOCS = count_pairs.MALLOCS
 
 
 def step(msg, start):

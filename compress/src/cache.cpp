@@ -433,17 +433,17 @@ bool Cache::Impl::make_room(size_t limit, unsigned long keep) {
 // With puts failing on other threads at the same time, the pages before an attempt may
 // include their leftovers, which their compaction then frees, and two such puts could each
 // see the other's leftovers go and retry forever. So at most kCompactionRetries retries may
-// follow a compaction alone; past that only an eviction lets a put retry, and each eviction
-// removes an entry (what other threads add is their own puts' progress).
+// follow a compaction alone; past that the floor is 0, which no compaction goes below, so
+// only an eviction lets a put retry, and each eviction removes an entry (what other threads
+// add is their own puts' progress).
 unsigned long Cache::Impl::store_making_room(std::span<const std::byte> record) {
   constexpr unsigned kCompactionRetries = 4;
   for (unsigned compactions = 0;;) {
     size_t pages_before = zs_get_total_pages(pool);
     if (unsigned long handle = store_record(record)) return handle;
-    Room room = free_some(pages_before);
-    if (room == Room::compacted && ++compactions > kCompactionRetries)
-      room = evict_one(0) ? Room::evicted : Room::none;
+    Room room = free_some(compactions < kCompactionRetries ? pages_before : 0);
     if (room == Room::none) return 0;
+    if (room == Room::compacted) compactions++;
   }
 }
 

@@ -7,6 +7,8 @@
 // cache; the cache has its own shard locks underneath.
 #include <zsm/rocksdb_secondary_cache.hpp>
 
+#include <zsm/codec.hpp>
+
 #include <cstddef>
 #include <mutex>
 #include <new>
@@ -43,16 +45,6 @@ class ReadyHandle : public rocksdb::SecondaryCacheResultHandle {
   void* value_;
   size_t charge_;
 };
-
-const char* codec_name(CodecKind kind) {
-  switch (kind) {
-    case CodecKind::none: return "none";
-    case CodecKind::lz4: return "lz4";
-    case CodecKind::lz4hc: return "lz4hc";
-    case CodecKind::zstd: return "zstd";
-  }
-  return "unknown";
-}
 
 // A cache made with `options`, or nothing (with the reason in *status) when it refuses them.
 std::unique_ptr<Cache> make_cache(const CacheOptions& options, rocksdb::Status* status) {
@@ -189,7 +181,7 @@ std::string RocksSecondaryCache::GetPrintableOptions() const {
   std::shared_lock lock(cache_lock_);
   const CacheOptions& options = cache_->options();
   return "    capacity : " + std::to_string(options.capacity_bytes) +
-         "\n    codec : " + codec_name(options.codec.kind) +
+         "\n    codec : " + std::string(Codec::create(options.codec)->name()) +
          "\n    max_value_size : " + std::to_string(options.max_value_size) +
          "\n    mm_stat : " + cache_->mm_stat() + "\n";
 }

@@ -65,8 +65,15 @@ class ZSM_CAPABILITY("mutex") Mutex {
   [[nodiscard]] bool is_contended() const {
     return waiters_.load(std::memory_order_relaxed) != 0;
   }
-  // Someone holds it now (a hint, for a waiter that spins before it tries again).
-  [[nodiscard]] bool is_held() const { return held_.load(std::memory_order_relaxed) != 0; }
+  // try_lock() that spins up to `spins` pauses while the lock is held, for a caller with
+  // somewhere else to go when it stays busy (a store moves to another shard).
+  bool try_lock_spinning(int spins) ZSM_TRY_ACQUIRE(true) {
+    for (int i = 0; i < spins; i++) {
+      cpu_relax();
+      if (held_.load(std::memory_order_relaxed) == 0 && try_lock()) return true;
+    }
+    return false;
+  }
 
   // lock() after a failed try_lock(), for callers that count their waits: spins while the
   // holder is likely running, then yields the CPU between attempts. Never sleeps in the

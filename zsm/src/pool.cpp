@@ -208,12 +208,9 @@ inline ClassShard* first_shard_for_size(const ZsPool* pool, size_t size) {
 // that store at the same time spread over the shards at once; later moves go to the next.
 ZSM_COLD_PATH ClassShard* lock_busy_store_shard(const ZsPool* pool, ClassShard* first,
                                                 ClassShard* cls) ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  for (int i = 0; i < kBusyShardSpins; i++) {
-    cpu_relax();
-    if (!cls->lock.is_held() && cls->lock.try_lock()) {
-      count_under_lock(cls->lock_waits);
-      return cls;
-    }
+  if (cls->lock.try_lock_spinning(kBusyShardSpins)) {
+    count_under_lock(cls->lock_waits);
+    return cls;
   }
   if (pool->shard_mask != 0) {
     shard_hint = (shard_hint & kPlaced) != 0
