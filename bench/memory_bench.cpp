@@ -68,7 +68,8 @@ struct Result {
   size_t objects = 0, payload = 0, held = 0;
   // zsm only: where the held bytes that are not payload go.
   size_t slot_rounding = 0;   // live slots beyond their payload (8-byte header + class rounding)
-  size_t free_slots = 0;      // slots of zspages not holding an object
+  size_t free_slots = 0;      // slots of zspages not holding an object, reserved ones included
+  size_t reserved = 0;        // of those, slots the thread's cache keeps for its next stores
   size_t tail_waste = 0;      // zspage bytes after the last slot
   size_t bookkeeping = 0;     // handle cells, zspage metadata, pool structures
 };
@@ -84,6 +85,12 @@ void zsm_breakdown(zsm::bench_patched::ZsPool* pool, Result& r) {
     r.free_slots += (st.obj_allocated - st.obj_used) * st.size;
     r.tail_waste += zspages * (st.pages_per_zspage * kPage - st.objs_per_zspage * st.size);
   }
+  // The class statistics count reserved slots as used: they hold no object.
+  struct zs_pool_stats ps{};
+  zsm::bench_patched::zs_pool_stats(pool, &ps);
+  r.reserved = ps.cached_bytes;
+  slots -= r.reserved;
+  r.free_slots += r.reserved;
   r.slot_rounding = slots - r.payload;
   r.bookkeeping = zsm::bench_patched::zs_pool_bookkeeping_bytes(pool);
 }
@@ -148,13 +155,13 @@ void measure_zsm(const std::vector<size_t>& sizes, const std::string& set, const
                  std::vector<Result>& out) {
   zs_pool_config cfg{};
   cfg.chain_size = opt.chain;
-  auto* pool = patched::create(&cfg);
+  auto* pool = cached::create(&cfg);
   const uint64_t seed = opt.seed;
   std::vector<unsigned long> handles;
   std::vector<bool> live(sizes.size(), true);
-  for (size_t size : sizes) handles.push_back(patched::store(pool, source_bytes(), size));
+  for (size_t size : sizes) handles.push_back(cached::store(pool, source_bytes(), size));
   auto held = [&] {
-    return patched::total_pages(pool) * kPage + zsm::bench_patched::zs_pool_bookkeeping_bytes(pool);
+    return cached::total_pages(pool) * kPage + zsm::bench_patched::zs_pool_bookkeeping_bytes(pool);
   };
   auto record = [&](const std::string& phase, size_t objects) {
     Result r{"zsm", set + " " + phase, objects, sum_payload(sizes, live), held()};
@@ -163,13 +170,13 @@ void measure_zsm(const std::vector<size_t>& sizes, const std::string& set, const
   };
   record("full", sizes.size());
   for (size_t i : half_to_free(sizes.size(), seed)) {
-    patched::free(pool, handles[i]);
+    cached::free(pool, handles[i]);
     live[i] = false;
   }
   record("half freed", sizes.size() - sizes.size() / 2);
-  patched::compact(pool);
+  cached::compact(pool);
   record("half freed + compact", sizes.size() - sizes.size() / 2);
-  patched::destroy(pool);
+  cached::destroy(pool);
 }
 
 size_t mimalloc_committed(mi_heap_t* heap) {
@@ -311,10 +318,11 @@ void print(const std::vector<Result>& results, size_t pages, bool json) {
       std::printf("    {\"allocator\": \"%s\", \"phase\": \"%s\", \"objects\": %zu, "
                   "\"payload_bytes\": %zu, \"held_bytes\": %zu, \"efficiency\": %.4f, "
                   "\"slot_rounding\": %zu, \"free_slots\": %zu, \"tail_waste\": %zu, "
-                  "\"bookkeeping\": %zu}%s\n",
+                  "\"bookkeeping\": %zu, \"reserved\": %zu}%s\n",
                   r.allocator.c_str(), r.phase.c_str(), r.objects, r.payload, r.held,
                   r.held ? static_cast<double>(r.payload) / r.held : 0.0, r.slot_rounding,
-                  r.free_slots, r.tail_waste, r.bookkeeping, i + 1 < results.size() ? "," : "");
+                  r.free_slots, r.tail_waste, r.bookkeeping, r.reserved,
+                  i + 1 < results.size() ? "," : "");
     }
     std::printf("  ]\n}\n");
     return;

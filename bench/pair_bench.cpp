@@ -217,6 +217,7 @@ int main(int argc, char** argv) {
   register_sized<prof_outline_on>("zs_store+zs_free", BM_StoreFree<prof_outline_on>);
 #else
 #if ZSM_BENCH_WITH_PATCHED
+  register_zsm<cached>();
   register_zsm<patched>();
 #endif
 #if ZSM_BENCH_WITH_BASELINE

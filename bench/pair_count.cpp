@@ -2,7 +2,7 @@
 // and allocator, with callgrind collecting only around the measured loop. Run it under
 //   valgrind --tool=callgrind --instr-atstart=no zsm_pair_count <allocator> <family> <size> <pairs>
 // (tools/count_pairs.py does, for every size and allocator, and divides by <pairs>).
-//   allocator: patched | baseline | mimalloc | glibc | jemalloc | tcmalloc | hardened
+//   allocator: cached | patched | baseline | mimalloc | glibc | jemalloc | tcmalloc | hardened
 //              | prof_{inline,outline}_{off,on}
 //   family:    store   (zs_store + zs_free; malloc + memcpy + free for the baselines)
 //              write   (zs_malloc + zs_obj_write + zs_free; zsm only)
@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
   using namespace zsm_bench;
   if (argc != 5) {
     std::fprintf(stderr,
-                 "usage: %s patched|baseline|mimalloc|glibc|jemalloc|tcmalloc|hardened|"
+                 "usage: %s cached|patched|baseline|mimalloc|glibc|jemalloc|tcmalloc|hardened|"
                  "prof_{inline,outline}_{off,on} store|write SIZE PAIRS\n",
                  argv[0]);
     return 2;
@@ -89,6 +89,7 @@ int main(int argc, char** argv) {
   }
   int rc = 2;
 #if ZSM_BENCH_WITH_PATCHED
+  if (allocator == "cached") rc = run<cached>(family, size, pairs);
   if (allocator == "patched") rc = run<patched>(family, size, pairs);
 #endif
 #if ZSM_BENCH_WITH_BASELINE

@@ -1,10 +1,12 @@
 // The allocators a benchmark can run, as traits with one shape, so that every family is
 // written once and instantiated per allocator:
+//   cached             zsm as a user gets it: the patched build, a default pool (per-thread
+//                      caches on, one shard per CPU), called through the C API's entries.
 //   patched, baseline  zsm compiled twice from the same sources, under the namespaces
 //                      zsm::bench_patched and zsm::bench_baseline, with the two inline
 //                      policies (bench/CMakeLists.txt); called directly, no indirection.
 //                      ZSM_BENCH_WITH_PATCHED/_BASELINE say which are linked in.
-//   hardened           patched on pools created with ZS_POOL_HARDENED.
+//   hardened           patched on pools created with ZS_POOL_HARDENED (which keep no cache).
 //   prof_inline_off/on, prof_outline_off/on
 //                      patched with allocation profiling compiled in (zsm::bench_prof_inline,
 //                      zsm::bench_prof_outline: its hooks inline or out of line), with the
@@ -54,13 +56,18 @@ namespace zsm_bench {
 
 // A zsm variant whose pools are created with `pool_flags`, with the variant's profiling
 // switch on while a pool lives when `profiling` (benchmarks use one pool at a time).
-#define ZSM_BENCH_VARIANT(Trait, ns, pool_flags, profiling)                                   \
+// `entry` is _entry for the calls a user makes (through the per-thread cache where the pool
+// has one), empty for the kernel's functions (the locked path, on pools without caches and
+// with one shard unless the benchmark's configuration asks for more).
+#define ZSM_BENCH_VARIANT(Trait, ns, pool_flags, profiling, entry)                            \
   struct Trait {                                                                              \
     static constexpr const char* name = #Trait;                                               \
     using Pool = zsm::ns::ZsPool;                                                             \
     static Pool* create(const zs_pool_config* cfg = nullptr) {                               \
       zs_pool_config config = cfg != nullptr ? *cfg : zs_pool_config{};                      \
       config.flags |= (pool_flags);                                                           \
+      if ((config.flags & ZS_POOL_NO_THREAD_CACHE) != 0 && config.nr_shards == 0)            \
+        config.nr_shards = 1;                                                                 \
       if (profiling) zsm::ns::zs_alloc_profiling_set(1);                                      \
       return zsm::ns::zs_create_pool("bench", &config);                                       \
     }                                                                                         \
@@ -69,13 +76,13 @@ namespace zsm_bench {
       if (profiling) zsm::ns::zs_alloc_profiling_set(0);                                      \
     }                                                                                         \
     static unsigned long store(Pool* p, const void* src, size_t n) {                         \
-      return zsm::ns::zs_store(p, src, n);                                                    \
+      return zsm::ns::zs_store##entry(p, src, n);                                             \
     }                                                                                         \
-    static unsigned long malloc(Pool* p, size_t n) { return zsm::ns::zs_malloc(p, n); }      \
+    static unsigned long malloc(Pool* p, size_t n) { return zsm::ns::zs_malloc##entry(p, n); } \
     static void write(Pool* p, unsigned long h, const void* src, size_t n) {                 \
       zsm::ns::zs_obj_write(p, h, src, n);                                                    \
     }                                                                                         \
-    static void free(Pool* p, unsigned long h) { zsm::ns::zs_free(p, h); }                   \
+    static void free(Pool* p, unsigned long h) { zsm::ns::zs_free##entry(p, h); }            \
     static void* read_begin(Pool* p, unsigned long h, size_t n, void* copy) {                \
       return zsm::ns::zs_obj_read_begin(p, h, n, copy);                                       \
     }                                                                                         \
@@ -91,13 +98,15 @@ namespace zsm_bench {
     }                                                                                         \
   };
 
-ZSM_BENCH_VARIANT(patched, bench_patched, 0, false)
-ZSM_BENCH_VARIANT(baseline, bench_baseline, 0, false)
-ZSM_BENCH_VARIANT(hardened, bench_patched, ZS_POOL_HARDENED, false)
-ZSM_BENCH_VARIANT(prof_inline_off, bench_prof_inline, 0, false)
-ZSM_BENCH_VARIANT(prof_inline_on, bench_prof_inline, 0, true)
-ZSM_BENCH_VARIANT(prof_outline_off, bench_prof_outline, 0, false)
-ZSM_BENCH_VARIANT(prof_outline_on, bench_prof_outline, 0, true)
+constexpr unsigned kKernelPath = ZS_POOL_NO_THREAD_CACHE;
+ZSM_BENCH_VARIANT(cached, bench_patched, 0, false, _entry)
+ZSM_BENCH_VARIANT(patched, bench_patched, kKernelPath, false, )
+ZSM_BENCH_VARIANT(baseline, bench_baseline, kKernelPath, false, )
+ZSM_BENCH_VARIANT(hardened, bench_patched, ZS_POOL_HARDENED | kKernelPath, false, )
+ZSM_BENCH_VARIANT(prof_inline_off, bench_prof_inline, kKernelPath, false, )
+ZSM_BENCH_VARIANT(prof_inline_on, bench_prof_inline, kKernelPath, true, )
+ZSM_BENCH_VARIANT(prof_outline_off, bench_prof_outline, kKernelPath, false, )
+ZSM_BENCH_VARIANT(prof_outline_on, bench_prof_outline, kKernelPath, true, )
 #undef ZSM_BENCH_VARIANT
 
 // A general-purpose allocator behind the same shape: the "pool" is a dummy, a handle is the

@@ -131,6 +131,7 @@ TEST_F(Compaction, SparesAreReleasedAndCounted) {
   }
   EXPECT_EQ(zs_get_total_pages(pool_), classes_pages);
   for (unsigned long h : hs) zs_free(pool_, h);
+  zs_drain_thread_caches(pool_);  // the slots this thread's cache kept go back too
   const unsigned long lingering = zs_get_total_pages(pool_);
   std::cout << "[          ] after freeing all: " << lingering << " of " << classes_pages
             << " pages kept as spares\n";

@@ -121,13 +121,17 @@ inline ::testing::AssertionResult collect_totals(zs_pool* pool, PoolTotals* out)
   return ::testing::AssertionSuccess();
 }
 
-// Stats agree with the caller's live count and with zs_get_total_pages().
+// Stats agree with the caller's live count, plus the slots threads' caches reserve, and with
+// zs_get_total_pages(). Call it with no store or free of the pool in progress.
 inline ::testing::AssertionResult check_stats_consistent(zs_pool* pool, size_t live) {
   PoolTotals t;
   auto r = collect_totals(pool, &t);
   if (!r) return r;
-  if (t.obj_used != live)
-    return ::testing::AssertionFailure() << "sum of obj_used " << t.obj_used << " != live objects " << live;
+  struct zs_pool_stats s{};
+  zs_pool_stats(pool, &s);
+  if (t.obj_used != live + s.cached_objs)
+    return ::testing::AssertionFailure() << "sum of obj_used " << t.obj_used << " != live objects "
+                                         << live << " + slots caches reserve " << s.cached_objs;
   unsigned long total = zs_get_total_pages(pool);
   if (t.pages_used != total)
     return ::testing::AssertionFailure() << "sum of pages_used " << t.pages_used

@@ -36,7 +36,8 @@ import time
 # The general-purpose allocators zsm is compared with (bench/variants.h), and every
 # allocator's families: zsm's two variants store and malloc+write, the others store.
 MALLOCS = ("mimalloc", "glibc", "jemalloc", "tcmalloc")
-FAMILIES = {"patched": ["store", "write"], "baseline": ["store", "write"],
+FAMILIES = {"cached": ["store", "write"], "patched": ["store", "write"],
+            "baseline": ["store", "write"],
             **{m: ["store"] for m in MALLOCS}}
 # Variants of patched with something switched on (bench/variants.h); measured on request.
 OVERHEAD = {v: ["store"] for v in ("hardened", "prof_inline_off", "prof_outline_off",

@@ -397,9 +397,12 @@ void write_trace(const Options& opt, const Run& run, const std::string& workload
     throw std::runtime_error("writing " + opt.trace + " failed");
 }
 
-// The tables after a workload: classes, mm_stat when there is a cache, the summary.
+// The tables after a workload: classes, mm_stat when there is a cache, the summary. The
+// slots this thread's cache kept from its frees go back first, so that the tables count
+// live objects only.
 void print_reports(const Options& opt, zs_pool* pool, const zsm::Cache* cache,
                    uint64_t payload_bytes) {
+  zs_drain_thread_caches(pool);
   std::printf("\nclasses:\n");
   zsm::stats::print_classes(pool, stdout);
   if (cache != nullptr) {

@@ -23,23 +23,23 @@ ZSM_API void zs_destroy_pool(zs_pool* pool) { zsm::zs_destroy_pool(impl(pool)); 
 ZSM_API const char* zs_pool_name(zs_pool* pool) { return zsm::zs_pool_name(impl(pool)); }
 
 ZSM_API unsigned long zs_malloc(zs_pool* pool, size_t size) {
-  return zsm::zs_malloc(impl(pool), size);
+  return zsm::zs_malloc_entry(impl(pool), size);
 }
 
 ZSM_API unsigned long zs_store(zs_pool* pool, const void* src, size_t size) {
-  return zsm::zs_store(impl(pool), src, size);
+  return zsm::zs_store_entry(impl(pool), src, size);
 }
 
 ZSM_API unsigned long zs_malloc_tagged(zs_pool* pool, size_t size, zs_alloc_tag* tag) {
-  return zsm::zs_malloc_tagged(impl(pool), size, tag);
+  return zsm::zs_malloc_tagged_entry(impl(pool), size, tag);
 }
 
 ZSM_API unsigned long zs_store_tagged(zs_pool* pool, const void* src, size_t size,
                                       zs_alloc_tag* tag) {
-  return zsm::zs_store_tagged(impl(pool), src, size, tag);
+  return zsm::zs_store_tagged_entry(impl(pool), src, size, tag);
 }
 
-ZSM_API void zs_free(zs_pool* pool, unsigned long handle) { zsm::zs_free(impl(pool), handle); }
+ZSM_API void zs_free(zs_pool* pool, unsigned long handle) { zsm::zs_free_entry(impl(pool), handle); }
 
 ZSM_API void zs_obj_write(zs_pool* pool, unsigned long handle, const void* src, size_t size) {
   zsm::zs_obj_write(impl(pool), handle, src, size);
@@ -69,6 +69,8 @@ ZSM_API unsigned long zs_get_total_pages(zs_pool* pool) {
 }
 
 ZSM_API unsigned long zs_compact(zs_pool* pool) { return zsm::zs_compact(impl(pool)); }
+
+ZSM_API void zs_drain_thread_caches(zs_pool* pool) { zsm::zs_drain_thread_caches(impl(pool)); }
 
 ZSM_API size_t zs_pool_bookkeeping_bytes(zs_pool* pool) {
   return zsm::zs_pool_bookkeeping_bytes(impl(pool));

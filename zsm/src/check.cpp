@@ -20,6 +20,7 @@
 #include "obj.h"
 #include "pool.h"
 #include "report.h"
+#include "thread_cache.h"
 #include "zspage.h"
 
 namespace zsm {
@@ -195,6 +196,7 @@ int zs_check_pool(ZsPool* pool, FILE* report) ZSM_NO_THREAD_SAFETY_ANALYSIS {
     return -1;
   }
   Findings f(report);
+  drain_thread_caches(pool);
   lock_all_classes(pool);
   for (uint32_t c = 0; c < pool->nr_class_shards; c++) {
     ClassShard* cls = &pool->class_shards[c];

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "check.h"
+#include "thread_cache.h"
 #include "zspage.h"
 
 namespace zsm {
@@ -178,8 +179,10 @@ unsigned long zs_compact(ZsPool* pool) {
     return 0;
   unsigned long freed = 0;
   const uint32_t nr_shards = pool->shard_mask + 1;
+  freed += block_and_drain_thread_caches(pool);  // no slot it moves may be reserved
   for (uint32_t c = 0; c < pool->nr_class_shards; c += nr_shards)
     freed += compact_class(pool, {&pool->class_shards[c], nr_shards});
+  unblock_thread_caches(pool);
   pool->pages_compacted.fetch_add(freed, std::memory_order_relaxed);
   pool->compaction_in_progress.store(false, std::memory_order_release);
   return freed;

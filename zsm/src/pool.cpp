@@ -121,6 +121,7 @@
 #include "open_reads.h"
 #include "profile.h"
 #include "report.h"
+#include "thread_cache.h"
 #include "zspage.h"
 
 namespace zsm {
@@ -134,8 +135,7 @@ namespace {
 // no page, no metadata). Called without the class lock; on failure nothing is left held.
 ZSM_ZSPAGE_HELPER ZsPage* alloc_zspage(ZsPool* pool, ClassShard* cls) {
   uint32_t n = cls->pages_per_zspage;
-  if (!charge_pages(pool, n) && (free_all_spares(pool) == 0 || !charge_pages(pool, n)))
-    return nullptr;
+  if (!charge_pages(pool, n) && !charge_pages_after_reclaim(pool, n)) return nullptr;
   ZsPage* zspage = alloc_zspage_metadata(pool, cls);
   if (zspage == nullptr) {
     uncharge_pages(pool, n);
@@ -176,6 +176,15 @@ static ZSM_WRITE_HELPER void obj_write(ClassGeometry g, unsigned long obj, const
     std::memcpy(zspage_location(g, zspage, (obj_to_idx(obj) + 1) * size_t{g.size}).page,
                 static_cast<const char*>(src) + first, len - first);
   }
+}
+
+// Copies `len` bytes to offset `offset` of pages[0], of which `first` bytes fit there, and
+// the rest to the start of pages[1]. Out of line, so that the cached store, whose payloads
+// mostly fit in one page, keeps no registers for two copies.
+ZSM_OFF_FAST_PATH void copy_across_pages(char* const* pages, size_t offset, size_t first,
+                                         const void* src, size_t len) {
+  std::memcpy(pages[0] + offset, src, first);
+  std::memcpy(pages[1], static_cast<const char*>(src) + first, len - first);
 }
 
 // --- lookups -------------------------------------------------------------------------------
@@ -450,12 +459,22 @@ struct CopyFill {
   ZSM_ALWAYS_INLINE void operator()(ClassGeometry geom, unsigned long obj) const {
     obj_write(geom, obj, src, size);
   }
+  // The cached store's copy: the payload starts at `offset` in pages[0] and may run on
+  // into pages[1] (it starts at least 8 bytes before the page ends).
+  ZSM_ALWAYS_INLINE void into_pages(uint32_t page_mask, char* const* pages, size_t offset) const {
+    size_t first = size_t{page_mask} + 1 - offset;
+    if (ZSM_LIKELY(size <= first))
+      std::memcpy(pages[0] + offset, src, size);
+    else
+      copy_across_pages(pages, offset, first, src, size);
+  }
 };
 
 // zs_malloc()'s fill: nothing.
 struct NoFill {
   [[nodiscard]] bool valid() const { return true; }
   void operator()(ClassGeometry, unsigned long) const {}
+  void into_pages(uint32_t, char* const*, size_t) const {}
 };
 
 // zs_alloc() off its fast path: a bad argument, or any store into a hardened pool, whose
@@ -469,6 +488,64 @@ ZSM_OFF_FAST_PATH unsigned long alloc_checked(ZsPool* pool, size_t size, zs_allo
   }
   unsigned long cell = alloc_object(pool, size, tag, fill);
   return cell != 0 ? tag_handle(pool, cell) : 0;
+}
+
+// The locked path, as a function of its own for the cached store's misses; with a bad
+// argument, alloc_checked().
+template <typename Fill>
+ZSM_OFF_FAST_PATH unsigned long alloc_uncached(ZsPool* pool, size_t size, zs_alloc_tag* tag,
+                                               Fill fill) {
+  if (ZSM_UNLIKELY(!fill.valid() || size - 1 >= pool->store_size_limit))
+    return alloc_checked(pool, size, tag, fill);
+  return alloc_object(pool, size, tag, fill);
+}
+
+// zs_store() and zs_malloc() in a pool with caches: the newest reserved slot of the class
+// from this thread's cache, its header and payload written (the cell already names it); the
+// locked path when the cache has none or the pool's caches are blocked.
+template <typename Fill>
+ZSM_ALWAYS_INLINE unsigned long alloc_cached(ZsPool* pool, size_t size, zs_alloc_tag* tag,
+                                             Fill fill) {
+  ThreadCache* tc = current_cache;
+  if (ZSM_UNLIKELY(tc->pool.load(std::memory_order_relaxed) != pool) &&
+      (tc = adopt_thread_cache(pool)) == nullptr)
+    return alloc_uncached(pool, size, tag, fill);
+  if (ZSM_UNLIKELY(!fill.valid() || size - 1 >= pool->store_size_limit) ||
+      !enter_fast_path(pool, tc))
+    return alloc_uncached(pool, size, tag, fill);
+  Magazine& magazine = magazine_for(pool, tc, size + kHandleSize);
+  uint32_t reserved = magazine.size();
+  if (ZSM_UNLIKELY(reserved == 0)) {
+    leave_fast_path(tc);
+    return alloc_uncached(pool, size, tag, fill);
+  }
+  unsigned long handle = magazine.pop(reserved);
+  unsigned long obj = handle_to_cell(handle)->load(std::memory_order_relaxed);
+  // The slot's first page and offset, from the class's geometry in the magazine.
+  size_t start = size_t{obj_to_idx(obj)} * magazine.geom.size;
+  char* const* pages = obj_to_zspage(obj)->pages() + (start >> magazine.geom.page_shift);
+  size_t offset = start & magazine.geom.page_mask;
+  *reinterpret_cast<unsigned long*>(pages[0] + offset) = make_header(handle, size);
+  fill.into_pages(magazine.geom.page_mask, pages, offset + kHandleSize);
+  leave_fast_path(current_cache);  // reloaded: one register fewer kept across the copy
+  return handle;
+}
+
+// The API's entry points into the cached paths: functions of their own with the API's
+// arguments, so that the API function only tests and jumps (sharing its body with the locked
+// path would make it save six registers on every call). Tagged calls come here only while
+// profiling is off, when a tag counts nothing.
+ZSM_OWN_FRAME unsigned long store_cached(ZsPool* pool, const void* src, size_t size) {
+  return alloc_cached(pool, size, nullptr, CopyFill{src, size});
+}
+
+ZSM_OWN_FRAME unsigned long malloc_cached(ZsPool* pool, size_t size) {
+  return alloc_cached(pool, size, nullptr, NoFill{});
+}
+
+// A store or free that goes through this thread's cache (thread_cache.h, "Not cached").
+inline bool uses_thread_cache(const ZsPool* pool) {
+  return pool != nullptr && pool->thread_caches && !profiling_enabled();
 }
 
 // zs_malloc() and zs_store(). The one compare of the size against ZsPool::store_size_limit
@@ -535,12 +612,66 @@ unsigned long zs_store_tagged(ZsPool* pool, const void* src, size_t size, zs_all
   return zs_alloc(pool, size, tag, CopyFill{src, size});
 }
 
+ZSM_OFF_FAST_PATH void free_reserved(ZsPool* pool, unsigned long handle) {
+  free_cell(pool, handle, TrustHandle{});
+}
+
+namespace {
+
+// zs_free() through this thread's cache: the object's slot stays reserved there; the locked
+// path when the magazine is full, the caches are blocked, or profiling counted the object.
+ZSM_OWN_FRAME void free_cached(ZsPool* pool, unsigned long handle) {
+  if (ZSM_UNLIKELY(handle == 0)) return;
+  ThreadCache* tc = current_cache;
+  if (ZSM_UNLIKELY(tc->pool.load(std::memory_order_relaxed) != pool))
+    tc = adopt_thread_cache(pool);
+  if (ZSM_LIKELY(tc != nullptr) && enter_fast_path(pool, tc)) {
+    unsigned long obj = handle_to_cell(handle)->load(std::memory_order_relaxed);
+    bool cached = !(ZSM_PROFILING && (obj & kObjProfiled)) &&
+                  tc->magazines()[pinned_class(obj)->magazine].push(handle);
+    leave_fast_path(tc);
+    if (ZSM_LIKELY(cached)) return;
+  }
+  free_reserved(pool, handle);
+}
+
+}  // namespace
+
 void zs_free(ZsPool* pool, unsigned long handle) {
   if (ZSM_UNLIKELY(pool == nullptr || handle == 0)) return;
   if (ZSM_UNLIKELY(pool->hardened))
     free_checked(pool, handle);
   else
     free_cell(pool, handle, TrustHandle{});
+}
+
+// The entry points of the C API: through this thread's cache where the pool has caches,
+// otherwise the kernel's functions above. Two tail calls each, so that neither path pays
+// for the other's registers.
+unsigned long zs_store_entry(ZsPool* pool, const void* src, size_t size) {
+  if (ZSM_LIKELY(uses_thread_cache(pool))) return store_cached(pool, src, size);
+  return zs_store(pool, src, size);
+}
+
+unsigned long zs_store_tagged_entry(ZsPool* pool, const void* src, size_t size,
+                                    zs_alloc_tag* tag) {
+  if (ZSM_LIKELY(uses_thread_cache(pool))) return store_cached(pool, src, size);
+  return zs_store_tagged(pool, src, size, tag);
+}
+
+unsigned long zs_malloc_entry(ZsPool* pool, size_t size) {
+  if (ZSM_LIKELY(uses_thread_cache(pool))) return malloc_cached(pool, size);
+  return zs_malloc(pool, size);
+}
+
+unsigned long zs_malloc_tagged_entry(ZsPool* pool, size_t size, zs_alloc_tag* tag) {
+  if (ZSM_LIKELY(uses_thread_cache(pool))) return malloc_cached(pool, size);
+  return zs_malloc_tagged(pool, size, tag);
+}
+
+void zs_free_entry(ZsPool* pool, unsigned long handle) {
+  if (ZSM_LIKELY(pool != nullptr && pool->thread_caches)) return free_cached(pool, handle);
+  zs_free(pool, handle);
 }
 
 void zs_obj_write(ZsPool* pool, unsigned long handle, const void* src, size_t size) {

@@ -33,6 +33,16 @@ unsigned long zs_store(ZsPool* pool, const void* src, size_t size);
 unsigned long zs_malloc_tagged(ZsPool* pool, size_t size, zs_alloc_tag* tag);
 unsigned long zs_store_tagged(ZsPool* pool, const void* src, size_t size, zs_alloc_tag* tag);
 void zs_free(ZsPool* pool, unsigned long handle);
+// The same calls as the C API makes them: through the calling thread's cache when the pool
+// has per-thread caches (thread_cache.h), the kernel's functions above otherwise. The
+// functions above take the locked path on any pool: they are the kernel's, which the
+// inline-policy A/B measures.
+unsigned long zs_malloc_entry(ZsPool* pool, size_t size);
+unsigned long zs_store_entry(ZsPool* pool, const void* src, size_t size);
+unsigned long zs_malloc_tagged_entry(ZsPool* pool, size_t size, zs_alloc_tag* tag);
+unsigned long zs_store_tagged_entry(ZsPool* pool, const void* src, size_t size,
+                                    zs_alloc_tag* tag);
+void zs_free_entry(ZsPool* pool, unsigned long handle);
 void zs_obj_write(ZsPool* pool, unsigned long handle, const void* src, size_t size);
 void* zs_obj_read_begin(ZsPool* pool, unsigned long handle, size_t mem_len, void* local_copy);
 void zs_obj_read_end(ZsPool* pool, unsigned long handle, size_t mem_len, void* mem);
@@ -42,6 +52,7 @@ size_t zs_huge_class_size(const ZsPool* pool);
 unsigned zs_lookup_class_index(const ZsPool* pool, unsigned size);
 unsigned long zs_get_total_pages(const ZsPool* pool);
 unsigned long zs_compact(ZsPool* pool);
+void zs_drain_thread_caches(ZsPool* pool);
 void zs_pool_stats(const ZsPool* pool, struct zs_pool_stats* stats);
 size_t zs_pool_bookkeeping_bytes(ZsPool* pool);
 

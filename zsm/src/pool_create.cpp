@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "obj.h"
+#include "thread_cache.h"
 #include "vm_source.h"
 #include "zspage.h"
 
@@ -133,7 +134,7 @@ ZsPool* zs_create_pool(const char* name, const zs_pool_config* cfg) ZSM_NO_THREA
   unsigned shards = cfg->nr_shards != 0 ? cfg->nr_shards : default_shards();
   if (!valid_geometry(page_size, chain) ||
       (page_size != 4096 && page_size != 16384 && page_size != 65536) || shards > kMaxShards ||
-      (shards & (shards - 1)) != 0 || (cfg->flags & ~ZS_POOL_HARDENED) != 0) {
+      (shards & (shards - 1)) != 0 || (cfg->flags & ~(ZS_POOL_HARDENED | ZS_POOL_NO_THREAD_CACHE)) != 0) {
     errno = EINVAL;
     return nullptr;
   }
@@ -154,6 +155,7 @@ ZsPool* zs_create_pool(const char* name, const zs_pool_config* cfg) ZSM_NO_THREA
   pool->table = build_class_table(pool->page_size, chain);
   pool->max_pages = cfg->max_pages;
   pool->hardened = (cfg->flags & ZS_POOL_HARDENED) != 0;
+  pool->thread_caches = !pool->hardened && (cfg->flags & ZS_POOL_NO_THREAD_CACHE) == 0;
   pool->store_size_limit = pool->hardened ? 0 : pool->page_size;
   if (pool->hardened) pool->handle_tag = next_handle_tag();
   if (cfg->page_source != nullptr) {
@@ -167,7 +169,7 @@ ZsPool* zs_create_pool(const char* name, const zs_pool_config* cfg) ZSM_NO_THREA
   int err = 0;
   if (pool->source.alloc_page == nullptr || pool->source.free_page == nullptr)
     err = cfg->page_source != nullptr ? EINVAL : ENOMEM;  // a bad source, or no default one
-  else if (!pool->cells.reserve(ZSM_PROFILING) || !init_classes(pool))
+  else if (!pool->cells.reserve(ZSM_PROFILING) || !init_classes(pool) || !init_thread_caches(pool))
     err = ENOMEM;
   if (err != 0) {
     zs_destroy_pool(pool);
@@ -179,9 +181,11 @@ ZsPool* zs_create_pool(const char* name, const zs_pool_config* cfg) ZSM_NO_THREA
 
 void zs_destroy_pool(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   if (pool == nullptr) return;
+  detach_thread_caches(pool);
   free_all_zspages(pool);
   delete[] pool->class_shards;
   delete[] pool->first_shard_by_granule;
+  delete[] pool->magazine_by_granule;
   if (pool->arenas != nullptr) {
     for (uint32_t shard = 0; shard <= pool->shard_mask; shard++) {
       delete pool->arenas[shard].cells;
@@ -220,6 +224,7 @@ size_t zs_pool_bookkeeping_bytes(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
     for (const RecordArena* arena : arenas.meta)
       if (arena != nullptr) bytes += arena->carved_bytes();
   }
+  bytes += ((pool->page_size >> kGranuleShift) + 2) * sizeof(uint16_t);
   return bytes;
 }
 
@@ -233,6 +238,10 @@ void zs_pool_stats(const ZsPool* pool, struct zs_pool_stats* stats) {
     stats->lock_waits += cls.lock_waits.load(std::memory_order_relaxed);
     stats->shard_moves += cls.moves_in.load(std::memory_order_relaxed);
   }
+  ThreadCacheFigures caches = thread_cache_figures(pool);
+  stats->cached_objs = caches.objs;
+  stats->cached_bytes = caches.bytes;
+  stats->thread_cache_bytes = caches.own_bytes;
 }
 
 }  // namespace ZSM_VARIANT_NS

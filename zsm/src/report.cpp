@@ -79,5 +79,11 @@ void report_invariant(const ZsPool* pool, const char* what) {
   die(pool, "invariant broken: %s", what);
 }
 
+void report_fatal(const char* what) {
+  std::fprintf(stderr, "zsm: fatal: %s\n", what);
+  std::fflush(stderr);
+  std::abort();
+}
+
 }  // namespace ZSM_VARIANT_NS
 }  // namespace zsm

@@ -61,6 +61,9 @@ struct ZsPool;
                                                       unsigned long handle, unsigned max);
 // A broken invariant found by the debug checks (check.cpp), described by `what`.
 [[noreturn]] ZSM_COLD_PATH void report_invariant(const ZsPool* pool, const char* what);
+// Something the process needs failed where nothing can be undone (a system call that may
+// not fail), with no pool to name.
+[[noreturn]] ZSM_COLD_PATH void report_fatal(const char* what);
 
 }  // namespace ZSM_VARIANT_NS
 }  // namespace zsm

@@ -4,6 +4,8 @@
 
 #include <new>
 
+#include "thread_cache.h"
+
 namespace zsm {
 inline namespace ZSM_VARIANT_NS {
 
@@ -48,6 +50,12 @@ void uncharge_pages(ZsPool* pool, unsigned long pages) {
   pool->pages_allocated.fetch_sub(pages, std::memory_order_relaxed);
 }
 
+bool charge_pages_after_reclaim(ZsPool* pool, unsigned long pages) {
+  drain_thread_caches(pool);
+  free_all_spares(pool);
+  return charge_pages(pool, pages);
+}
+
 ZsPage* alloc_zspage_metadata(ZsPool* pool, const ClassShard* cls) {
   ShardArenas& arenas = pool->arenas[cls->shard];
   MutexGuard guard(arenas.lock);
@@ -76,6 +84,12 @@ void init_zspage(const ClassShard* cls, ZsPage* zspage) {
   }
 }
 
+namespace {
+thread_local unsigned long pages_freed_here = 0;
+}  // namespace
+
+unsigned long pages_freed_by_this_thread() { return pages_freed_here; }
+
 void free_zspage(ZsPool* pool, ClassShard* cls, ZsPage* zspage) ZSM_REQUIRES(cls->lock) {
   ZSM_DCHECK(zspage->inuse == 0 && zspage->cls.load(std::memory_order_relaxed) == cls);
   zspage->cls.store(nullptr, std::memory_order_relaxed);
@@ -83,6 +97,7 @@ void free_zspage(ZsPool* pool, ClassShard* cls, ZsPage* zspage) ZSM_REQUIRES(cls
   free_pages(pool, zspage->pages(), zspage->nr_pages);
   free_zspage_metadata(pool, cls, zspage);
   uncharge_pages(pool, cls->pages_per_zspage);
+  pages_freed_here += cls->pages_per_zspage;
 }
 
 void release_empty_zspage(ZsPool* pool, ClassShard* cls, ZsPage* zspage) ZSM_REQUIRES(cls->lock) {

@@ -178,6 +178,9 @@ inline void cache_free_handle(ZsPool* pool, ClassShard* cls, unsigned long handl
 // Charges `pages` against the pool's memory limit; false when it would be exceeded.
 bool charge_pages(ZsPool* pool, unsigned long pages);
 void uncharge_pages(ZsPool* pool, unsigned long pages);
+// For a pool at its memory limit: takes back the slots threads' caches reserve and frees the
+// shards' spares, then charges. Takes every shard's lock in turn; call with none held.
+ZSM_COLD_PATH bool charge_pages_after_reclaim(ZsPool* pool, unsigned long pages);
 // A metadata record for a zspage of the shard's chain length, or nullptr.
 ZsPage* alloc_zspage_metadata(ZsPool* pool, const ClassShard* cls);
 void free_zspage_metadata(ZsPool* pool, const ClassShard* cls, ZsPage* zspage);
@@ -185,6 +188,9 @@ void free_zspage_metadata(ZsPool* pool, const ClassShard* cls, ZsPage* zspage);
 void free_pages(ZsPool* pool, char* const* pages, uint32_t n);
 // init_zspage(): an empty zspage whose free list runs through every object in order.
 void init_zspage(const ClassShard* cls, ZsPage* zspage);
+// Pages free_zspage() has given back on the calling thread, ever: a drain's count of what
+// its frees released, which no other thread's frees can disturb.
+unsigned long pages_freed_by_this_thread();
 // __free_zspage(): gives an empty, unlisted zspage's pages and metadata back.
 void free_zspage(ZsPool* pool, ClassShard* cls, ZsPage* zspage) ZSM_REQUIRES(cls->lock);
 // A zspage a free has just left empty (on the 0 % list): kept as the shard's spare unless

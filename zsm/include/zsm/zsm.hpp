@@ -188,6 +188,8 @@ class Pool {
   // zs_compact(): moves objects out of the sparsest zspages and returns the pages freed (0 at
   // once when another compaction of the pool is running). Every Handle stays valid.
   unsigned long compact() noexcept { return zs_compact(pool_); }
+  // zs_drain_thread_caches(): takes back the slots threads' caches reserve.
+  void drain_thread_caches() noexcept { zs_drain_thread_caches(pool_); }
   // zs_get_total_pages(): pages the pool holds.
   [[nodiscard]] unsigned long total_pages() const noexcept { return zs_get_total_pages(pool_); }
   // zs_huge_class_size(): objects of this many bytes or more take a page each.

@@ -45,6 +45,12 @@ struct zs_pool_stats {
 	unsigned long pages_compacted; /* pages freed by zs_compact() over the pool's life */
 	unsigned long lock_waits;      /* store and free lock acquisitions that found the lock held */
 	unsigned long shard_moves;     /* stores that moved to another shard of their class */
+	unsigned long cached_objs;     /* object slots threads' caches reserve now (freed objects
+	                                  kept for the next store on the thread; see
+	                                  ZS_POOL_NO_THREAD_CACHE) */
+	unsigned long cached_bytes;    /* the bytes of those slots */
+	unsigned long thread_cache_bytes; /* the caches' own memory: each thread's magazines for
+	                                  this pool (malloc'd; not in zs_pool_bookkeeping_bytes()) */
 };
 
 /*
@@ -90,6 +96,19 @@ struct zs_pool_config {
  * instructions per call (README.md, "Hardened pools").
  */
 #define ZS_POOL_HARDENED 0x1u
+
+/*
+ * No per-thread caches: every zs_store() and zs_free() takes its class's lock and updates its
+ * zspage, as the kernel does (with nr_shards = 1, the kernel's design exactly). By default a
+ * thread keeps the slots of objects it frees, up to 4 KiB per size class (at most 32 slots,
+ * classes above 4 KiB not at all), and its next stores into those classes reuse them without
+ * a lock. The slots stay counted in use until a store takes them, the thread exits, or the
+ * pool needs them: zs_compact(), zs_check_pool(), zs_drain_thread_caches() and a pool at its
+ * memory limit take every thread's reserved slots back first. Until then the class
+ * statistics count them as used, and zs_pool_stats() says how many there are. Hardened
+ * pools keep no per-thread caches.
+ */
+#define ZS_POOL_NO_THREAD_CACHE 0x2u
 
 /* Kernel constants for 4 KiB pages and the default chain of 8. */
 #define ZS_HANDLE_SIZE 8u            /* in-object header of a non-huge object */
@@ -187,10 +206,19 @@ unsigned long zs_get_total_pages(struct zs_pool *pool);
 
 /*
  * Move objects from the sparsest zspages of each class into the fullest and free the
- * zspages left empty. Returns the pages freed by this call (0 at once if another compaction
- * of this pool is running) and adds them to pages_compacted. Every handle stays valid.
+ * zspages left empty. Takes back the slots threads' caches reserve first. Returns the pages
+ * freed by this call, those included (0 at once if another compaction of this pool is
+ * running), and adds them to pages_compacted. Every handle stays valid.
  */
 unsigned long zs_compact(struct zs_pool *pool);
+
+/*
+ * Take back every slot that threads' caches reserve in the pool (ZS_POOL_NO_THREAD_CACHE),
+ * as if the objects had been freed without a cache; zspages left empty are freed, one spare
+ * per class kept. Afterwards, until the next zs_free(), zs_get_total_pages() and the class
+ * statistics count no reserved slot. Waits for threads inside a store or free of the pool.
+ */
+void zs_drain_thread_caches(struct zs_pool *pool);
 
 /*
  * Bytes the pool holds besides its pages: handle cells, zspage metadata and its own
@@ -212,7 +240,7 @@ struct zs_class_stats {
 	unsigned int objs_per_zspage;
 	unsigned long zspages[ZS_NR_FULLNESS_GROUPS]; /* zspages per fullness group: 0%, 10% .. 99%, 100% */
 	unsigned long obj_allocated;   /* object slots in all zspages of the class */
-	unsigned long obj_used;        /* live objects */
+	unsigned long obj_used;        /* live objects, and slots threads' caches reserve */
 	unsigned long pages_used;      /* obj_allocated / objs_per_zspage * pages_per_zspage */
 	unsigned long freeable;        /* pages zs_compact() could free now */
 	unsigned long prof_objs;       /* live objects allocated while profiling was on */
