@@ -242,6 +242,7 @@ void zs_pool_stats(const ZsPool* pool, struct zs_pool_stats* stats) {
   stats->cached_objs = caches.objs;
   stats->cached_bytes = caches.bytes;
   stats->thread_cache_bytes = caches.own_bytes;
+  stats->cached_bytes_per_thread = pool->thread_caches ? pool->cache_bytes_per_thread : 0;
 }
 
 }  // namespace ZSM_VARIANT_NS

@@ -13,9 +13,11 @@
 // Bounds. A magazine of a class of `size` bytes holds min(kMaxMagazine, kMagazineBytes /
 // size) handles; classes above kMagazineBytes and the huge class are not cached. So a
 // thread reserves at most ZsPool::cache_bytes_per_thread in a pool (the sum over classes,
-// computed when the pool is created: 120 KiB at 4 KiB pages), and zs_pool_stats() reports
-// what all threads' caches hold now (cached_objs, cached_bytes). A cache's own memory (the
-// magazines) is counted in zs_pool_bookkeeping_bytes().
+// computed when the pool is created: 408,000 bytes at 4 KiB pages, 204,000 at 16 KiB,
+// 50,560 at 64 KiB), and zs_pool_stats() reports that bound and what all threads' caches
+// hold now (cached_objs, cached_bytes). Reserved slots can also keep partly used zspages
+// from being freed until they are taken back. A cache's own memory (the magazines, malloc'd
+// per thread and pool) is zs_pool_stats().thread_cache_bytes, not pool bookkeeping.
 //
 // Reaching other threads' caches. Compaction, the class statistics, zs_check_pool(), a
 // store that finds the pool at its memory limit, and zs_destroy_pool() need the reserved

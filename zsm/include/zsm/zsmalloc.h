@@ -49,6 +49,7 @@ struct zs_pool_stats {
 	                                  kept for the next store on the thread; see
 	                                  ZS_POOL_NO_THREAD_CACHE) */
 	unsigned long cached_bytes;    /* the bytes of those slots */
+	unsigned long cached_bytes_per_thread; /* the most one thread's cache may reserve here */
 	unsigned long thread_cache_bytes; /* the caches' own memory: each thread's magazines for
 	                                  this pool (malloc'd; not in zs_pool_bookkeeping_bytes()) */
 };
