@@ -2,8 +2,12 @@
 //   lists     every zspage on fullness_list[g] names the class, has fullness g, and its
 //             in-use count puts it in group g; prev links mirror next links; bit g of
 //             `nonempty` is set exactly when the list is non-empty.
-//   stats     stats[g] counts the zspages of group g; ZS_OBJS_ALLOCATED is the slots of all
-//             of them (full ones included), ZS_OBJS_INUSE their live objects.
+//   hot       the hot zspage (zspage.h, "Lazy fullness"), if any, is on no list, names the
+//             class, holds at least one object and has room, and is in its floor group
+//             (`fullness`) or above it.
+//   stats     stats[g] counts the listed zspages of group g, and the full ones; ZS_OBJS_ALLOCATED
+//             is the slots of all of them (full and hot ones included), ZS_OBJS_INUSE their
+//             live objects.
 //   zspage    the free list visits distinct slots, and free + in use = slots; each live
 //             object's header (non-huge classes) names a handle cell of the pool whose obj
 //             points back at the object; the reader count is not negative (-1 means a
@@ -110,6 +114,7 @@ ListTotals check_lists(const ZsPool* pool, ClassShard* cls, bool deep, Findings&
         f.add("class %u: list %d longer than its count %lu", cls->index, fg, cls->stats[fg]);
         break;
       }
+      if (zspage == cls->hot) f.add("class %u: the hot zspage is on list %d", cls->index, fg);
       if (zspage->prev != prev || zspage->fullness != fg || get_fullness_group(cls, zspage) != fg)
         f.add("class %u: zspage in list %d has prev %p, group %u, in use %u", cls->index, fg,
               static_cast<const void*>(zspage->prev), zspage->fullness, zspage->inuse);
@@ -127,17 +132,32 @@ ListTotals check_lists(const ZsPool* pool, ClassShard* cls, bool deep, Findings&
   return totals;
 }
 
-// The class's object counts against its lists (full zspages are on none: counted only).
+// The class's hot zspage, if any; fully checked when `deep`.
+void check_hot(const ZsPool* pool, const ClassShard* cls, bool deep, Findings& f)
+    ZSM_REQUIRES(cls->lock) {
+  const ZsPage* hot = cls->hot;
+  if (hot == nullptr) return;
+  if (hot->inuse == 0 || hot->inuse >= cls->objs_per_zspage || hot->fullness >= ZS_INUSE_RATIO_100 ||
+      hot->inuse < cls->fullness_lo[hot->fullness])
+    f.add("class %u: hot zspage holds %u of %u objects, floor group %u", cls->index, hot->inuse,
+          cls->objs_per_zspage, hot->fullness);
+  else if (deep)
+    check_zspage(pool, cls, hot, f);
+}
+
+// The class's object counts against its lists, full zspages (on none: counted only) and the
+// hot zspage (neither listed nor counted).
 void check_stats(ClassShard* cls, const ListTotals& totals, Findings& f) ZSM_REQUIRES(cls->lock) {
-  unsigned long zspages = cls->stats[ZS_INUSE_RATIO_100];
+  unsigned long zspages = cls->stats[ZS_INUSE_RATIO_100] + (cls->hot != nullptr ? 1 : 0);
   for (int fg = ZS_INUSE_RATIO_0; fg < ZS_INUSE_RATIO_100; fg++) zspages += totals.zspages[fg];
-  unsigned long full_objs = cls->stats[ZS_INUSE_RATIO_100] * cls->objs_per_zspage;
+  unsigned long unlisted_objs = cls->stats[ZS_INUSE_RATIO_100] * cls->objs_per_zspage +
+                            (cls->hot != nullptr ? cls->hot->inuse : 0);
   if (cls->stats[ZS_OBJS_ALLOCATED] != zspages * cls->objs_per_zspage)
     f.add("class %u: %lu slots counted, %lu zspages hold %lu", cls->index,
           cls->stats[ZS_OBJS_ALLOCATED], zspages, zspages * cls->objs_per_zspage);
-  if (cls->stats[ZS_OBJS_INUSE] != totals.inuse + full_objs)
+  if (cls->stats[ZS_OBJS_INUSE] != totals.inuse + unlisted_objs)
     f.add("class %u: %lu objects counted, zspages hold %lu", cls->index,
-          cls->stats[ZS_OBJS_INUSE], totals.inuse + full_objs);
+          cls->stats[ZS_OBJS_INUSE], totals.inuse + unlisted_objs);
 }
 
 void lock_all_classes(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
@@ -162,7 +182,8 @@ void check_all_zspages(ZsPool* pool, Findings& f) ZSM_NO_THREAD_SAFETY_ANALYSIS 
         ClassShard* cls = zspage->cls.load(std::memory_order_relaxed);
         if (cls == nullptr) return;
         pages += zspage->nr_pages;
-        if (zspage->fullness != ZS_INUSE_RATIO_100) return;  // listed: checked with its list
+        // Listed or hot: checked with its class.
+        if (zspage->fullness != ZS_INUSE_RATIO_100 || zspage == cls->hot) return;
         check_zspage(pool, cls, zspage, f);
         full[cls - pool->class_shards]++;
       });
@@ -184,6 +205,7 @@ void check_all_zspages(ZsPool* pool, Findings& f) ZSM_NO_THREAD_SAFETY_ANALYSIS 
 void debug_check_class(const ZsPool* pool, ClassShard* cls, const ZsPage* touched) {
   Findings f(nullptr);
   check_stats(cls, check_lists(pool, cls, false, f), f);
+  check_hot(pool, cls, false, f);
   if (touched != nullptr && touched->cls.load(std::memory_order_relaxed) == cls)
     check_zspage(pool, cls, touched, f);
   if (f.count() != 0) report_invariant(pool, f.first());
@@ -201,6 +223,7 @@ int zs_check_pool(ZsPool* pool, FILE* report) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   for (uint32_t c = 0; c < pool->nr_class_shards; c++) {
     ClassShard* cls = &pool->class_shards[c];
     check_stats(cls, check_lists(pool, cls, true, f), f);
+    check_hot(pool, cls, true, f);
   }
   check_all_zspages(pool, f);
   unlock_all_classes(pool);

@@ -31,8 +31,13 @@ struct ClassShards {
   ClassShard* end() const { return first + count; }
 };
 
+// Locks the class's shards and puts their hot zspages back on the lists, which compaction
+// searches for the sparsest and fullest zspages (zspage.h, "Lazy fullness").
 void lock_shards(ClassShards shards) ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  for (ClassShard& cls : shards) cls.lock.lock();  // in index order, the only multi-lock path
+  for (ClassShard& cls : shards) {
+    cls.lock.lock();  // in index order, the only multi-lock path
+    put_back_hot(&cls);
+  }
 }
 
 void unlock_shards(const ZsPool* pool, ClassShards shards) ZSM_NO_THREAD_SAFETY_ANALYSIS {
@@ -119,7 +124,7 @@ void migrate_zspage(ZsPage* src, ZsPage* dst) ZSM_NO_THREAD_SAFETY_ANALYSIS {
     unsigned long header = *obj_word(obj_location(geom, src, obj_idx));
     if ((header & OBJ_ALLOCATED_TAG) == 0) continue;
     unsigned long handle = header_to_handle(header);
-    unsigned long obj = obj_malloc(geom, dst, header);
+    unsigned long obj = obj_malloc(geom, dst, header).obj;
     copy_object(geom, dst, obj_to_idx(obj), src, obj_idx);
     unsigned long profiled = handle_to_cell(handle)->load(std::memory_order_relaxed) & kObjProfiled;
     record_obj(handle, obj | profiled);

@@ -38,7 +38,13 @@
 // Fullness. Each class shard sorts its zspages into 12 fullness groups (0 %, 0-9 % ..
 // 90-99 %, 100 %) and keeps those of the first 11 on lists, newest first, with a bitmap of
 // the non-empty lists; full zspages are on no list (nothing looks for them), only counted.
-// Allocation takes the head of the fullest non-full list. A zspage that a free leaves empty
+// Fullness is lazy (zspage.h, "Lazy fullness"): the zspage a free takes from full to one
+// short becomes the shard's hot zspage, off the lists, and takes the next stores, so that a
+// steady store/free pair moves no zspage between lists; it goes back on its list when
+// another becomes hot or a free takes it below its group, and before compaction, which needs
+// the lists exact. Statistics count it where it belongs. A store with no hot zspage takes
+// the head of the fullest non-full list as the hot one, so allocation still goes to a
+// zspage of the fullest group with room. A zspage that a free leaves empty
 // is freed at once, as in the kernel, unless it is its shard's only empty zspage: that one
 // stays on the 0 % list as a spare so that a store/free pair at a zspage boundary does not
 // build and tear down a zspage each time. zs_compact() frees the spares.
@@ -162,20 +168,38 @@ ZSM_ZSPAGE_HELPER ZsPage* alloc_zspage(ZsPool* pool, ClassShard* cls) {
 
 // --- the payload ----------------------------------------------------------------------------
 
-// obj_write(): copies `len` bytes into the payload of object `obj`, across a page boundary
-// when the object spans one. The object must be pinned (class lock or zspage read lock).
+// obj_write() of `len` bytes that cross the end of the payload's page: the rest goes to the
+// start of the next page of the zspage. Out of line, and with the geometry read again from
+// the object's shard (its zspage's `cls` is stable while the object is pinned), so that the
+// caller keeps nothing live for this path: what a store keeps in registers across its one
+// copy is the shard and the cell.
+ZSM_OFF_FAST_PATH void write_across_pages(unsigned long obj, char* payload, const void* src,
+                                          size_t len) {
+  const ZsPage* zspage = obj_to_zspage(obj);
+  const ClassGeometry g = zspage->cls.load(std::memory_order_relaxed)->geom;
+  size_t first = g.page_size() - (reinterpret_cast<uintptr_t>(payload) & g.page_mask);
+  char* next_page = zspage_location(g, zspage, (obj_to_idx(obj) + 1) * size_t{g.size}).page;
+  std::memcpy(payload, src, first);
+  std::memcpy(next_page, static_cast<const char*>(src) + first, len - first);
+}
+
+// obj_write(): copies `len` bytes into the payload of object `obj`, which starts at `payload`,
+// across a page boundary when the object spans one. Pages are aligned to the page size (a
+// page source's contract), so the payload's address gives its offset in the page. The
+// object must be pinned (class lock or zspage read lock).
+static ZSM_WRITE_HELPER void obj_write(ClassGeometry g, unsigned long obj, char* payload,
+                                     const void* src, size_t len) {
+  if (ZSM_LIKELY((reinterpret_cast<uintptr_t>(payload) & g.page_mask) + len <= g.page_size()))
+    std::memcpy(payload, src, len);
+  else
+    write_across_pages(obj, payload, src, len);
+}
+
+// obj_write() of an object whose payload the caller has not found yet (zs_obj_write()).
 static ZSM_WRITE_HELPER void obj_write(ClassGeometry g, unsigned long obj, const void* src,
                                      size_t len) {
-  const ZsPage* zspage = obj_to_zspage(obj);
-  Location loc = payload_location(g, zspage, obj_to_idx(obj));
-  if (ZSM_LIKELY(loc.offset + len <= g.page_size())) {
-    std::memcpy(loc.page + loc.offset, src, len);
-  } else {
-    size_t first = g.page_size() - loc.offset;
-    std::memcpy(loc.page + loc.offset, src, first);
-    std::memcpy(zspage_location(g, zspage, (obj_to_idx(obj) + 1) * size_t{g.size}).page,
-                static_cast<const char*>(src) + first, len - first);
-  }
+  Location loc = payload_location(g, obj_to_zspage(obj), obj_to_idx(obj));
+  obj_write(g, obj, loc.page + loc.offset, src, len);
 }
 
 // Copies `len` bytes to offset `offset` of pages[0], of which `first` bytes fit there, and
@@ -390,61 +414,97 @@ void end_recorded_read(ZsPool* pool, unsigned long handle) {
   open_reads.remove(read);
 }
 
-// Places an object of `size` bytes for `handle` in the first free slot of `zspage`, fills it
-// and publishes it in the handle's cell, counted by allocation profiling when that is on.
+// Places an object of `size` bytes for `handle` in the first free slot of the shard's hot
+// zspage, publishes it in the handle's cell (counted by allocation profiling when that is
+// on) and fills it. The fill comes last, so that only the cell and the shard live across its
+// copy. Publishing first is safe: no one has the handle yet, and compaction, which finds
+// objects through their headers, waits for the shard's lock.
 template <typename Fill>
 ZSM_ALWAYS_INLINE void place_object(ZsPool* pool, ClassShard* cls, ZsPage* zspage,
                                     unsigned long handle, size_t size, zs_alloc_tag* tag,
                                     Fill fill) ZSM_REQUIRES(cls->lock) {
   const ClassGeometry geom = cls->geom;
-  unsigned long obj = obj_malloc(geom, zspage, make_header(handle, size));
+  NewObj placed = obj_malloc(geom, zspage, make_header(handle, size));
   zspage->huge_size_m1 = static_cast<uint16_t>(size - 1);
-  fill(geom, obj);
+  if (zspage->inuse == cls->objs_per_zspage) retire_full_hot(cls, zspage);
+  cls->stats[ZS_OBJS_INUSE]++;
+  unsigned long obj = placed.obj;
   if (profiling_enabled()) {
     profile_alloc(pool, cls, handle, size, tag);
     obj |= kObjProfiled;
   }
   record_obj(handle, obj);
-  cls->stats[ZS_OBJS_INUSE]++;
+  fill(geom, obj, placed.payload);
 }
 
-// The kernel's zs_malloc(), written once for zs_malloc() and zs_store(): a cell from the
-// shard's cache and the first free slot of its fullest zspage, under the shard's lock; a
-// shard with no room takes a new zspage, made with the lock dropped. `fill` writes the object
-// (zs_store()'s copy) once it is placed, before anyone can see the cell. Returns the cell,
-// or 0 with errno ENOMEM.
+// A store found no hot zspage in its shard: the fullest listed one becomes hot, or with none
+// a new zspage, made with the lock dropped, is listed (empty) and the fullest becomes hot
+// (another store may have made one hot, or freed into the lists, meanwhile). Returns the hot
+// zspage; on failure gives the cell back, unlocks and returns nullptr with errno ENOMEM.
+ZSM_COLD_PATH ZsPage* find_hot_zspage(ZsPool* pool, ClassShard* cls, unsigned long handle)
+    ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  if (ZsPage* zspage = make_fullest_hot(cls)) return zspage;
+  cls->lock.unlock();
+  ZsPage* zspage = alloc_zspage(pool, cls);
+  lock_shard(cls);
+  if (ZSM_UNLIKELY(zspage == nullptr)) {
+    cache_free_handle(pool, cls, handle);
+    cls->lock.unlock();
+    errno = ENOMEM;
+    return nullptr;
+  }
+  zspage->cls.store(cls, std::memory_order_relaxed);
+  insert_zspage(cls, zspage, ZS_INUSE_RATIO_0);
+  cls->stats[ZS_OBJS_ALLOCATED] += cls->objs_per_zspage;
+  return cls->hot != nullptr ? cls->hot : make_fullest_hot(cls);
+}
+
+// The shard lock_store_shard() tries first: this thread's shard of the class whose shard 0
+// is `first`.
+inline ClassShard* store_shard(const ZsPool* pool, ClassShard* first) {
+  return first + (shard_hint & pool->shard_mask);
+}
+
+// alloc_object() off its common path: this thread's shard was busy (`cls` is nullptr: it
+// waits in lock_store_shard()), its cell cache is empty or it has no hot zspage. Out of line,
+// so that what lives across the calls of these paths does not cost the common path
+// registers. Returns the cell and unlocks, or 0 with errno ENOMEM.
 template <typename Fill>
-ZSM_ALWAYS_INLINE unsigned long alloc_object(ZsPool* pool, size_t size, zs_alloc_tag* tag,
-                                             Fill fill) ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  ClassShard* cls = lock_store_shard(pool, first_shard_for_size(pool, size + kHandleSize));
+ZSM_COLD_PATH unsigned long alloc_object_slow(ZsPool* pool, ClassShard* first, ClassShard* cls,
+                                              size_t size, zs_alloc_tag* tag, Fill fill)
+    ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  if (cls == nullptr) cls = lock_store_shard(pool, first);
   unsigned long handle = cache_alloc_handle(pool, cls);
   if (ZSM_UNLIKELY(handle == 0)) {
     cls->lock.unlock();
     errno = ENOMEM;
     return 0;
   }
-  ZsPage* zspage = find_get_zspage(cls);
-  if (ZSM_LIKELY(zspage != nullptr)) {
-    place_object(pool, cls, zspage, handle, size, tag, fill);
-    fix_fullness_group(cls, zspage);
-    debug_check_class(pool, cls, zspage);
-    cls->lock.unlock();
-    return handle;
-  }
-
-  cls->lock.unlock();
-  zspage = alloc_zspage(pool, cls);
-  lock_shard(cls);
-  if (ZSM_UNLIKELY(zspage == nullptr)) {
-    cache_free_handle(pool, cls, handle);
-    cls->lock.unlock();
-    errno = ENOMEM;
-    return 0;
-  }
-  zspage->cls.store(cls, std::memory_order_relaxed);
+  ZsPage* zspage = cls->hot;
+  if (zspage == nullptr && (zspage = find_hot_zspage(pool, cls, handle)) == nullptr) return 0;
   place_object(pool, cls, zspage, handle, size, tag, fill);
-  insert_zspage(cls, zspage, get_fullness_group(cls, zspage));
-  cls->stats[ZS_OBJS_ALLOCATED] += cls->objs_per_zspage;
+  debug_check_class(pool, cls, zspage);
+  cls->lock.unlock();
+  return handle;
+}
+
+// The kernel's zs_malloc(), written once for zs_malloc() and zs_store(): a cell from the
+// shard's cache and the first free slot of its hot zspage (see "Lazy fullness" in zspage.h),
+// under the shard's lock; alloc_object_slow() when the shard is busy or either is missing.
+// `fill` writes the object (zs_store()'s copy) once it is placed, before the lock is dropped.
+// Returns the cell, or 0 with errno ENOMEM.
+template <typename Fill>
+ZSM_ALWAYS_INLINE unsigned long alloc_object(ZsPool* pool, size_t size, zs_alloc_tag* tag,
+                                             Fill fill) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  ClassShard* first = first_shard_for_size(pool, size + kHandleSize);
+  ClassShard* cls = store_shard(pool, first);
+  if (ZSM_UNLIKELY(!cls->lock.try_lock()))
+    return alloc_object_slow(pool, first, nullptr, size, tag, fill);
+  ZsPage* zspage = cls->hot;
+  if (ZSM_UNLIKELY(zspage == nullptr || cls->free_cells == nullptr))
+    return alloc_object_slow(pool, first, cls, size, tag, fill);
+  unsigned long handle = cache_alloc_handle(pool, cls);
+  place_object(pool, cls, zspage, handle, size, tag, fill);
   debug_check_class(pool, cls, zspage);
   cls->lock.unlock();
   return handle;
@@ -456,8 +516,8 @@ struct CopyFill {
   const void* src;
   size_t size;
   [[nodiscard]] bool valid() const { return src != nullptr; }
-  ZSM_ALWAYS_INLINE void operator()(ClassGeometry geom, unsigned long obj) const {
-    obj_write(geom, obj, src, size);
+  ZSM_ALWAYS_INLINE void operator()(ClassGeometry geom, unsigned long obj, char* payload) const {
+    obj_write(geom, obj, payload, src, size);
   }
   // The cached store's copy: the payload starts at `offset` in pages[0] and may run on
   // into pages[1] (it starts at least 8 bytes before the page ends).
@@ -473,7 +533,7 @@ struct CopyFill {
 // zs_malloc()'s fill: nothing.
 struct NoFill {
   [[nodiscard]] bool valid() const { return true; }
-  void operator()(ClassGeometry, unsigned long) const {}
+  void operator()(ClassGeometry, unsigned long, char*) const {}
   void into_pages(uint32_t, char* const*, size_t) const {}
 };
 
@@ -558,7 +618,9 @@ ZSM_ALWAYS_INLINE unsigned long zs_alloc(ZsPool* pool, size_t size, zs_alloc_tag
   return alloc_object(pool, size, tag, fill);
 }
 
-// The object's class is locked: frees it, and its handle, and unlocks.
+// The object's class is locked: frees it, and its handle, and unlocks. The cell goes back to
+// the cache before the fullness moves and the cache is trimmed after them, so that only the
+// pool and the shard live across the calls of those rare paths.
 ZSM_ALWAYS_INLINE void free_locked(ZsPool* pool, ClassShard* cls, unsigned long handle,
                                    unsigned long obj) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   ZsPage* zspage = obj_to_zspage(obj);
@@ -566,26 +628,57 @@ ZSM_ALWAYS_INLINE void free_locked(ZsPool* pool, ClassShard* cls, unsigned long 
     profile_free(pool, cls, handle, obj_size(cls->geom, obj));
   cls->stats[ZS_OBJS_INUSE]--;
   obj_free(cls->geom, zspage, obj_to_idx(obj));
-  if (ZSM_UNLIKELY(fix_fullness_group(cls, zspage) == ZS_INUSE_RATIO_0))
-    release_empty_zspage(pool, cls, zspage);
-  cache_free_handle(pool, cls, handle);
+  cache_put_handle(cls, handle);
+  fix_fullness_after_free(pool, cls, zspage);
+  cache_trim(pool, cls);
   debug_check_class(pool, cls, zspage);
   cls->lock.unlock();
 }
 
-// zs_free() of the object behind the cell, trusted, or in a hardened pool checked, with the
-// cell and the object's header, before anything changes.
+// lock_class_of() without waiting: the object's class, locked, when its lock is free and the
+// object is still in it (the same check, see "Finding an object's class" above); else
+// nullptr, and the caller waits in lock_class_of().
 template <typename Check>
-ZSM_ALWAYS_INLINE void free_cell(ZsPool* pool, unsigned long cell, Check check)
+ZSM_ALWAYS_INLINE ClassShard* try_lock_class_of(unsigned long cell, Check check)
     ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  ClassShard* cls = lock_class_of(cell, check);
+  ClassShard* cls = obj_to_zspage(check(handle_to_obj(cell)))->cls.load(std::memory_order_relaxed);
+  if (ZSM_UNLIKELY(cls == nullptr || !cls->lock.try_lock())) return nullptr;
+  ZsPage* zspage = obj_to_zspage(check(handle_to_cell(cell)->load(std::memory_order_relaxed)));
+  if (ZSM_LIKELY(zspage->cls.load(std::memory_order_relaxed) == cls)) return cls;
+  cls->lock.unlock();
+  return nullptr;
+}
+
+// Frees the object behind the cell, whose class `cls` the caller has locked: the header
+// checked first in a hardened pool.
+template <typename Check>
+ZSM_ALWAYS_INLINE void free_pinned(ZsPool* pool, ClassShard* cls, unsigned long cell, Check check)
+    ZSM_NO_THREAD_SAFETY_ANALYSIS {
   unsigned long obj = handle_to_cell(cell)->load(std::memory_order_relaxed);
   check.check_header(cls->geom, obj);
   free_locked(pool, cls, cell, obj);
 }
 
+// free_cell() when the object's class lock was taken, or the object moved meanwhile: waits
+// for it. Out of line, so that what the waits keep across their calls does not cost the
+// common path registers.
+template <typename Check>
+ZSM_COLD_PATH void free_cell_waiting(ZsPool* pool, unsigned long cell, Check check) {
+  free_pinned(pool, lock_class_of(cell, check), cell, check);
+}
+
+// zs_free() of the object behind the cell, trusted, or in a hardened pool checked, with the
+// cell and the object's header, before anything changes.
+template <typename Check>
+ZSM_ALWAYS_INLINE void free_cell(ZsPool* pool, unsigned long cell, Check check) {
+  ClassShard* cls = try_lock_class_of(cell, check);
+  if (ZSM_UNLIKELY(cls == nullptr)) return free_cell_waiting(pool, cell, check);
+  free_pinned(pool, cls, cell, check);
+}
+
 // A hardened pool's zs_free(): the handle checked, and refused while this thread reads it.
-void free_checked(ZsPool* pool, unsigned long handle) {
+// Out of line, so that its checks do not cost a default pool's free registers.
+ZSM_OFF_FAST_PATH void free_checked(ZsPool* pool, unsigned long handle) {
   CheckHandle check = check_handle(pool, "zs_free", handle);
   if (ZSM_UNLIKELY(open_reads.find(pool, handle) != nullptr))
     report_free_while_read(pool, "zs_free", handle);

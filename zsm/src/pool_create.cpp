@@ -51,7 +51,8 @@ size_t reserve_for_limit(unsigned long max_pages, size_t page_size) {
   return max_pages * page_size;
 }
 
-// The inuse range of every fullness group of a class (see ClassShard::fullness_lo).
+// The inuse range of every fullness group of a class (see ClassShard::fullness_lo), and the
+// group of one object short of full.
 void init_fullness_ranges(ClassShard* cls) {
   for (int fg = 0; fg < NR_FULLNESS_GROUPS; fg++) {
     cls->fullness_lo[fg] = UINT32_MAX;
@@ -64,6 +65,8 @@ void init_fullness_ranges(ClassShard* cls) {
     cls->fullness_lo[fg] = std::min(cls->fullness_lo[fg], inuse);
     cls->fullness_hi[fg] = std::max(cls->fullness_hi[fg], inuse);
   }
+  probe.inuse = cls->objs_per_zspage - 1;
+  cls->almost_full_group = static_cast<uint32_t>(get_fullness_group(cls, &probe));
 }
 
 bool init_classes(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {

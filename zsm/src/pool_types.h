@@ -46,7 +46,7 @@ struct ZsPage {
   ZspageLock lock;                    // readers vs. compaction
   uint32_t inuse;                     // live objects (class lock)
   uint32_t freeobj;                   // index of the first free object (class lock)
-  uint8_t fullness;                   // fullness group, valid while on a list
+  uint8_t fullness;                   // fullness group while listed; a hot zspage's floor
   uint8_t nr_pages;                   // size of the pages[] that follows
   // Size - 1 of the last object stored in the zspage: in the huge class, which has no
   // header, the size of its one object. Written for every store, as cheaper than a branch.
@@ -87,8 +87,14 @@ struct alignas(64) ClassShard {
   // compares that a zspage stays in its group (groups no inuse value maps to: lo > hi).
   uint32_t fullness_lo[NR_FULLNESS_GROUPS] = {};
   uint32_t fullness_hi[NR_FULLNESS_GROUPS] = {};
+  // The group of a zspage one object short of full: where a free leaves a full zspage, and
+  // so the floor of a hot zspage made by a free (zspage.h, "Lazy fullness").
+  uint32_t almost_full_group = 0;
   // Under `lock`.
   uint16_t nonempty ZSM_GUARDED_BY(lock) = 0;  // bit g set: fullness_list[g] is not empty
+  // The hot zspage, which takes the next stores: on no list and in no stats[g] until it is
+  // put back (zspage.h, "Lazy fullness"); nullptr when there is none.
+  ZsPage* hot ZSM_GUARDED_BY(lock) = nullptr;
   // Zspages by fullness group, newest first. Full zspages (group 100 %) are on no list: no
   // allocation or compaction looks for them, and leaving them off saves a list move on
   // every full <-> 99 % transition. stats[ZS_INUSE_RATIO_100] still counts them.

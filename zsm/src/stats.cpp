@@ -1,6 +1,7 @@
 // Per-class statistics and the kernel's debugfs "classes" table (zs_stats_size_show()).
 // A class's row sums its lock shards, each read under its own lock: every shard's figures
-// are consistent, the table as a whole is not a snapshot.
+// are consistent, the table as a whole is not a snapshot. A shard's hot zspage (zspage.h,
+// "Lazy fullness") is counted in the group it is in now, so the figures are exact.
 #include <cerrno>
 
 #include "pool.h"
@@ -22,6 +23,7 @@ void fill_class_stats(const ZsPool* pool, ClassShard* first, struct zs_class_sta
   for (ClassShard* cls = first; cls <= first + pool->shard_mask; cls++) {
     MutexGuard guard(cls->lock);
     for (int fg = 0; fg < NR_FULLNESS_GROUPS; fg++) out->zspages[fg] += cls->stats[fg];
+    if (cls->hot != nullptr) out->zspages[hot_group(cls)]++;  // counted in no stats[g]
     out->obj_allocated += cls->stats[ZS_OBJS_ALLOCATED];
     out->obj_used += cls->stats[ZS_OBJS_INUSE];
     out->prof_objs += cls->prof_objs;

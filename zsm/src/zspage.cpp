@@ -1,5 +1,6 @@
-// The zspage and class-shard layer off the fast path (design: zspage.h): handle-cache refills
-// and drains, page charging, zspage metadata and pages, and freeing zspages and spares.
+// The zspage and class-shard layer off the fast path (design: zspage.h): the fullness moves
+// that lazy fullness leaves out of stores and frees, handle-cache refills and drains, page
+// charging, zspage metadata and pages, and freeing zspages and spares.
 #include "zspage.h"
 
 #include <new>
@@ -12,6 +13,23 @@ inline namespace ZSM_VARIANT_NS {
 void lock_shard_contended(ClassShard* cls) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   cls->lock.lock_contended();
   count_under_lock(cls->lock_waits);
+}
+
+void put_back_hot(ClassShard* cls) ZSM_REQUIRES(cls->lock) {
+  ZsPage* zspage = cls->hot;
+  if (zspage == nullptr) return;
+  cls->hot = nullptr;
+  insert_zspage(cls, zspage, regroup(cls, zspage->fullness, zspage->inuse));
+}
+
+void regroup_after_free(ZsPool* pool, ClassShard* cls, ZsPage* zspage) ZSM_REQUIRES(cls->lock) {
+  if (zspage == cls->hot)
+    cls->hot = nullptr;  // below its floor: back on the lists
+  else
+    remove_zspage(cls, zspage);
+  int fg = regroup(cls, zspage->fullness, zspage->inuse);
+  insert_zspage(cls, zspage, fg);
+  if (fg == ZS_INUSE_RATIO_0) release_empty_zspage(pool, cls, zspage);
 }
 
 void refill_handle_cache(ZsPool* pool, ClassShard* cls) ZSM_REQUIRES(cls->lock) {

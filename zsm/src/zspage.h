@@ -2,9 +2,10 @@
 // and obj_free, and the zspage life cycle), beneath the object API of pool.cpp and the
 // compaction of compact.cpp. Everything a store or free runs on its fast path is here, inline,
 // so that it sits in the API's code as the kernel's static helpers sit in zs_malloc():
-//   fullness      a zspage's group from its in-use count, the shard's lists by group,
-//                 fix_fullness_group() (two compares when the group stays) and
-//                 find_get_zspage() (the fullest zspage with room, from a bitmap)
+//   fullness      a zspage's group from its in-use count, the shard's lists by group, the
+//                 hot zspage (lazy fullness: one compare on a free, one on a store, when no
+//                 zspage changes list) and find_get_zspage() (the fullest zspage with room,
+//                 from a bitmap)
 //   objects       obj_malloc() and obj_free() on a zspage's free list, under the inline
 //                 policy's ZSM_OBJ_HELPER (compiler.h)
 //   handle cells  the shard's cache of free cells, refilled from and drained to the shard's
@@ -46,6 +47,29 @@ ZSM_ALWAYS_INLINE void lock_shard(ClassShard* cls) ZSM_ACQUIRE(cls->lock)
 }
 
 // --- fullness -------------------------------------------------------------------------------
+//
+// Lazy fullness. In a steady state of stores and frees nearly every zspage is full, so the
+// kernel's fix_fullness_group() moves a zspage on every pair: the free takes a full zspage
+// to 90-99 % (a division for the group, a list insert), the store fills it again (a list
+// removal). Here that zspage instead becomes the shard's *hot* zspage: it stays off the lists
+// and out of stats[0..11], and stores go to it first. It goes back on the list of its group
+// when another zspage becomes hot, when a free takes it below its floor or empties it, and
+// when compaction needs the lists exact (compact.cpp); when a store fills it, it is counted
+// as full. Statistics add it where it belongs when they are read (hot_group()).
+//   The floor, kept in the hot zspage's `fullness`: the group it was in when it became hot.
+// A free into the hot zspage keeps it hot while it stays at or above that group. A zspage
+// becomes hot in two ways only:
+//   - a free takes it from full to one object short (almost_full_group): no zspage with room
+//     can be fuller;
+//   - a store finds no hot zspage: it takes the head of the fullest list (the kernel's
+//     find_get_zspage() choice), or a new zspage when the lists are empty.
+// Listed zspages only ever lose objects (stores go to the hot one), and a zspage put back
+// leaves the hot place to a fuller one or to none, so the hot zspage's group is never below
+// that of any listed zspage: a store still goes to a zspage of the fullest group with room,
+// as in the kernel, which would take the same zspage when it is the one a free just left 99 %
+// full (the head of that list).
+//   Group changes walk the groups' inuse ranges (fullness_lo/hi) from the old group instead
+// of dividing; get_fullness_group() remains for building those ranges and for the checks.
 
 // The fullness group a zspage's in-use count puts it in.
 inline int get_fullness_group(const ClassShard* cls, const ZsPage* zspage) {
@@ -53,6 +77,20 @@ inline int get_fullness_group(const ClassShard* cls, const ZsPage* zspage) {
   if (inuse == 0) return ZS_INUSE_RATIO_0;
   if (inuse == objs) return ZS_INUSE_RATIO_100;
   return static_cast<int>(100 * inuse / objs / 10 + 1);
+}
+
+// The group of `inuse` objects, from group `fg` (the zspage's old group, or a hot zspage's
+// floor): a walk over the groups' ranges, one step for a change of one object, a few more
+// across groups that no in-use count maps to (lo > hi).
+inline int regroup(const ClassShard* cls, int fg, uint32_t inuse) {
+  while (inuse > cls->fullness_hi[fg]) fg++;
+  while (inuse < cls->fullness_lo[fg]) fg--;
+  return fg;
+}
+
+// The group the shard's hot zspage is in now.
+inline int hot_group(const ClassShard* cls) ZSM_REQUIRES(cls->lock) {
+  return regroup(cls, cls->hot->fullness, cls->hot->inuse);
 }
 
 // zs_can_compact(): pages compaction could free in a class whose shards hold `allocated`
@@ -90,18 +128,6 @@ ZSM_ALWAYS_INLINE void remove_zspage(ClassShard* cls, ZsPage* zspage) ZSM_REQUIR
     cls->nonempty &= static_cast<uint16_t>(~(1u << fullness));
 }
 
-// Moves the zspage to the group its inuse count calls for; returns that group. Two compares
-// tell that it stays where it is, which is the common case.
-inline int fix_fullness_group(ClassShard* cls, ZsPage* zspage) ZSM_REQUIRES(cls->lock) {
-  int fg = zspage->fullness;
-  uint32_t inuse = zspage->inuse;
-  if (ZSM_LIKELY(inuse >= cls->fullness_lo[fg] && inuse <= cls->fullness_hi[fg])) return fg;
-  remove_zspage(cls, zspage);
-  fg = get_fullness_group(cls, zspage);
-  insert_zspage(cls, zspage, fg);
-  return fg;
-}
-
 inline int putback_zspage(ClassShard* cls, ZsPage* zspage) ZSM_REQUIRES(cls->lock) {
   int fg = get_fullness_group(cls, zspage);
   insert_zspage(cls, zspage, fg);
@@ -115,24 +141,82 @@ inline ZsPage* find_get_zspage(ClassShard* cls) ZSM_REQUIRES(cls->lock) {
   return cls->fullness_list[31 - __builtin_clz(with_room)];
 }
 
+// Puts the shard's hot zspage, if any, back on the list of its group. Off the fast path: a
+// store fills the hot zspage before the next free makes another one, in a steady state.
+ZSM_OFF_FAST_PATH void put_back_hot(ClassShard* cls) ZSM_REQUIRES(cls->lock);
+
+// A free has taken a full zspage to one object short: it becomes the hot zspage.
+ZSM_ALWAYS_INLINE void make_hot(ClassShard* cls, ZsPage* zspage) ZSM_REQUIRES(cls->lock) {
+  if (ZSM_UNLIKELY(cls->hot != nullptr)) put_back_hot(cls);
+  cls->stats[ZS_INUSE_RATIO_100]--;
+  zspage->fullness = static_cast<uint8_t>(cls->almost_full_group);
+  cls->hot = zspage;
+}
+
+// The head of the fullest list becomes the hot zspage, for a store that found none; returns
+// it, or nullptr when the lists are empty. An empty zspage's floor is the group of one
+// object, the least a hot zspage holds once the store is in.
+inline ZsPage* make_fullest_hot(ClassShard* cls) ZSM_REQUIRES(cls->lock) {
+  ZsPage* zspage = find_get_zspage(cls);
+  if (zspage == nullptr) return nullptr;
+  remove_zspage(cls, zspage);
+  if (zspage->fullness == ZS_INUSE_RATIO_0) zspage->fullness = static_cast<uint8_t>(regroup(cls, 0, 1));
+  cls->hot = zspage;
+  return zspage;
+}
+
+// A store has filled the hot zspage: it is counted as full, off every list as full ones are.
+ZSM_ALWAYS_INLINE void retire_full_hot(ClassShard* cls, ZsPage* zspage) ZSM_REQUIRES(cls->lock) {
+  cls->hot = nullptr;
+  zspage->fullness = ZS_INUSE_RATIO_100;
+  cls->stats[ZS_INUSE_RATIO_100]++;
+}
+
+// A free has taken the zspage below its group's range (or the hot zspage below its floor),
+// and not from full to hot: it moves to the list of its new group, and an emptied zspage is
+// released (release_empty_zspage()).
+ZSM_OFF_FAST_PATH void regroup_after_free(ZsPool* pool, ClassShard* cls, ZsPage* zspage)
+    ZSM_REQUIRES(cls->lock);
+
+// After a free from the zspage (its in-use count already lowered). One compare when the
+// zspage stays where it is, listed or hot: a free only lowers the count, so only the lower
+// bound of its group (or floor) can be crossed.
+ZSM_ALWAYS_INLINE void fix_fullness_after_free(ZsPool* pool, ClassShard* cls, ZsPage* zspage)
+    ZSM_REQUIRES(cls->lock) {
+  int fg = zspage->fullness;
+  uint32_t inuse = zspage->inuse;
+  if (ZSM_LIKELY(inuse >= cls->fullness_lo[fg])) return;
+  if (ZSM_LIKELY(fg == ZS_INUSE_RATIO_100 && inuse != 0))
+    make_hot(cls, zspage);
+  else
+    regroup_after_free(pool, cls, zspage);
+}
+
 // --- objects --------------------------------------------------------------------------------
 // Static, as in the kernel's one file: each translation unit that uses them (pool.cpp and
 // compact.cpp) has its own copy for the inline policy to act on ([[maybe_unused]] for those
 // that include this header without calling them).
 
+// What obj_malloc() returns: the new object's obj value, and where its payload starts (in
+// the page of its header), so that a store writes there without finding the page again.
+struct NewObj {
+  unsigned long obj;
+  char* payload;
+};
+
 // obj_malloc(): takes the first free slot of a zspage, writes `header` (make_header()) and
-// returns the new obj value. The caller holds the class lock, and records the obj in the
-// handle's cell when the object is ready.
-[[maybe_unused]] static ZSM_OBJ_HELPER unsigned long obj_malloc(ClassGeometry g,
-                                                                ZsPage* zspage,
-                                                                unsigned long header) {
+// returns the new object. The caller holds the class lock, and records the obj in the
+// handle's cell.
+[[maybe_unused]] static ZSM_OBJ_HELPER NewObj obj_malloc(ClassGeometry g, ZsPage* zspage,
+                                                         unsigned long header) {
   ZSM_DCHECK(zspage->freeobj != kFreeListEnd && zspage->inuse < 0x8000);
   uint32_t obj_idx = zspage->freeobj;
-  unsigned long* word = obj_word(obj_location(g, zspage, obj_idx));
+  Location loc = obj_location(g, zspage, obj_idx);
+  unsigned long* word = obj_word(loc);
   zspage->freeobj = static_cast<uint32_t>(*word >> OBJ_TAG_BITS);
   *word = header;
   zspage->inuse++;
-  return location_to_obj(zspage, obj_idx);
+  return {location_to_obj(zspage, obj_idx), loc.page + loc.offset + g.payload_offset};
 }
 
 // obj_free(): puts slot `obj_idx` back at the head of the zspage's free list. The caller
@@ -165,12 +249,23 @@ inline unsigned long cache_alloc_handle(ZsPool* pool, ClassShard* cls) ZSM_REQUI
   return reinterpret_cast<unsigned long>(cell);
 }
 
-inline void cache_free_handle(ZsPool* pool, ClassShard* cls, unsigned long handle)
-    ZSM_REQUIRES(cls->lock) {
+// Puts a free cell in the class's cache, which may leave it overfull (see cache_free_handle()).
+inline void cache_put_handle(ClassShard* cls, unsigned long handle) ZSM_REQUIRES(cls->lock) {
   HandleCell* cell = handle_to_cell(handle);
   cell->store(reinterpret_cast<unsigned long>(cls->free_cells), std::memory_order_relaxed);
   cls->free_cells = cell;
-  if (ZSM_UNLIKELY(++cls->nr_free_cells > 2 * kHandleBatch)) drain_handle_cache(pool, cls);
+  cls->nr_free_cells++;
+}
+
+// Drains the class's cache if cache_put_handle() left it overfull.
+inline void cache_trim(ZsPool* pool, ClassShard* cls) ZSM_REQUIRES(cls->lock) {
+  if (ZSM_UNLIKELY(cls->nr_free_cells > 2 * kHandleBatch)) drain_handle_cache(pool, cls);
+}
+
+inline void cache_free_handle(ZsPool* pool, ClassShard* cls, unsigned long handle)
+    ZSM_REQUIRES(cls->lock) {
+  cache_put_handle(cls, handle);
+  cache_trim(pool, cls);
 }
 
 // --- zspage life (zspage.cpp) ---------------------------------------------------------------
