@@ -437,13 +437,12 @@ ZSM_ALWAYS_INLINE void place_object(ZsPool* pool, ClassShard* cls, ZsPage* zspag
   fill(geom, obj, placed.payload);
 }
 
-// A store found no hot zspage in its shard: the fullest listed one becomes hot, or with none
-// a new zspage, made with the lock dropped, is listed (empty) and the fullest becomes hot
-// (another store may have made one hot, or freed into the lists, meanwhile). Returns the hot
-// zspage; on failure gives the cell back, unlocks and returns nullptr with errno ENOMEM.
-ZSM_COLD_PATH ZsPage* find_hot_zspage(ZsPool* pool, ClassShard* cls, unsigned long handle)
+// A store found no hot zspage in its shard and no listed one to make hot: a new zspage, made
+// with the lock dropped, is listed (empty) and the fullest listed zspage becomes hot (another
+// store may have made one hot, or frees may have listed fuller ones, meanwhile). Returns the
+// hot zspage; on failure gives the cell back, unlocks and returns nullptr with errno ENOMEM.
+ZSM_COLD_PATH ZsPage* make_new_zspage_hot(ZsPool* pool, ClassShard* cls, unsigned long handle)
     ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  if (ZsPage* zspage = make_fullest_hot(cls)) return zspage;
   cls->lock.unlock();
   ZsPage* zspage = alloc_zspage(pool, cls);
   lock_shard(cls);
@@ -466,7 +465,8 @@ inline ClassShard* store_shard(const ZsPool* pool, ClassShard* first) {
 }
 
 // alloc_object() off its common path: this thread's shard was busy (`cls` is nullptr: it
-// waits in lock_store_shard()), its cell cache is empty or it has no hot zspage. Out of line,
+// waits in lock_store_shard()), its cell cache is empty or it has no hot zspage (the head of
+// the fullest list becomes hot, or a new zspage is made). Out of line,
 // so that what lives across the calls of these paths does not cost the common path
 // registers. Returns the cell and unlocks, or 0 with errno ENOMEM.
 template <typename Fill>
@@ -481,7 +481,9 @@ ZSM_COLD_PATH unsigned long alloc_object_slow(ZsPool* pool, ClassShard* first, C
     return 0;
   }
   ZsPage* zspage = cls->hot;
-  if (zspage == nullptr && (zspage = find_hot_zspage(pool, cls, handle)) == nullptr) return 0;
+  if (zspage == nullptr && (zspage = make_fullest_hot(cls)) == nullptr &&
+      (zspage = make_new_zspage_hot(pool, cls, handle)) == nullptr)
+    return 0;
   place_object(pool, cls, zspage, handle, size, tag, fill);
   debug_check_class(pool, cls, zspage);
   cls->lock.unlock();
