@@ -30,6 +30,7 @@ using PoolPtr = std::unique_ptr<zs_pool, PoolDeleter>;
 PoolPtr one_shard_pool() {
   zs_pool_config cfg{};
   cfg.nr_shards = 1;
+  cfg.flags = ZS_POOL_NO_THREAD_CACHE;  // the locked path, where fullness is kept
   return PoolPtr(zs_create_pool_ex("lazy", &cfg));
 }
 
@@ -152,6 +153,7 @@ TEST(LazyFullness, CheckPoolHoldsThroughRandomMixes) {
   for (unsigned shards : {1u, 4u}) {
     zs_pool_config cfg{};
     cfg.nr_shards = shards;
+    cfg.flags = ZS_POOL_NO_THREAD_CACHE;
     PoolPtr pool(zs_create_pool_ex("lazy-mix", &cfg));
     ASSERT_NE(pool, nullptr);
     zs_pool* p = pool.get();
