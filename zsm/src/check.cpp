@@ -218,7 +218,7 @@ int zs_check_pool(ZsPool* pool, FILE* report) ZSM_NO_THREAD_SAFETY_ANALYSIS {
     return -1;
   }
   Findings f(report);
-  drain_thread_caches(pool);
+  block_and_drain_thread_caches(pool);  // no cached store writes a header while we look
   lock_all_classes(pool);
   for (uint32_t c = 0; c < pool->nr_class_shards; c++) {
     ClassShard* cls = &pool->class_shards[c];
@@ -227,6 +227,7 @@ int zs_check_pool(ZsPool* pool, FILE* report) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   }
   check_all_zspages(pool, f);
   unlock_all_classes(pool);
+  unblock_thread_caches(pool);
   if (f.count() == 0) return 0;
   errno = EUCLEAN;
   return -1;
