@@ -177,7 +177,7 @@ void check_all_zspages(ZsPool* pool, Findings& f) ZSM_NO_THREAD_SAFETY_ANALYSIS 
     MutexGuard guard(arenas.lock);
     for (RecordArena* arena : arenas.meta) {
       if (arena == nullptr) continue;
-      arena->for_each_record([&](void* record) {
+      arena->for_each_record([&](void* record) ZSM_NO_THREAD_SAFETY_ANALYSIS {  // every class lock is held
         auto* zspage = static_cast<ZsPage*>(record);
         ClassShard* cls = zspage->cls.load(std::memory_order_relaxed);
         if (cls == nullptr) return;

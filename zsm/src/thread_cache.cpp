@@ -34,6 +34,7 @@ Mutex registry_lock;
 
 // --- the heavy barrier ----------------------------------------------------------------------
 
+#if !ZSM_TSAN  // under TSan the barrier is a fence (see heavy_barrier())
 long membarrier(int cmd) { return syscall(SYS_membarrier, cmd, 0, 0); }
 
 // mprotect() on a page of our own, which makes the kernel interrupt every CPU that may hold
@@ -51,6 +52,7 @@ void mprotect_barrier() {
   *static_cast<volatile char*>(page) = 0;  // make it present, so that narrowing it shoots down
   if (mprotect(page, 4096, PROT_READ) != 0) report_fatal("thread caches: mprotect() failed");
 }
+#endif
 
 // A full memory barrier on every CPU running a thread of this process.
 void heavy_barrier() {
