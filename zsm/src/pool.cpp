@@ -172,15 +172,16 @@ ZSM_ZSPAGE_HELPER ZsPage* alloc_zspage(ZsPool* pool, ClassShard* cls) {
 // start of the next page of the zspage. Out of line, and with the geometry read again from
 // the object's shard (its zspage's `cls` is stable while the object is pinned), so that the
 // caller keeps nothing live for this path: what a store keeps in registers across its one
-// copy is the shard and the cell.
+// copy is the shard and the cell. The rest is copied first, so that the copy into the
+// payload's page, which needs only what the function was given, ends it as a tail call.
 ZSM_OFF_FAST_PATH void write_across_pages(unsigned long obj, char* payload, const void* src,
                                           size_t len) {
   const ZsPage* zspage = obj_to_zspage(obj);
   const ClassGeometry g = zspage->cls.load(std::memory_order_relaxed)->geom;
   size_t first = g.page_size() - (reinterpret_cast<uintptr_t>(payload) & g.page_mask);
   char* next_page = zspage_location(g, zspage, (obj_to_idx(obj) + 1) * size_t{g.size}).page;
-  std::memcpy(payload, src, first);
   std::memcpy(next_page, static_cast<const char*>(src) + first, len - first);
+  std::memcpy(payload, src, first);
 }
 
 // obj_write(): copies `len` bytes into the payload of object `obj`, which starts at `payload`,
