@@ -467,11 +467,13 @@ inline ClassShard* store_shard(const ZsPool* pool, ClassShard* first) {
 
 // alloc_object() off its common path: this thread's shard was busy (`cls` is nullptr: it
 // waits in lock_store_shard()), its cell cache is empty or it has no hot zspage (the head of
-// the fullest list becomes hot, or a new zspage is made). Out of line,
-// so that what lives across the calls of these paths does not cost the common path
-// registers. Returns the cell and unlocks, or 0 with errno ENOMEM.
+// the fullest list becomes hot, or a new zspage is made). Out of line, so that what lives
+// across the calls of these paths does not cost the common path registers, but not cold: a
+// store after a free into a zspage that was not full comes here (1-2 % of steady pairs at
+// some sizes), and g++ inlines a cold function's copy as a byte loop (rep movsb). Returns the
+// cell and unlocks, or 0 with errno ENOMEM.
 template <typename Fill>
-ZSM_COLD_PATH unsigned long alloc_object_slow(ZsPool* pool, ClassShard* first, ClassShard* cls,
+ZSM_OFF_FAST_PATH unsigned long alloc_object_slow(ZsPool* pool, ClassShard* first, ClassShard* cls,
                                               size_t size, zs_alloc_tag* tag, Fill fill)
     ZSM_NO_THREAD_SAFETY_ANALYSIS {
   if (cls == nullptr) cls = lock_store_shard(pool, first);
