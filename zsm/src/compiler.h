@@ -44,9 +44,6 @@
 //   ZSM_COLD_PATH      rare and cold: refills, shard moves, fatal reports
 //   ZSM_OFF_FAST_PATH  kept out of its caller's fast path but not cold (not optimised for
 //                      size): the stores of hardened pools, the locked path behind a cache
-//   ZSM_OWN_FRAME      a fast path given a function of its own, so that its frame stays
-//                      small: the per-thread cache's store and free, which would otherwise
-//                      save every register the locked path inlined beside them needs
 #ifndef ZSM_ALWAYS_INLINE
 #define ZSM_ALWAYS_INLINE inline __attribute__((always_inline))
 #endif
@@ -55,9 +52,6 @@
 #endif
 #ifndef ZSM_OFF_FAST_PATH
 #define ZSM_OFF_FAST_PATH __attribute__((noinline))
-#endif
-#ifndef ZSM_OWN_FRAME
-#define ZSM_OWN_FRAME __attribute__((noinline))
 #endif
 
 // A printf-like function whose format is argument `fmt` and whose arguments start at `args`.

@@ -555,26 +555,21 @@ ZSM_OFF_FAST_PATH unsigned long alloc_checked(ZsPool* pool, size_t size, zs_allo
   return cell != 0 ? tag_handle(pool, cell) : 0;
 }
 
-// The locked path, as a function of its own for the cached store's misses; with a bad
-// argument, alloc_checked().
+// zs_alloc() as a function of its own: the locked path behind a cached store's misses.
 template <typename Fill>
 ZSM_OFF_FAST_PATH unsigned long alloc_uncached(ZsPool* pool, size_t size, zs_alloc_tag* tag,
                                                Fill fill) {
-  if (ZSM_UNLIKELY(!fill.valid() || size - 1 >= pool->store_size_limit))
+  if (ZSM_UNLIKELY(!fill.valid() || pool == nullptr || size - 1 >= pool->store_size_limit))
     return alloc_checked(pool, size, tag, fill);
   return alloc_object(pool, size, tag, fill);
 }
 
-// zs_store() and zs_malloc() in a pool with caches: the newest reserved slot of the class
-// from this thread's cache, its header and payload written (the cell already names it); the
-// locked path when the cache has none or the pool's caches are blocked.
+// zs_store() and zs_malloc() with the thread's cache `tc` of the pool in hand: the newest
+// reserved slot of the class, its header and payload written (the cell already names it);
+// the locked path when the magazine is empty or the pool's caches are blocked.
 template <typename Fill>
-ZSM_ALWAYS_INLINE unsigned long alloc_cached(ZsPool* pool, size_t size, zs_alloc_tag* tag,
-                                             Fill fill) {
-  ThreadCache* tc = current_cache;
-  if (ZSM_UNLIKELY(tc->pool.load(std::memory_order_relaxed) != pool) &&
-      (tc = adopt_thread_cache(pool)) == nullptr)
-    return alloc_uncached(pool, size, tag, fill);
+ZSM_ALWAYS_INLINE unsigned long alloc_from_cache(ZsPool* pool, ThreadCache* tc, size_t size,
+                                                 zs_alloc_tag* tag, Fill fill) {
   if (ZSM_UNLIKELY(!fill.valid() || size - 1 >= pool->store_size_limit) ||
       !enter_fast_path(pool, tc))
     return alloc_uncached(pool, size, tag, fill);
@@ -596,21 +591,27 @@ ZSM_ALWAYS_INLINE unsigned long alloc_cached(ZsPool* pool, size_t size, zs_alloc
   return handle;
 }
 
-// The API's entry points into the cached paths: functions of their own with the API's
-// arguments, so that the API function only tests and jumps (sharing its body with the locked
-// path would make it save six registers on every call). Tagged calls come here only while
-// profiling is off, when a tag counts nothing.
-ZSM_OWN_FRAME unsigned long store_cached(ZsPool* pool, const void* src, size_t size) {
-  return alloc_cached(pool, size, nullptr, CopyFill{src, size});
+// A store whose thread's last cache is not the pool's: its cache for the pool, found or
+// made, or the kernel's path where the pool keeps none (or profiling is on).
+template <typename Fill>
+ZSM_OFF_FAST_PATH unsigned long alloc_other_cache(ZsPool* pool, size_t size, zs_alloc_tag* tag,
+                                                  Fill fill) {
+  ThreadCache* tc;
+  if (pool != nullptr && pool->thread_caches && !profiling_enabled() &&
+      (tc = adopt_thread_cache(pool)) != nullptr)
+    return alloc_from_cache(pool, tc, size, tag, fill);
+  return alloc_uncached(pool, size, tag, fill);
 }
 
-ZSM_OWN_FRAME unsigned long malloc_cached(ZsPool* pool, size_t size) {
-  return alloc_cached(pool, size, nullptr, NoFill{});
-}
-
-// A store or free that goes through this thread's cache (thread_cache.h, "Not cached").
-inline bool uses_thread_cache(const ZsPool* pool) {
-  return pool != nullptr && pool->thread_caches && !profiling_enabled();
+// The C API's zs_store() and zs_malloc(): a load from the thread pointer and a compare find
+// the thread's cache for the pool (no cache matches a null pool or one without caches).
+template <typename Fill>
+ZSM_ALWAYS_INLINE unsigned long alloc_entry(ZsPool* pool, size_t size, zs_alloc_tag* tag,
+                                            Fill fill) {
+  ThreadCache* tc = current_cache;
+  if (ZSM_LIKELY(tc->serves(pool)) && !profiling_enabled())
+    return alloc_from_cache(pool, tc, size, tag, fill);
+  return alloc_other_cache(pool, size, tag, fill);
 }
 
 // zs_malloc() and zs_store(). The one compare of the size against ZsPool::store_size_limit
@@ -716,14 +717,12 @@ ZSM_OFF_FAST_PATH void free_reserved(ZsPool* pool, unsigned long handle) {
 
 namespace {
 
-// zs_free() through this thread's cache: the object's slot stays reserved there; the locked
-// path when the magazine is full, the caches are blocked, or profiling counted the object.
-ZSM_OWN_FRAME void free_cached(ZsPool* pool, unsigned long handle) {
+// zs_free() with the thread's cache `tc` of the pool in hand: the object's slot stays
+// reserved there; the locked path when the magazine is full, the caches are blocked, or
+// profiling counted the object.
+ZSM_ALWAYS_INLINE void free_to_cache(ZsPool* pool, ThreadCache* tc, unsigned long handle) {
   if (ZSM_UNLIKELY(handle == 0)) return;
-  ThreadCache* tc = current_cache;
-  if (ZSM_UNLIKELY(tc->pool.load(std::memory_order_relaxed) != pool))
-    tc = adopt_thread_cache(pool);
-  if (ZSM_LIKELY(tc != nullptr) && enter_fast_path(pool, tc)) {
+  if (ZSM_LIKELY(enter_fast_path(pool, tc))) {
     unsigned long obj = handle_to_cell(handle)->load(std::memory_order_relaxed);
     bool cached = !(ZSM_PROFILING && (obj & kObjProfiled)) &&
                   tc->magazines()[pinned_class(obj)->magazine].push(handle);
@@ -743,33 +742,41 @@ void zs_free(ZsPool* pool, unsigned long handle) {
     free_cell(pool, handle, TrustHandle{});
 }
 
-// The entry points of the C API: through this thread's cache where the pool has caches,
-// otherwise the kernel's functions above. Two tail calls each, so that neither path pays
-// for the other's registers.
+// The entry points of the C API: through this thread's cache where the pool has caches
+// (alloc_entry()), otherwise the kernel's functions above.
 unsigned long zs_store_entry(ZsPool* pool, const void* src, size_t size) {
-  if (ZSM_LIKELY(uses_thread_cache(pool))) return store_cached(pool, src, size);
-  return zs_store(pool, src, size);
+  return alloc_entry(pool, size, nullptr, CopyFill{src, size});
 }
 
 unsigned long zs_store_tagged_entry(ZsPool* pool, const void* src, size_t size,
                                     zs_alloc_tag* tag) {
-  if (ZSM_LIKELY(uses_thread_cache(pool))) return store_cached(pool, src, size);
-  return zs_store_tagged(pool, src, size, tag);
+  return alloc_entry(pool, size, tag, CopyFill{src, size});
 }
 
 unsigned long zs_malloc_entry(ZsPool* pool, size_t size) {
-  if (ZSM_LIKELY(uses_thread_cache(pool))) return malloc_cached(pool, size);
-  return zs_malloc(pool, size);
+  return alloc_entry(pool, size, nullptr, NoFill{});
 }
 
 unsigned long zs_malloc_tagged_entry(ZsPool* pool, size_t size, zs_alloc_tag* tag) {
-  if (ZSM_LIKELY(uses_thread_cache(pool))) return malloc_cached(pool, size);
-  return zs_malloc_tagged(pool, size, tag);
+  return alloc_entry(pool, size, tag, NoFill{});
 }
 
-void zs_free_entry(ZsPool* pool, unsigned long handle) {
-  if (ZSM_LIKELY(pool != nullptr && pool->thread_caches)) return free_cached(pool, handle);
+namespace {
+
+// A free whose thread's last cache is not the pool's (see alloc_other_cache()).
+ZSM_OFF_FAST_PATH void free_other_cache(ZsPool* pool, unsigned long handle) {
+  ThreadCache* tc;
+  if (pool != nullptr && pool->thread_caches && (tc = adopt_thread_cache(pool)) != nullptr)
+    return free_to_cache(pool, tc, handle);
   zs_free(pool, handle);
+}
+
+}  // namespace
+
+void zs_free_entry(ZsPool* pool, unsigned long handle) {
+  ThreadCache* tc = current_cache;
+  if (ZSM_LIKELY(tc->serves(pool))) return free_to_cache(pool, tc, handle);
+  free_other_cache(pool, handle);
 }
 
 void zs_obj_write(ZsPool* pool, unsigned long handle, const void* src, size_t size) {

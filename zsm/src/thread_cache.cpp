@@ -94,7 +94,7 @@ ThreadCache* make_cache(ZsPool* pool) {
     m.geom = cls.geom;
     next_handle += m.capacity;
   }
-  tc->pool.store(pool, std::memory_order_relaxed);
+  tc->pool_key.store(reinterpret_cast<uintptr_t>(pool), std::memory_order_relaxed);
   return tc;
 }
 
@@ -137,7 +137,7 @@ class ThreadCaches {
   ThreadCache* find(const ZsPool* pool) {
     prune_detached();
     for (ThreadCache* tc : caches_)
-      if (tc->pool.load(std::memory_order_relaxed) == pool) return tc;
+      if (tc->serves(pool)) return tc;
     return nullptr;
   }
 
@@ -160,7 +160,7 @@ class ThreadCaches {
     current_cache = &no_cache;
     MutexGuard guard(registry_lock);
     for (ThreadCache* tc : caches_) {
-      if (ZsPool* pool = tc->pool.load(std::memory_order_relaxed)) {
+      if (ZsPool* pool = tc->pool()) {
         free_reserved_slots(pool, tc);
         unlink_cache(pool, tc);
       }
@@ -176,7 +176,7 @@ class ThreadCaches {
   // Frees the caches whose pools were destroyed (detached: in no pool's list).
   void prune_detached() {
     std::erase_if(caches_, [](ThreadCache* tc) {
-      if (tc->pool.load(std::memory_order_relaxed) != nullptr) return false;
+      if (tc->pool() != nullptr) return false;
       if (current_cache == tc) current_cache = &no_cache;
       destroy_cache(tc);
       return true;
@@ -261,7 +261,7 @@ void detach_thread_caches(ZsPool* pool) {
   MutexGuard guard(registry_lock);
   while (ThreadCache* tc = pool->caches) {
     unlink_cache(pool, tc);
-    tc->pool.store(nullptr, std::memory_order_relaxed);
+    tc->pool_key.store(kNoPool, std::memory_order_relaxed);
   }
 }
 

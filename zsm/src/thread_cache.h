@@ -102,9 +102,15 @@ struct Magazine {
   }
 };
 
+// The pool_key of a cache of no pool: an address no pool has, so that no call matches it,
+// not even one with a null pool.
+inline constexpr uintptr_t kNoPool = 1;
+
 // One thread's cache for one pool: a magazine per distinct class (ClassShard::magazine).
 struct ThreadCache {
-  std::atomic<ZsPool*> pool{nullptr};  // nullptr: detached (the pool was destroyed)
+  // The pool's address; kNoPool once detached (the pool was destroyed), and in the cache of
+  // no pool that a thread names before its first cached call.
+  std::atomic<uintptr_t> pool_key{kNoPool};
   std::atomic<uint32_t> in_fast{0};    // the owner is inside its fast path
   ThreadCache* prev = nullptr;         // the pool's caches (registry lock)
   ThreadCache* next = nullptr;
@@ -112,6 +118,15 @@ struct ThreadCache {
   uint32_t nr_magazines = 0;
   // The magazines follow the struct in the same allocation (then their handle arrays).
   Magazine* magazines() { return reinterpret_cast<Magazine*>(this + 1); }
+  // This cache belongs to `pool` (a null pool, or one without caches, has none).
+  [[nodiscard]] bool serves(const ZsPool* p) const {
+    return pool_key.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(p);
+  }
+  // The pool, or nullptr when detached.
+  [[nodiscard]] ZsPool* pool() const {
+    uintptr_t key = pool_key.load(std::memory_order_relaxed);
+    return key == kNoPool ? nullptr : reinterpret_cast<ZsPool*>(key);
+  }
 };
 static_assert(sizeof(ThreadCache) % alignof(Magazine) == 0);
 
