@@ -97,12 +97,6 @@ zs_pool* make_pool(size_t page_size, unsigned chain) {
   return zs_create_pool_ex("class_table", &cfg);
 }
 
-// Deleter so that a failed ASSERT does not leak the pool.
-struct PoolDeleter {
-  void operator()(zs_pool* p) const { zs_destroy_pool(p); }
-};
-using PoolPtr = std::unique_ptr<zs_pool, PoolDeleter>;
-
 // ---- model vs pool, every index, every config ------------------------------------------------
 
 class ClassTableModel : public ::testing::TestWithParam<std::tuple<size_t, unsigned>> {

@@ -16,11 +16,6 @@ namespace {
 
 using namespace zsm_test;
 
-struct PoolDeleter {
-  void operator()(zs_pool* p) const { zs_destroy_pool(p); }
-};
-using PoolPtr = std::unique_ptr<zs_pool, PoolDeleter>;
-
 // An object whose content is regenerable: `len` bytes of the pattern for `seed`.
 struct Obj {
   unsigned long h;

@@ -14,11 +14,6 @@ using namespace zsm_test;
 // 8-page (3624) zspages, so the failing page lands at every position of a chain.
 const size_t kBurstSizes[] = {24, 776, 3624, 4000, 1160, 300, 3624, 2000};
 
-struct PoolDeleter {
-  void operator()(zs_pool* p) const { zs_destroy_pool(p); }
-};
-using PoolPtr = std::unique_ptr<zs_pool, PoolDeleter>;
-
 struct Stored {
   unsigned long h;
   std::vector<uint8_t> bytes;

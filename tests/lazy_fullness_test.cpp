@@ -16,15 +16,12 @@
 
 namespace {
 
+using zsm_test::PoolPtr;
+
 using zsm_test::check_object;
 using zsm_test::fullness_group;
 using zsm_test::make_pattern;
 using zsm_test::seed_of;
-
-struct PoolDeleter {
-  void operator()(zs_pool* p) const { zs_destroy_pool(p); }
-};
-using PoolPtr = std::unique_ptr<zs_pool, PoolDeleter>;
 
 // One shard, 4 KiB pages, chain 8: class 784 has 26 objects in 5 pages.
 PoolPtr one_shard_pool() {

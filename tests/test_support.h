@@ -1,4 +1,4 @@
-// tests/test_support.h: helpers shared by the zsm GoogleTest suite. The pattern seed of an
+// tests/test_support.h: helpers shared by the zsm GoogleTest suite. An owning pool pointer, the pattern seed of an
 // object (the patterns are in bytes.h), reading and checking an object through
 // zs_obj_read_begin/end, per-class stats invariants, a fault-injecting page source wrapping zs_vm_source, and a fixture whose
 // TearDown frees every tracked object, compacts and checks that the pool holds no page, and a
@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -24,6 +25,12 @@
 #include "bytes.h"
 
 namespace zsm_test {
+
+// A pool that a failed ASSERT does not leak.
+struct PoolDeleter {
+  void operator()(zs_pool* p) const { zs_destroy_pool(p); }
+};
+using PoolPtr = std::unique_ptr<zs_pool, PoolDeleter>;
 
 // A seed for the pattern of an object, derived from its handle and size.
 inline uint64_t seed_of(unsigned long handle, size_t size) {

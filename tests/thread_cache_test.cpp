@@ -19,14 +19,11 @@
 
 namespace {
 
+using zsm_test::PoolPtr;
+
 using zsm_test::check_object;
 using zsm_test::check_stats_consistent;
 using zsm_test::make_pattern;
-
-struct PoolDeleter {
-  void operator()(zs_pool* p) const { zs_destroy_pool(p); }
-};
-using PoolPtr = std::unique_ptr<zs_pool, PoolDeleter>;
 
 PoolPtr make_pool(unsigned flags = 0, unsigned long max_pages = 0,
                   const zs_page_source* source = nullptr) {

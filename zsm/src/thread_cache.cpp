@@ -271,7 +271,7 @@ ThreadCacheFigures thread_cache_figures(const ZsPool* pool) {
   for (const ThreadCache* tc = pool->caches; tc != nullptr; tc = tc->next) {
     figures.own_bytes += tc->bytes;
     for (uint32_t i = 0; i < tc->nr_magazines; i++) {
-      const Magazine& m = const_cast<ThreadCache*>(tc)->magazines()[i];
+      const Magazine& m = tc->magazines()[i];
       unsigned long n = m.count.load(std::memory_order_relaxed);
       figures.objs += n;
       figures.bytes += n * m.geom.size;

@@ -118,6 +118,7 @@ struct ThreadCache {
   uint32_t nr_magazines = 0;
   // The magazines follow the struct in the same allocation (then their handle arrays).
   Magazine* magazines() { return reinterpret_cast<Magazine*>(this + 1); }
+  const Magazine* magazines() const { return reinterpret_cast<const Magazine*>(this + 1); }
   // This cache belongs to `pool` (a null pool, or one without caches, has none).
   [[nodiscard]] bool serves(const ZsPool* p) const {
     return pool_key.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(p);
