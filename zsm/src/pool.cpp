@@ -51,10 +51,11 @@
 //
 // Shards. Each size class is split into lock shards (zs_pool_config.nr_shards, one per CPU by
 // default), each a ClassShard with its own lock, zspages, lists and handle cache; `cls` in
-// the code is one shard of a class. A thread stores into its own shard (every thread starts
-// on shard 0); when it finds that one busy for longer than a short spin, it moves, the first
-// time to a shard of its own (threads take them in turn), later to the next one, and stays
-// there. So threads storing into one class soon stop sharing a lock, without chasing each
+// the code is one shard of a class. A thread stores into its own shard: in a pool with
+// per-thread caches, its first cached call gives it a shard of its own (threads take them in
+// turn); otherwise it starts on shard 0. When it finds its shard busy for longer than a
+// short spin, it moves, to a shard of its own if it has none yet, later to the next one,
+// and stays there. So threads storing into one class soon stop sharing a lock, without chasing each
 // other on every brief wait. A free locks the shard that owns the object's zspage, wherever
 // the freeing thread is. Shards follow threads, not CPUs, because a thread's objects
 // live in the shard it stored them in: a thread that stays in its shard frees into it too,
@@ -230,6 +231,19 @@ std::atomic<uint32_t> threads_placed{0};
 // and the thread that owns that one moves in turn: the two chased each other around).
 constexpr int kBusyShardSpins = 64;
 
+// A shard of its own for a thread that has not had one: the next in turn.
+inline uint32_t own_shard_hint() {
+  return kPlaced | (1 + threads_placed.fetch_add(1, std::memory_order_relaxed));
+}
+
+// Gives this thread a shard of its own if it has none yet. A thread's first cached call
+// does: stores that reuse their cache's slots never find a shard busy, so without this
+// every thread would stay on shard 0, and threads' objects would share zspages and cache
+// lines.
+void place_thread() {
+  if ((shard_hint & kPlaced) == 0) shard_hint = own_shard_hint();
+}
+
 // get_size_class_index() for a request of up to page_size + header bytes: shard 0 of its
 // class.
 inline ClassShard* first_shard_for_size(const ZsPool* pool, size_t size) {
@@ -247,9 +261,7 @@ ZSM_COLD_PATH ClassShard* lock_busy_store_shard(const ZsPool* pool, ClassShard* 
     return cls;
   }
   if (pool->shard_mask != 0) {
-    shard_hint = (shard_hint & kPlaced) != 0
-                     ? shard_hint + 1
-                     : kPlaced | (1 + threads_placed.fetch_add(1, std::memory_order_relaxed));
+    shard_hint = (shard_hint & kPlaced) != 0 ? shard_hint + 1 : own_shard_hint();
     cls = first + (shard_hint & pool->shard_mask);
     lock_shard(cls);
     count_under_lock(cls->moves_in);
@@ -259,11 +271,17 @@ ZSM_COLD_PATH ClassShard* lock_busy_store_shard(const ZsPool* pool, ClassShard* 
   return cls;
 }
 
+// The shard lock_store_shard() tries first: this thread's shard of the class whose shard 0
+// is `first`.
+inline ClassShard* store_shard(const ZsPool* pool, ClassShard* first) {
+  return first + (shard_hint & pool->shard_mask);
+}
+
 // Locks this thread's shard of the class whose shard 0 is `first` and returns it (one
 // compare-and-swap when it is free; see lock_busy_store_shard() when it is not).
 inline ClassShard* lock_store_shard(const ZsPool* pool, ClassShard* first)
     ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  ClassShard* cls = first + (shard_hint & pool->shard_mask);
+  ClassShard* cls = store_shard(pool, first);
   if (ZSM_LIKELY(cls->lock.try_lock())) return cls;
   return lock_busy_store_shard(pool, first, cls);
 }
@@ -316,6 +334,20 @@ ZSM_ALWAYS_INLINE CheckHandle check_handle(const ZsPool* pool, const char* call,
 // The lookups below take the handle's cell address: a default pool's handle is that
 // address, a hardened pool's is stripped of its tag by check_handle() first.
 
+// The class of the object behind the cell as its zspage names it now, without a lock: it
+// may change until that class is locked (nullptr: the zspage was just freed).
+template <typename Check>
+ZSM_ALWAYS_INLINE ClassShard* unlocked_class_of(unsigned long cell, Check check) {
+  return obj_to_zspage(check(handle_to_obj(cell)))->cls.load(std::memory_order_relaxed);
+}
+
+// With `cls` locked: the object behind the cell is still in it, so it is pinned.
+template <typename Check>
+ZSM_ALWAYS_INLINE bool still_in_class(const ClassShard* cls, unsigned long cell, Check check) {
+  ZsPage* zspage = obj_to_zspage(check(handle_to_cell(cell)->load(std::memory_order_relaxed)));
+  return zspage->cls.load(std::memory_order_relaxed) == cls;
+}
+
 // Locks the class of the object behind the cell and returns it; the object is pinned until
 // the caller unlocks (see "Finding an object's class" above).
 template <typename Check>
@@ -323,16 +355,26 @@ ZSM_ALWAYS_INLINE ClassShard* lock_class_of(unsigned long cell, Check check)
     ZSM_NO_THREAD_SAFETY_ANALYSIS {
   Backoff backoff;
   for (;;) {
-    ClassShard* cls =
-        obj_to_zspage(check(handle_to_obj(cell)))->cls.load(std::memory_order_relaxed);
+    ClassShard* cls = unlocked_class_of(cell, check);
     if (ZSM_LIKELY(cls != nullptr)) {
       lock_shard(cls);
-      ZsPage* zspage = obj_to_zspage(check(handle_to_cell(cell)->load(std::memory_order_relaxed)));
-      if (ZSM_LIKELY(zspage->cls.load(std::memory_order_relaxed) == cls)) return cls;
+      if (ZSM_LIKELY(still_in_class(cls, cell, check))) return cls;
       cls->lock.unlock();
     }
     backoff.pause();
   }
+}
+
+// lock_class_of() without waiting: the object's class, locked, when its lock is free and the
+// object is still in it; else nullptr, and the caller waits in lock_class_of().
+template <typename Check>
+ZSM_ALWAYS_INLINE ClassShard* try_lock_class_of(unsigned long cell, Check check)
+    ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  ClassShard* cls = unlocked_class_of(cell, check);
+  if (ZSM_UNLIKELY(cls == nullptr || !cls->lock.try_lock())) return nullptr;
+  if (ZSM_LIKELY(still_in_class(cls, cell, check))) return cls;
+  cls->lock.unlock();
+  return nullptr;
 }
 
 // Takes the read lock of the zspage that holds the object behind the cell; returns the obj.
@@ -457,12 +499,6 @@ ZSM_COLD_PATH ZsPage* make_new_zspage_hot(ZsPool* pool, ClassShard* cls, unsigne
   insert_zspage(cls, zspage, ZS_INUSE_RATIO_0);
   cls->stats[ZS_OBJS_ALLOCATED] += cls->objs_per_zspage;
   return cls->hot != nullptr ? cls->hot : make_fullest_hot(cls);
-}
-
-// The shard lock_store_shard() tries first: this thread's shard of the class whose shard 0
-// is `first`.
-inline ClassShard* store_shard(const ZsPool* pool, ClassShard* first) {
-  return first + (shard_hint & pool->shard_mask);
 }
 
 // alloc_object() off its common path: this thread's shard was busy (`cls` is nullptr: it
@@ -598,8 +634,10 @@ ZSM_OFF_FAST_PATH unsigned long alloc_other_cache(ZsPool* pool, size_t size, zs_
                                                   Fill fill) {
   ThreadCache* tc;
   if (pool != nullptr && pool->thread_caches && !profiling_enabled() &&
-      (tc = adopt_thread_cache(pool)) != nullptr)
+      (tc = adopt_thread_cache(pool)) != nullptr) {
+    place_thread();
     return alloc_from_cache(pool, tc, size, tag, fill);
+  }
   return alloc_uncached(pool, size, tag, fill);
 }
 
@@ -639,20 +677,6 @@ ZSM_ALWAYS_INLINE void free_locked(ZsPool* pool, ClassShard* cls, unsigned long 
   cache_trim(pool, cls);
   debug_check_class(pool, cls, zspage);
   cls->lock.unlock();
-}
-
-// lock_class_of() without waiting: the object's class, locked, when its lock is free and the
-// object is still in it (the same check, see "Finding an object's class" above); else
-// nullptr, and the caller waits in lock_class_of().
-template <typename Check>
-ZSM_ALWAYS_INLINE ClassShard* try_lock_class_of(unsigned long cell, Check check)
-    ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  ClassShard* cls = obj_to_zspage(check(handle_to_obj(cell)))->cls.load(std::memory_order_relaxed);
-  if (ZSM_UNLIKELY(cls == nullptr || !cls->lock.try_lock())) return nullptr;
-  ZsPage* zspage = obj_to_zspage(check(handle_to_cell(cell)->load(std::memory_order_relaxed)));
-  if (ZSM_LIKELY(zspage->cls.load(std::memory_order_relaxed) == cls)) return cls;
-  cls->lock.unlock();
-  return nullptr;
 }
 
 // Frees the object behind the cell, whose class `cls` the caller has locked: the header
