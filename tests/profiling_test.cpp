@@ -143,6 +143,36 @@ TEST_F(Profiling, ObjectsStoredWhileOffAreNotTakenOff) {
   EXPECT_EQ(tag.calls, 0u);
 }
 
+// Per-thread caches: while profiling is on, stores and frees of counted objects take the
+// locked path, where the counters are kept, even when the thread's cache holds slots; what
+// the cache holds stays as it was.
+TEST_F(Profiling, CountsStayExactBesideThreadCaches) {
+  static zs_alloc_tag tag = {__FILE__, "cached", 1, 0, 0, 0, nullptr};
+  auto cached_objs = [&] {
+    struct zs_pool_stats s{};
+    zs_pool_stats(pool_, &s);
+    return s.cached_objs;
+  };
+  zs_alloc_profiling_set(0);
+  std::vector<unsigned long> quiet;
+  for (int i = 0; i < 100; i++) quiet.push_back(zs_malloc_tagged(pool_, 300, &tag));
+  for (unsigned long h : quiet) zs_free(pool_, h);
+  const unsigned long reserved = cached_objs();
+  ASSERT_GT(reserved, 0u);
+  zs_alloc_profiling_set(1);
+  std::vector<unsigned long> counted;
+  for (int i = 0; i < 50; i++) counted.push_back(zs_malloc_tagged(pool_, 300, &tag));
+  EXPECT_EQ(tag.calls, 50u);
+  EXPECT_EQ(tag.bytes, 50u * 300u);
+  EXPECT_EQ(cached_objs(), reserved);  // not one store took a reserved slot
+  for (unsigned long h : counted) zs_free(pool_, h);
+  EXPECT_EQ(tag.calls, 0u);
+  EXPECT_EQ(tag.bytes, 0u);
+  EXPECT_EQ(cached_objs(), reserved);  // counted objects are not cached
+  EXPECT_TRUE(class_counters().empty());
+  EXPECT_EQ(zs_check_pool(pool_, stderr), 0);
+}
+
 // Objects keep their site when compaction moves them, across shards too.
 TEST_F(Profiling, CompactionKeepsOwners) {
   static zs_alloc_tag a = {__FILE__, "a", 1, 0, 0, 0, nullptr};
