@@ -2,7 +2,7 @@
 // and allocator, with callgrind collecting only around the measured loop. Run it under
 //   valgrind --tool=callgrind --instr-atstart=no zsm_pair_count <allocator> <family> <size> <pairs>
 // (tools/count_pairs.py does, for every size and allocator, and divides by <pairs>).
-//   allocator: cached | patched | baseline | mimalloc | glibc | jemalloc | tcmalloc | hardened
+//   allocator: cached | cached_baseline | patched | baseline | mimalloc | glibc | jemalloc | tcmalloc | hardened
 //              | prof_{inline,outline}_{off,on}
 //   family:    store   (zs_store + zs_free; malloc + memcpy + free for the baselines)
 //              write   (zs_malloc + zs_obj_write + zs_free; zsm only)
@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
   using namespace zsm_bench;
   if (argc != 5) {
     std::fprintf(stderr,
-                 "usage: %s cached|patched|baseline|mimalloc|glibc|jemalloc|tcmalloc|hardened|"
+                 "usage: %s cached|cached_baseline|patched|baseline|mimalloc|glibc|jemalloc|tcmalloc|hardened|"
                  "prof_{inline,outline}_{off,on} store|write SIZE PAIRS\n",
                  argv[0]);
     return 2;
@@ -94,6 +94,7 @@ int main(int argc, char** argv) {
 #endif
 #if ZSM_BENCH_WITH_BASELINE
   if (allocator == "baseline") rc = run<baseline>(family, size, pairs);
+  if (allocator == "cached_baseline") rc = run<cached_baseline>(family, size, pairs);
 #endif
 #if ZSM_BENCH_WITH_PATCHED
   if (allocator == "hardened") rc = run<hardened>(family, size, pairs);

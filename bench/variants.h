@@ -2,6 +2,8 @@
 // written once and instantiated per allocator:
 //   cached             zsm as a user gets it: the patched build, a default pool (per-thread
 //                      caches on, one shard per CPU), called through the C API's entries.
+//   cached_baseline    the same on the baseline build: the A/B of the inline policies with
+//                      the caches on (tools/ab.py).
 //   patched, baseline  zsm compiled twice from the same sources, under the namespaces
 //                      zsm::bench_patched and zsm::bench_baseline, with the two inline
 //                      policies (bench/CMakeLists.txt); called directly, no indirection.
@@ -100,6 +102,7 @@ namespace zsm_bench {
 
 constexpr unsigned kKernelPath = ZS_POOL_NO_THREAD_CACHE;
 ZSM_BENCH_VARIANT(cached, bench_patched, 0, false, _entry)
+ZSM_BENCH_VARIANT(cached_baseline, bench_baseline, 0, false, _entry)
 ZSM_BENCH_VARIANT(patched, bench_patched, kKernelPath, false, )
 ZSM_BENCH_VARIANT(baseline, bench_baseline, kKernelPath, false, )
 ZSM_BENCH_VARIANT(hardened, bench_patched, ZS_POOL_HARDENED | kKernelPath, false, )

@@ -5,14 +5,15 @@ obj_write with noinline alloc_zspage (`patched`) pay against letting the compile
 shared/seeds/zsmalloc-inline-obj-malloc-mail.txt. tools/run-ab.sh installs what is missing and
 runs this; README.md, "The A/B workflow", says how to read the result.
 
-Per compiler (g++, Debian's default, and clang++-19), everything else identical, it builds
+Per compiler (g++ 12, Debian's default, clang++-19 and clang++-22, the mail's Clang; Debian 12
+packages no GCC 15), everything else identical, it builds
 under --out (build/ab/<compiler>/<O2|pgo>-<kind>/):
   combined          both variants in one binary (zsm_pair_bench, zsm_pair_count)
   patched/baseline  one variant each (zsm_pair_bench), to rule out code-layout effects
 with -O2 -g -DNDEBUG (CMake's RelWithDebInfo, as the test build; clang adds -gdwarf-4 for
 valgrind) plus --cxxflags; with --pgo the same three again, each trained on a short
 zsm_pair_bench run of its own variants (gcc -fprofile-generate/-fprofile-use; clang
--fprofile-instr-generate, llvm-profdata-19, -fprofile-instr-use): the userspace stand-in for
+-fprofile-instr-generate, llvm-profdata-19/-22, -fprofile-instr-use): the userspace stand-in for
 the mail's AutoFDO rows. Then, per configuration (compiler x PGO), for both pairs
 (zs_store+zs_free, zs_malloc+zs_obj_write+zs_free) and every size:
   instructions  callgrind, exact (tools/count_pairs.py on the combined zsm_pair_count)
@@ -33,9 +34,13 @@ Benchmark and callgrind JSON under <compiler>/<O2|pgo>-results/.
 --write-golden instead builds only the combined binaries and writes the golden fast-path
 counts (tools/golden.py) for each compiler.
 
-Usage: ab.py [--compilers gcc,clang] [--pgo] [--cxxflags FLAGS] [--patched-defs DEF]...
+The pool is the kernel path (POOL below); the same instruction counts are also taken on the
+default pool, per-thread caches on (cached, cached_baseline), and reported apart: they show
+how much of the inlining question the caches leave.
+
+Usage: ab.py [--compilers gcc,clang,clang22] [--pgo] [--cxxflags FLAGS] [--patched-defs DEF]...
              [--baseline-defs DEF]... [--sizes 384,...] [--quick] [--out DIR]
-       ab.py --write-golden [--compilers gcc,clang] [--golden FILE]
+       ab.py --write-golden [--compilers gcc,clang,clang22] [--golden FILE]
 """
 import argparse
 import dataclasses
@@ -58,9 +63,23 @@ import golden  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASE_FLAGS = "-O2 -g -DNDEBUG"
-# (C compiler, C++ compiler, debug-format flag). Valgrind 3.19 cannot read clang 19's default
-# DWARF 5 ("possibly corrupted debuginfo"); -gdwarf-4 changes no instruction of the code.
-COMPILERS = {"gcc": ("gcc", "g++", ""), "clang": ("clang-19", "clang++-19", "-gdwarf-4")}
+@dataclasses.dataclass(frozen=True)
+class Compiler:
+    cc: str
+    cxx: str
+    debug_flag: str  # valgrind 3.19 cannot read clang's default DWARF 5 ("possibly corrupted
+                     # debuginfo"); -gdwarf-4 changes no instruction of the code
+    profdata: str = ""  # clang's profile merger, for --pgo
+
+
+# g++ 12 (Debian's default), clang 19 and clang 22 (the mail's Clang; Debian 12 has no GCC 15).
+COMPILERS = {"gcc": Compiler("gcc", "g++", ""),
+             "clang": Compiler("clang-19", "clang++-19", "-gdwarf-4", "llvm-profdata-19"),
+             "clang22": Compiler("clang-22", "clang++-22", "-gdwarf-4", "llvm-profdata-22")}
+# The pool the policies are compared on: the kernel path (bench/variants.h).
+POOL = ("the kernel path: pools with ZS_POOL_NO_THREAD_CACHE and nr_shards = 1 (one lock and "
+        "one set of fullness lists per class, as the kernel), 4 KiB pages, chain 8; the "
+        "kernel's functions zs_store/zs_malloc/zs_free called directly")
 KINDS = ("combined", "patched", "baseline")
 JOBS = os.cpu_count() or 1
 
@@ -96,7 +115,7 @@ class Build:
 
     def name(self):
         kind = "combined" if self.kind == "combined" else f"separate:{self.kind}"
-        return f"{COMPILERS[self.compiler][1]}{' +PGO' if self.pgo else ''} {kind}"
+        return f"{COMPILERS[self.compiler].cxx}{' +PGO' if self.pgo else ''} {kind}"
 
 
 # --- building ---------------------------------------------------------------------------------
@@ -115,12 +134,12 @@ def run_logged(cmd, log, env=None):
 
 def build_flags(compiler, args):
     """Every build's flags, before any PGO flag: what the golden entries are keyed by."""
-    return " ".join(f for f in (BASE_FLAGS, COMPILERS[compiler][2], args.cxxflags) if f)
+    return " ".join(f for f in (BASE_FLAGS, COMPILERS[compiler].debug_flag, args.cxxflags) if f)
 
 
 def cmake_build(build, args, extra_flags, targets):
     d = build.dir(args.out)
-    cc, cxx, _ = COMPILERS[build.compiler]
+    cc, cxx = COMPILERS[build.compiler].cc, COMPILERS[build.compiler].cxx
     flags = " ".join([build_flags(build.compiler, args), extra_flags]).strip()
     log = d + ".log"
     run_logged(["cmake", "-S", ROOT, "-B", d, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=None",
@@ -152,8 +171,8 @@ def train(build, args):
     run_logged([os.path.join(d, "bench", "zsm_pair_bench"),
                 f"--benchmark_filter={bench_filter(build.variants(), args.sizes)}",
                 f"--benchmark_min_time={args.train_time}"], d + ".log", env)
-    if build.compiler == "clang":
-        run_logged(["llvm-profdata-19", "merge", "-o", os.path.join(d, "pgo.profdata"),
+    if COMPILERS[build.compiler].profdata:
+        run_logged([COMPILERS[build.compiler].profdata, "merge", "-o", os.path.join(d, "pgo.profdata"),
                     *glob.glob(os.path.join(d, "pgo-*.profraw"))], d + ".log")
 
 
@@ -187,7 +206,9 @@ def compiler_of(d):
 # --- measuring --------------------------------------------------------------------------------
 
 def count_instructions(binary, sizes, pairs, out_json):
-    results = count_pairs.count(binary, ab_analysis.VARIANTS, sizes, pairs)
+    """Both policies on the kernel path, and on the default pool (per-thread caches on)."""
+    variants = (*ab_analysis.VARIANTS, *ab_analysis.CACHED_VARIANTS.values())
+    results = count_pairs.count(binary, variants, sizes, pairs)
     count_pairs.save(out_json, pairs, results)
     return results
 
@@ -241,7 +262,7 @@ def measure_config(compiler, pgo, args, progress):
     label = config_label(cid, version, pgo, args)
     results = os.path.join(args.out, compiler, f"{'pgo' if pgo else 'O2'}-results")
     os.makedirs(results, exist_ok=True)
-    progress(f"{label}: callgrind, {4 * len(args.sizes)} runs")
+    progress(f"{label}: callgrind, {8 * len(args.sizes)} runs")
     instructions = count_instructions(os.path.join(d, "bench", "zsm_pair_count"), args.sizes,
                                       args.pairs, os.path.join(results, "instructions.json"))
     symbols, callees = code(os.path.join(d, "bench", "zsm_pair_bench"), args.functions)
@@ -274,6 +295,7 @@ def header(args):
     lines = [f"A/B of the inline policies on {platform.machine()}, {cpu}, {JOBS} CPUs: "
              "patched (zsm/src/compiler.h: ZSM_OBJ_HELPER, ZSM_WRITE_HELPER always-inline, "
              "ZSM_ZSPAGE_HELPER noinline) vs baseline (plain static: the compiler decides)",
+             f"pool: {POOL}",
              f"time: CPU time per pair, {args.repetitions} repetitions in one binary "
              f"(random interleaving) and {args.runs} runs of each separate binary, "
              f"min time {args.min_time} s; instructions: callgrind, {args.pairs} pairs"]
@@ -296,7 +318,7 @@ def ab(args, progress):
         json.dump({"header": header(args), "settings": settings, "configs": configs}, fh,
                   indent=1)
     with open(os.path.join(args.out, "results.md"), "w") as fh:
-        fh.write(ab_report.markdown(configs))
+        fh.write(ab_report.mail_comparison(configs) + "\n" + ab_report.markdown(configs))
     png = ab_report.plot(configs, args.out)
     text = "\n".join(header(args)) + "\n\n" + ab_report.report(configs) + \
         f"\nraw figures: {args.out}/results.json; table: results.md; plot: {png}; " \
@@ -324,7 +346,8 @@ def write_golden(args, progress):
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--compilers", default="gcc,clang", help="gcc, clang or both")
+    ap.add_argument("--compilers", default=",".join(COMPILERS),
+                    help=f"any of {', '.join(COMPILERS)} (default: all)")
     ap.add_argument("--pgo", action="store_true", help="add a PGO build per compiler")
     ap.add_argument("--cxxflags", default="", help="added to every build's flags")
     ap.add_argument("--patched-defs", action="append", default=[], metavar="NAME=VALUE",

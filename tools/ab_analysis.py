@@ -13,6 +13,7 @@ over parsed data, no processes run here, so every one is unit-tested (tools/ab_t
 The variants are `patched` (A) and `baseline` (B); every delta is patched - baseline, so a
 negative figure means the patch saves.
 """
+import collections
 import math
 import re
 import statistics
@@ -23,6 +24,8 @@ import count_pairs
 import gbench
 
 VARIANTS = ("patched", "baseline")
+# The same two builds on the default pool (per-thread caches on), by policy (bench/variants.h).
+CACHED_VARIANTS = {"patched": "cached", "baseline": "cached_baseline"}
 FAMILIES = {"store": "zs_store+zs_free", "write": "zs_malloc+zs_obj_write+zs_free"}
 ALPHA = 0.05
 
@@ -122,20 +125,20 @@ def parse_nm(text):
 
 
 def parse_calls(text):
-    """{caller: set of callees} from `objdump -d -C` output: calls, and jumps to a function's
-    first byte (tail calls); jumps into a function's middle (.cold parts back to their body)
-    and calls of a function to itself are not calls of another function."""
+    """{caller: Counter of callees: call sites} from `objdump -d -C` output: calls, and jumps
+    to a function's first byte (tail calls); jumps into a function's middle (.cold parts back
+    to their body) and calls of a function to itself are not calls of another function."""
     calls = {}
     current = None
     for line in text.splitlines():
         header = FUNC_HEADER.match(line)
         if header:
             current = header.group(1)
-            calls[current] = set()
+            calls[current] = collections.Counter()
             continue
         m = CALL.search(line)
         if current and m and not m.group(2) and m.group(1) != current:
-            calls[current].add(m.group(1))
+            calls[current][m.group(1)] += 1
     return calls
 
 
@@ -161,17 +164,19 @@ def out_of_line(symbols, helpers):
 def callees(calls, functions):
     """{variant: {function: [names]}}: what each API function's body (not its .cold part)
     calls out of line in its own variant's namespace; a clone keeps its suffix, as GCC names
-    it ("obj_write.isra.0"; "zs_obj_write.part.0" is the function's own split-off part)."""
-    result = {v: {fn: set() for fn in functions} for v in VARIANTS}
+    it ("obj_write.isra.0"; "zs_obj_write.part.0" is the function's own split-off part), and a
+    callee called from more than one site says how many ("obj_write.isra.0 x2")."""
+    result = {v: {fn: collections.Counter() for fn in functions} for v in VARIANTS}
     for caller, targets in calls.items():
         parsed = parse_symbol(caller)
         if parsed is None or parsed[1] not in functions or parsed[2]:
             continue
-        for target in targets:
+        for target, sites in targets.items():
             callee = parse_symbol(target)
             if callee and callee[0] == parsed[0]:
-                result[parsed[0]][parsed[1]].add(callee[1] + callee[2].replace(" ", ""))
-    return {v: {fn: sorted(names) for fn, names in fns.items()} for v, fns in result.items()}
+                result[parsed[0]][parsed[1]][callee[1] + callee[2].replace(" ", "")] += sites
+    return {v: {fn: sorted(n if k == 1 else f"{n} x{k}" for n, k in names.items())
+                for fn, names in fns.items()} for v, fns in result.items()}
 
 
 # --- one configuration ------------------------------------------------------------------------
@@ -209,8 +214,28 @@ def family_summary(raw, family, sizes):
                      for key in ("one_binary", "separate")}}
 
 
+def cached_summary(counts, sizes):
+    """Patched - baseline allocator instructions per pair on the default pool (per-thread
+    caches on), per family: {family: {"instr_delta", "instr_baseline"}}; None for a run
+    without those counts."""
+    out = {}
+    for family in FAMILIES:
+        deltas, baselines = [], []
+        for size in sizes:
+            p = count_pairs.find(counts, CACHED_VARIANTS["patched"], family, size)
+            b = count_pairs.find(counts, CACHED_VARIANTS["baseline"], family, size)
+            if p is None or b is None:
+                return None
+            deltas.append(p["allocator_only"] - b["allocator_only"])
+            baselines.append(b["allocator_only"])
+        out[family] = {"instr_delta": statistics.fmean(deltas),
+                       "instr_baseline": statistics.fmean(baselines)}
+    return out
+
+
 def summarize(raw, sizes, functions, helpers):
     """The summary of one configuration (compiler x PGO) from its raw figures."""
     return {"families": {f: family_summary(raw, f, sizes) for f in FAMILIES},
+            "cached": cached_summary(raw["instructions"], sizes),
             "code_size": code_sizes(raw["symbols"], functions),
             "out_of_line": out_of_line(raw["symbols"], helpers)}

@@ -13,7 +13,8 @@ perf as a second opinion: instructions of a run with 2N pairs less a run with N 
 (so set-up cancels out); that figure includes memcpy and the benchmark loop, like `total`.
 
 --allocators also takes the overhead variants (hardened, prof_inline_off, prof_outline_off,
-prof_inline_on, prof_outline_on; see bench/variants.h), which are not run by default.
+prof_inline_on, prof_outline_on; see bench/variants.h) and cached_baseline, which are not run
+by default.
 
 Every script that needs instruction counts (ab.py, golden.py, main_job.py, overhead.py) calls
 count() here: the one way the matrix of runs (allocators x their families x sizes) is made,
@@ -42,7 +43,10 @@ FAMILIES = {"cached": ["store", "write"], "patched": ["store", "write"],
 # Variants of patched with something switched on (bench/variants.h); measured on request.
 OVERHEAD = {v: ["store"] for v in ("hardened", "prof_inline_off", "prof_outline_off",
                                     "prof_inline_on", "prof_outline_on")}
-ALL = {**FAMILIES, **OVERHEAD}
+# The default pool on the baseline build: the A/B of the inline policies with the caches on
+# (tools/ab.py); measured on request.
+CACHED_AB = {"cached_baseline": ["store", "write"]}
+ALL = {**FAMILIES, **OVERHEAD, **CACHED_AB}
 LINE = re.compile(r"^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S.*)$")
 LIVE_SET_H = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           "bench", "live_set.h")

@@ -16,6 +16,7 @@ packages=(
   librocksdb-dev
   valgrind clang-19 libclang-rt-19-dev
   llvm-19 python3-scipy gnuplot-nox binutils
+  clang-22 llvm-22 libclang-rt-22-dev  # the A/B's third compiler, the mail's (bookworm-security)
 )
 
 install_missing() {
@@ -63,6 +64,8 @@ check_prerequisites() {
   done
   need clang-19 clang++-19
   need llvm-19 llvm-profdata-19
+  need clang-22 clang++-22
+  need llvm-22 llvm-profdata-22
   need libgtest-dev /usr/lib/x86_64-linux-gnu/cmake/GTest/GTestConfig.cmake
   need libgmock-dev /usr/include/gmock/gmock.h
   need libbenchmark-dev /usr/lib/x86_64-linux-gnu/cmake/benchmark/benchmarkConfig.cmake
@@ -77,6 +80,7 @@ check_prerequisites() {
   links clang++-19 libclang-rt-19-dev -fsanitize=address,undefined
   links clang++-19 libclang-rt-19-dev -fsanitize=thread
   links clang++-19 libclang-rt-19-dev -fsanitize=fuzzer
+  links clang++-22 libclang-rt-22-dev -fprofile-instr-generate  # tools/run-ab.sh --pgo
   ((failed == 0))
 }
 
