@@ -171,6 +171,16 @@ bool set_hardened(zs_pool_config& cfg, bool wanted) {
 #endif
 }
 
+// Turns the per-thread cache off (the kernel path) where this zsmalloc.h has the flag.
+void set_kernel_path(zs_pool_config& cfg, bool wanted) {
+#ifdef ZS_POOL_NO_THREAD_CACHE
+  if (wanted) cfg.flags |= ZS_POOL_NO_THREAD_CACHE;
+#else
+  (void)cfg;
+  (void)wanted;
+#endif
+}
+
 class PoolFuzzer {
  public:
   explicit PoolFuzzer(FuzzInput& in) : in_(in) { create_pool(); }
@@ -220,6 +230,7 @@ class PoolFuzzer {
       cfg.page_source = &source_ops_;
     }
     hardened_ = set_hardened(cfg, (options & 4) != 0);
+    set_kernel_path(cfg, (options & 8) != 0);
     pool_ = zs_create_pool_ex("fuzz", &cfg);
     FUZZ_CHECK(pool_ != nullptr, "zs_create_pool_ex(page %zu, chain %u, shards %u): errno %d",
                page_size_, cfg.chain_size, cfg.nr_shards, errno);
@@ -548,8 +559,28 @@ class PoolFuzzer {
                max_pages_);
   }
 
+  // The slots this thread's cache reserves count as used until they are taken back: the
+  // classes' sum against the model and the caches' count, then every slot taken back
+  // (zs_drain_thread_caches()), so that each class row can be checked exactly.
+  void drain_caches() {
+#ifdef ZS_POOL_NO_THREAD_CACHE
+    unsigned long used = 0;
+    for (unsigned i = 0; i < zs_class_count(pool_); i++) {
+      struct zs_class_stats st{};
+      if (zs_class_stats(pool_, i, &st) == 1) used += st.obj_used;
+    }
+    struct zs_pool_stats ps{};
+    zs_pool_stats(pool_, &ps);
+    FUZZ_CHECK(used == model_.count() + ps.cached_objs,
+               "classes hold %lu objects, the model %zu and the thread's cache %lu", used,
+               model_.count(), ps.cached_objs);
+    zs_drain_thread_caches(pool_);
+#endif
+  }
+
   // Every distinct class row against the model, their sums against the pool's totals.
   void check_stats(bool just_compacted) {
+    drain_caches();
     std::unordered_map<unsigned, unsigned long> live_per_class;
     for (const LiveObject& obj : model_.objects())
       live_per_class[class_index(obj.size)]++;
