@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# zsm as RocksDB's secondary cache against RocksDB's CompressedSecondaryCache (lz4, with and
+# zsm as RocksDB's secondary cache (admitting every block, and on second eviction) against RocksDB's CompressedSecondaryCache (lz4, with and
 # without enable_custom_split_merge) and against no secondary cache, side by side in one run
 # (bench/rocksdb_bench.cpp says how): prints the table and draws build/plots/rocksdb.png.
 #
@@ -7,8 +7,8 @@
 #                               --secondary=BYTES --reads=N]
 #
 # Builds zsm_rocksdb_bench in $ZSM_BUILD (default build/bench, configured as tools/run-main.sh
-# does when missing). Several minutes on 2 cores with the defaults (120,000 keys, 8 MiB tiers
-# behind a 2 MiB primary cache).
+# does when missing). About 4 minutes on 2 cores with the defaults (600,000 keys, 32 MiB tiers
+# behind a 4 MiB primary cache).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${ZSM_BUILD:-$root/build/bench}"
