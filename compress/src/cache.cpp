@@ -53,6 +53,9 @@ enum Kind : uint8_t { kCompressed, kRecompressed, kRaw, kSame };
 constexpr uint8_t kReferenced = 1;       // CLOCK: used since the hand last passed
 constexpr uint8_t kRecompressTried = 2;  // recompress() has looked at it
 constexpr size_t kTailLink = sizeof(unsigned long);
+constexpr unsigned kAnyClass = UINT32_MAX;  // evict_one(): no class preferred
+// evict_one() looks at up to this many unreferenced entries for one of the class it prefers.
+constexpr unsigned kClassScan = 64;
 
 struct Slot {
   unsigned long handle = 0;  // 0: an empty slot
@@ -125,6 +128,7 @@ struct Cache::Impl {
   zs_pool* pool = nullptr;
   size_t page_size = 0;
   size_t huge_class_size = 0;
+  size_t zspage_bytes = 0;  // the largest zspage: the most one store can add to the pool
   std::vector<Shard> shards;
   unsigned shard_shift = 0;  // 64 - log2(shards)
 
@@ -174,11 +178,13 @@ struct Cache::Impl {
 
   // --- room ----------------------------------------------------------------------------
 
-  bool evict_one(unsigned long keep);
+  // The pool's size class of a record: the class a store of it needs a slot in.
+  unsigned class_of_record(size_t record_size) const;
+  bool evict_one(unsigned long keep, unsigned prefer_class);
   unsigned long compact();
   // What free_some() did: nothing, evicted an entry, or compacted the pool below its floor.
   enum class Room { none, evicted, compacted };
-  Room free_some(size_t floor, unsigned long keep = 0);
+  Room free_some(size_t floor, unsigned long keep = 0, unsigned prefer_class = kAnyClass);
   bool make_room(size_t limit, unsigned long keep = 0);
   unsigned long store_making_room(std::span<const std::byte> record);
   // Decodes a record's value into out (value_size bytes): CodecError::corrupt when it does not
@@ -199,6 +205,7 @@ Cache::Impl::Impl(CacheOptions o) : options(std::move(o)) {
   pool = zs_create_pool_ex("zsm-cache", &pc);
   if (pool == nullptr) fail(errno == ENOMEM ? CacheError::no_memory : CacheError::bad_options);
   huge_class_size = zs_huge_class_size(pool);
+  zspage_bytes = (pc.chain_size != 0 ? pc.chain_size : 8) * page_size;
   if (options.max_value_size == 0) options.max_value_size = page_size;
   if (options.max_value_size > page_size || options.max_key_size == 0 ||
       options.max_key_size > page_size / 2 || options.max_key_size > UINT16_MAX) {
@@ -372,23 +379,44 @@ void Cache::Impl::drop(Shard& sh, Slot* s) {
   remove_at(sh, static_cast<size_t>(s - sh.slots.data()));
 }
 
-// CLOCK over one shard at a time, shards in turn.
-// Evicts the first entry the CLOCK hand finds unreferenced, never the record `keep`.
-bool Cache::Impl::evict_one(unsigned long keep) {
+unsigned Cache::Impl::class_of_record(size_t record_size) const {
+  size_t first_object = split(record_size) ? page_size : record_size;
+  return zs_lookup_class_index(pool, static_cast<unsigned>(first_object + ZS_HANDLE_SIZE));
+}
+
+// CLOCK over one shard at a time, shards in turn. Evicts an entry the hand finds
+// unreferenced, never the record `keep`.
+//
+// With a class to prefer (a store found the pool at its page limit and no free slot in that
+// class), it looks at up to kClassScan unreferenced entries for one of that class and evicts
+// the first it finds, else the first it saw. Why: evicting another class's entry frees a slot
+// there, rarely a page, so the store still fails and every such eviction leaves a hole that
+// only compaction (moving objects) gives back; a slot of the store's own class is taken by the
+// store at once. The entries skipped keep their place, unreferenced, for the hand's next turn.
+bool Cache::Impl::evict_one(unsigned long keep, unsigned prefer_class) {
   size_t start = next_victim.fetch_add(1, std::memory_order_relaxed);
   for (size_t tries = 0; tries < shards.size(); tries++) {
     Shard& sh = shards[(start + tries) % shards.size()];
     std::unique_lock guard(sh.lock);
     if (sh.used == 0) continue;
-    for (size_t steps = 0; steps < 2 * sh.slots.size() + 1; steps++) {
+    Slot* first_seen = nullptr;
+    unsigned seen = 0;
+    for (size_t steps = 0; steps < 2 * sh.slots.size() + 1 && seen < kClassScan; steps++) {
       size_t i = sh.hand;
       sh.hand = (sh.hand + 1) & (sh.slots.size() - 1);
       Slot& s = sh.slots[i];
       if (s.handle == 0 || s.handle == keep || test_and_clear(s, kReferenced)) continue;
-      drop(sh, &s);
-      evictions++;
-      return true;
+      if (prefer_class == kAnyClass || class_of_record(s.record_size()) == prefer_class) {
+        first_seen = &s;
+        break;
+      }
+      if (first_seen == nullptr) first_seen = &s;
+      seen++;
     }
+    if (first_seen == nullptr) continue;
+    drop(sh, first_seen);
+    evictions++;
+    return true;
   }
   return false;
 }
@@ -396,13 +424,15 @@ bool Cache::Impl::evict_one(unsigned long keep) {
 // Frees some pool memory, and says what counts as progress: an entry evicted, or the pool
 // compacted below `floor` pages. Compacts first when a quarter of the pool is holes inside
 // zspages; otherwise, or when compaction does not go below the floor, evicts one entry other
-// than `keep`; with nothing left to evict, compaction is the last resort.
-Cache::Impl::Room Cache::Impl::free_some(size_t floor, unsigned long keep) {
+// than `keep` (of `prefer_class` if it can, see evict_one()); with nothing left to evict,
+// compaction is the last resort.
+Cache::Impl::Room Cache::Impl::free_some(size_t floor, unsigned long keep,
+                                         unsigned prefer_class) {
   size_t held = pool_bytes(), live = record_bytes.load() + entries.load() * ZS_HANDLE_SIZE;
   if (held > 4 * page_size && held > live && (held - live) * 4 > held && compact() > 0 &&
       zs_get_total_pages(pool) < floor)
     return Room::compacted;
-  if (evict_one(keep)) return Room::evicted;
+  if (evict_one(keep, prefer_class)) return Room::evicted;
   compact();
   return zs_get_total_pages(pool) < floor ? Room::compacted : Room::none;
 }
@@ -436,12 +466,21 @@ bool Cache::Impl::make_room(size_t limit, unsigned long keep) {
 // follow a compaction alone; past that the floor is 0, which no compaction goes below, so
 // only an eviction lets a put retry, and each eviction removes an entry (what other threads
 // add is their own puts' progress).
+//
+// Within a zspage of the capacity, a put first evicts an entry of its own class (see
+// evict_one()): the store then takes the slot that freed, so a full cache replaces entries
+// without opening a zspage. Otherwise the store would open one past the capacity, and
+// make_room() would evict entries of every class until enough zspages empty or compaction,
+// moving objects, frees them.
 unsigned long Cache::Impl::store_making_room(std::span<const std::byte> record) {
   constexpr unsigned kCompactionRetries = 4;
+  if (bytes_held() + zspage_bytes > options.capacity_bytes)
+    evict_one(0, class_of_record(record.size()));
   for (unsigned compactions = 0;;) {
     size_t pages_before = zs_get_total_pages(pool);
     if (unsigned long handle = store_record(record)) return handle;
-    Room room = free_some(compactions < kCompactionRetries ? pages_before : 0);
+    Room room = free_some(compactions < kCompactionRetries ? pages_before : 0, 0,
+                          class_of_record(record.size()));
     if (room == Room::none) return 0;
     if (room == Room::compacted) compactions++;
   }
