@@ -139,6 +139,69 @@ TEST(RocksSecondaryCache, AdviseEraseDropsTheBlockAfterTheHit) {
   EXPECT_EQ(tier->stats().erases, 1u);
 }
 
+std::shared_ptr<RocksSecondaryCache> make_second_eviction_tier(size_t capacity) {
+  zsm::CacheOptions options;
+  options.capacity_bytes = capacity;
+  options.shards = 4;
+  std::shared_ptr<RocksSecondaryCache> tier;
+  Status s = RocksSecondaryCache::Create(options, &tier, zsm::Admission::second_eviction);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return tier;
+}
+
+TEST(RocksSecondaryCacheAdmission, SecondEvictionStoresOnlyTheSecondInsert) {
+  auto tier = make_second_eviction_tier(size_t{4} << 20);
+  Item item{block_text(3000, 11)};
+  ASSERT_TRUE(tier->Insert("k", &item, &kHelper).ok());  // remembered, not stored
+  EXPECT_FALSE(lookup(*tier, "k", false, nullptr));
+  EXPECT_EQ(tier->stats().first_evictions, 1u);
+  EXPECT_EQ(tier->stats().inserts, 0u);
+  ASSERT_TRUE(tier->Insert("k", &item, &kHelper).ok());  // the second eviction: stored
+  std::unique_ptr<Item> got = lookup(*tier, "k", false, nullptr);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->data, item.data);
+  EXPECT_EQ(tier->stats().inserts, 1u);
+}
+
+TEST(RocksSecondaryCacheAdmission, AdviseEraseAdmitsTheNextInsert) {
+  auto tier = make_second_eviction_tier(size_t{4} << 20);
+  Item item{block_text(3000, 12)};
+  ASSERT_TRUE(tier->Insert("k", &item, &kHelper).ok());
+  ASSERT_TRUE(tier->Insert("k", &item, &kHelper).ok());
+  bool in_sec_cache = true;
+  ASSERT_TRUE(lookup(*tier, "k", /*advise_erase=*/true, &in_sec_cache));
+  EXPECT_FALSE(in_sec_cache);
+  // The primary holds the block now; its next eviction stores it at once.
+  ASSERT_TRUE(tier->Insert("k", &item, &kHelper).ok());
+  EXPECT_TRUE(lookup(*tier, "k", false, nullptr));
+  EXPECT_EQ(tier->stats().first_evictions, 1u);
+}
+
+TEST(RocksSecondaryCacheAdmission, TheTableCountsAgainstTheCapacity) {
+  const size_t capacity = size_t{4} << 20;
+  auto tier = make_second_eviction_tier(capacity);
+  const zsm::RocksSecondaryCacheStats s = tier->stats();
+  EXPECT_EQ(s.admission_bytes, capacity / 1024 * 8);  // one word per KiB
+  EXPECT_EQ(s.cache.mem_limit + s.admission_bytes, capacity);
+  size_t got = 0;
+  ASSERT_TRUE(tier->GetCapacity(got).ok());
+  EXPECT_EQ(got, capacity);
+  ASSERT_TRUE(tier->SetCapacity(capacity / 2).ok());
+  ASSERT_TRUE(tier->GetCapacity(got).ok());
+  EXPECT_EQ(got, capacity / 2);
+  EXPECT_EQ(tier->stats().cache.mem_limit + s.admission_bytes, capacity / 2);
+  EXPECT_TRUE(tier->SetCapacity(s.admission_bytes).IsInvalidArgument());
+  EXPECT_NE(tier->GetPrintableOptions().find("second_eviction"), std::string::npos);
+}
+
+TEST(RocksSecondaryCacheAdmission, EveryBlockHasNoTable) {
+  auto tier = make_tier();
+  EXPECT_EQ(tier->stats().admission_bytes, 0u);
+  Item item{block_text(3000, 13)};
+  ASSERT_TRUE(tier->Insert("k", &item, &kHelper).ok());
+  EXPECT_TRUE(lookup(*tier, "k", false, nullptr));
+}
+
 TEST(RocksSecondaryCache, LookupAfterEraseMisses) {
   auto tier = make_tier();
   Item item{block_text(2000, 3)};

@@ -4,12 +4,20 @@
 // cache's max_value_size, so neither direction allocates once a thread has its buffer.
 //
 // Locks. cache_lock_ is read by every call and written only by SetCapacity(), which swaps the
-// cache; the cache has its own shard locks underneath.
+// cache; the cache has its own shard locks underneath. The admission table is words read and
+// written with relaxed atomics: two threads racing on one word can lose a remembered key,
+// which only delays that block's admission to its next eviction.
+//
+// Capacity. capacity_ is the tier's; the cache is given capacity_ less the admission table,
+// which keeps its size for the tier's life (SetCapacity() changes the cache's share only).
 #include <zsm/rocksdb_secondary_cache.hpp>
 
 #include <zsm/codec.hpp>
 
+#include <algorithm>
+#include <bit>
 #include <cstddef>
+#include <functional>
 #include <mutex>
 #include <new>
 #include <optional>
@@ -24,6 +32,19 @@ namespace zsm {
 namespace {
 
 std::string_view as_view(const rocksdb::Slice& key) { return {key.data(), key.size()}; }
+
+// A key's hash for the admission table; never 0, which marks an empty word.
+uint64_t admission_hash(const rocksdb::Slice& key) {
+  return std::hash<std::string_view>{}(as_view(key)) | 1;
+}
+
+// The admission table's words for a tier of `capacity` bytes: one per KiB (a block of a few
+// KiB compresses to one or two, so it remembers about as many keys as the cache holds, or
+// more), a power of two, at least 64.
+size_t admission_words(size_t capacity, Admission admission) {
+  if (admission == Admission::every_block) return 0;
+  return std::bit_ceil(std::max<size_t>(64, capacity / 1024));
+}
 
 // The calling thread's buffer, at least `size` bytes.
 std::span<std::byte> thread_buffer(size_t size) {
@@ -70,16 +91,40 @@ void move_entries(Cache& from, Cache& to) {
 
 }  // namespace
 
-RocksSecondaryCache::RocksSecondaryCache(std::unique_ptr<Cache> cache)
-    : cache_(std::move(cache)) {}
+RocksSecondaryCache::RocksSecondaryCache(std::unique_ptr<Cache> cache, size_t capacity,
+                                         Admission admission)
+    : cache_(std::move(cache)),
+      capacity_(capacity),
+      admission_(admission),
+      evicted_once_(admission_words(capacity, admission)) {}
 
 rocksdb::Status RocksSecondaryCache::Create(const CacheOptions& options,
-                                            std::shared_ptr<RocksSecondaryCache>* out) {
+                                            std::shared_ptr<RocksSecondaryCache>* out,
+                                            Admission admission) {
+  const size_t table_bytes = admission_words(options.capacity_bytes, admission) * 8;
+  CacheOptions cache_options = options;
+  cache_options.capacity_bytes -= std::min(table_bytes, options.capacity_bytes);
   rocksdb::Status status;
-  std::unique_ptr<Cache> cache = make_cache(options, &status);
+  std::unique_ptr<Cache> cache = make_cache(cache_options, &status);
   if (!cache) return status;
-  out->reset(new RocksSecondaryCache(std::move(cache)));
+  out->reset(new RocksSecondaryCache(std::move(cache), options.capacity_bytes, admission));
   return rocksdb::Status::OK();
+}
+
+bool RocksSecondaryCache::seen_before(const rocksdb::Slice& key) {
+  const uint64_t h = admission_hash(key);
+  std::atomic<uint64_t>& word = evicted_once_[h & (evicted_once_.size() - 1)];
+  if (word.load(std::memory_order_relaxed) == h) {
+    word.store(0, std::memory_order_relaxed);
+    return true;
+  }
+  word.store(h, std::memory_order_relaxed);
+  return false;
+}
+
+void RocksSecondaryCache::remember(const rocksdb::Slice& key) {
+  const uint64_t h = admission_hash(key);
+  evicted_once_[h & (evicted_once_.size() - 1)].store(h, std::memory_order_relaxed);
 }
 
 rocksdb::Status RocksSecondaryCache::Insert(const rocksdb::Slice& key, void* value,
@@ -87,6 +132,10 @@ rocksdb::Status RocksSecondaryCache::Insert(const rocksdb::Slice& key, void* val
   if (value == nullptr || helper == nullptr || helper->size_cb == nullptr ||
       helper->saveto_cb == nullptr) {
     return rocksdb::Status::InvalidArgument("zsm secondary cache: no value or helper");
+  }
+  if (admission_ == Admission::second_eviction && !seen_before(key)) {
+    first_evictions_.fetch_add(1, std::memory_order_relaxed);
+    return rocksdb::Status::OK();
   }
   if (insert_bytes(key, value, helper)) {
     inserts_.fetch_add(1, std::memory_order_relaxed);
@@ -125,6 +174,9 @@ std::unique_ptr<rocksdb::SecondaryCacheResultHandle> RocksSecondaryCache::Lookup
   hits_.fetch_add(1, std::memory_order_relaxed);
   if (advise_erase) {
     Erase(key);
+    // The primary takes the block: its next eviction is its second (RocksDB's tier inserts a
+    // dummy entry here).
+    if (admission_ == Admission::second_eviction) remember(key);
   } else {
     is_in_sec_cache = true;
   }
@@ -157,9 +209,13 @@ void RocksSecondaryCache::Erase(const rocksdb::Slice& key) {
 
 rocksdb::Status RocksSecondaryCache::SetCapacity(size_t capacity) {
   std::unique_lock lock(cache_lock_);
-  if (capacity == cache_->options().capacity_bytes) return rocksdb::Status::OK();
+  if (capacity == capacity_) return rocksdb::Status::OK();
+  const size_t table_bytes = evicted_once_.size() * 8;
+  if (capacity <= table_bytes) {
+    return rocksdb::Status::InvalidArgument("zsm secondary cache: capacity below the admission table");
+  }
   CacheOptions options = cache_->options();
-  options.capacity_bytes = capacity;
+  options.capacity_bytes = capacity - table_bytes;
   rocksdb::Status status;
   std::unique_ptr<Cache> resized = make_cache(options, &status);
   if (!resized) return status;
@@ -168,19 +224,22 @@ rocksdb::Status RocksSecondaryCache::SetCapacity(size_t capacity) {
   } catch (const std::exception&) {  // see move_entries()
   }
   cache_ = std::move(resized);
+  capacity_ = capacity;
   return rocksdb::Status::OK();
 }
 
 rocksdb::Status RocksSecondaryCache::GetCapacity(size_t& capacity) {
   std::shared_lock lock(cache_lock_);
-  capacity = cache_->options().capacity_bytes;
+  capacity = capacity_;
   return rocksdb::Status::OK();
 }
 
 std::string RocksSecondaryCache::GetPrintableOptions() const {
   std::shared_lock lock(cache_lock_);
   const CacheOptions& options = cache_->options();
-  return "    capacity : " + std::to_string(options.capacity_bytes) +
+  return "    capacity : " + std::to_string(capacity_) +
+         "\n    admission : " +
+         (admission_ == Admission::every_block ? "every_block" : "second_eviction") +
          "\n    codec : " + std::string(Codec::create(options.codec)->name()) +
          "\n    max_value_size : " + std::to_string(options.max_value_size) +
          "\n    mm_stat : " + cache_->mm_stat() + "\n";
@@ -193,6 +252,8 @@ RocksSecondaryCacheStats RocksSecondaryCache::stats() const {
   s.inserts = inserts_.load(std::memory_order_relaxed);
   s.inserts_refused = inserts_refused_.load(std::memory_order_relaxed);
   s.erases = erases_.load(std::memory_order_relaxed);
+  s.first_evictions = first_evictions_.load(std::memory_order_relaxed);
+  s.admission_bytes = evicted_once_.size() * 8;
   std::shared_lock lock(cache_lock_);
   s.cache = cache_->stats();
   return s;
@@ -201,6 +262,11 @@ RocksSecondaryCacheStats RocksSecondaryCache::stats() const {
 std::string RocksSecondaryCache::mm_stat() const {
   std::shared_lock lock(cache_lock_);
   return cache_->mm_stat();
+}
+
+zs_pool* RocksSecondaryCache::pool() const {
+  std::shared_lock lock(cache_lock_);
+  return cache_->pool();
 }
 
 }  // namespace zsm

@@ -4,8 +4,9 @@
 // terms.
 //
 // - Insert() serializes the block with the helper's size and save callbacks and puts the
-//   bytes in the cache, which compresses them (lz4 by default) into its zsm pool. Every block
-//   offered is admitted; the cache's CLOCK evicts.
+//   bytes in the cache, which compresses them (lz4 by default) into its zsm pool; the cache's
+//   CLOCK evicts. Which blocks are admitted is the tier's Admission: every block offered, or
+//   (RocksDB's own tier's rule) a block only on its second eviction from the primary cache.
 // - Lookup() decompresses into a per-thread buffer and hands it to the create callback; it
 //   completes before it returns, so every handle is ready and Wait()/WaitAll() do nothing.
 //   With advise_erase the entry is erased after a hit, and is_in_sec_cache says whether the
@@ -29,8 +30,22 @@
 #include <memory>
 #include <shared_mutex>
 #include <string>
+#include <vector>
 
 namespace zsm {
+
+// Which blocks Insert() stores.
+enum class Admission {
+  // Every block the primary cache evicts.
+  every_block,
+  // A block only when the primary evicts it a second time (or after a Lookup with
+  // advise_erase, which hands the block to the primary), as RocksDB 7.8's
+  // CompressedSecondaryCache does with its dummy entries: blocks read once are never
+  // compressed. The first eviction only records the key's 64-bit hash in a direct-mapped table
+  // (a newer key takes the place of an older one of the same index) of one 8-byte word per KiB
+  // of capacity; the table counts against the capacity (the cache gets the rest).
+  second_eviction,
+};
 
 // The tier's counters in RocksDB's terms, and the cache's own (mm_stat's figures among them).
 struct RocksSecondaryCacheStats {
@@ -39,6 +54,8 @@ struct RocksSecondaryCacheStats {
   uint64_t inserts = 0;           // blocks stored
   uint64_t inserts_refused = 0;   // blocks not stored: too large, no room, a save error
   uint64_t erases = 0;            // blocks erased, by Erase() or advise_erase
+  uint64_t first_evictions = 0;   // Admission::second_eviction: blocks only remembered
+  size_t admission_bytes = 0;     // the admission table's size (0 with every_block)
   CacheStats cache;               // the cache underneath (bytes_held, entries, mm_stat's fields)
 };
 
@@ -46,10 +63,12 @@ struct RocksSecondaryCacheStats {
 // LRUCacheOptions::secondary_cache.
 class RocksSecondaryCache : public rocksdb::SecondaryCache {
  public:
-  // A tier on a cache made with `options`; Status::InvalidArgument (and *out untouched) when
-  // the cache refuses them, e.g. a capacity below the pool's page size.
+  // A tier of options.capacity_bytes on a cache made with `options` (less the admission
+  // table, see Admission); Status::InvalidArgument (and *out untouched) when the cache refuses
+  // them, e.g. a capacity below the pool's page size.
   static rocksdb::Status Create(const CacheOptions& options,
-                                std::shared_ptr<RocksSecondaryCache>* out);
+                                std::shared_ptr<RocksSecondaryCache>* out,
+                                Admission admission = Admission::every_block);
 
   const char* Name() const override { return "ZsmSecondaryCache"; }
   rocksdb::Status Insert(const rocksdb::Slice& key, void* value,
@@ -69,9 +88,16 @@ class RocksSecondaryCache : public rocksdb::SecondaryCache {
   [[nodiscard]] RocksSecondaryCacheStats stats() const;
   // zram's mm_stat line of the cache underneath (Cache::mm_stat()).
   [[nodiscard]] std::string mm_stat() const;
+  // The cache's pool, for reading (zsm::stats); valid until SetCapacity() replaces the cache
+  // or the tier is destroyed.
+  [[nodiscard]] zs_pool* pool() const;
 
  private:
-  explicit RocksSecondaryCache(std::unique_ptr<Cache> cache);
+  RocksSecondaryCache(std::unique_ptr<Cache> cache, size_t capacity, Admission admission);
+  // Admission::second_eviction: true when the key was remembered (and forgets it), else
+  // remembers it.
+  bool seen_before(const rocksdb::Slice& key);
+  void remember(const rocksdb::Slice& key);
   bool insert_bytes(const rocksdb::Slice& key, void* value,
                     const rocksdb::Cache::CacheItemHelper* helper);
   std::unique_ptr<rocksdb::SecondaryCacheResultHandle> create_from_cache(
@@ -80,7 +106,12 @@ class RocksSecondaryCache : public rocksdb::SecondaryCache {
   // cache_ is replaced only by SetCapacity(), under the write lock; every other call reads.
   mutable std::shared_mutex cache_lock_;
   std::unique_ptr<Cache> cache_;
-  std::atomic<uint64_t> hits_{0}, misses_{0}, inserts_{0}, inserts_refused_{0}, erases_{0};
+  size_t capacity_;  // the tier's: the cache's and the admission table's
+  Admission admission_;
+  // Admission::second_eviction: hashes of keys evicted once (0: none), a power of two long.
+  std::vector<std::atomic<uint64_t>> evicted_once_;
+  std::atomic<uint64_t> hits_{0}, misses_{0}, inserts_{0}, inserts_refused_{0}, erases_{0},
+      first_evictions_{0};
 };
 
 }  // namespace zsm
