@@ -14,6 +14,7 @@
 #include "corpus.h"
 
 #include <zsm/rocksdb_secondary_cache.hpp>
+#include <zsm/stats.hpp>
 
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
@@ -23,6 +24,7 @@
 #include <rocksdb/version.h>
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -50,16 +52,18 @@ extern char** environ;
 namespace {
 
 struct Params {
-  size_t keys = 120000;
-  size_t primary_bytes = size_t{2} << 20;
-  size_t secondary_bytes = size_t{8} << 20;
-  size_t reads = 200000;  // per timed phase; the warm-up reads twice the key count
+  // About 150 MiB of values, 42,000 blocks: several times what a 32 MiB tier holds (its
+  // blocks compress to about half), so both tiers evict all along.
+  size_t keys = 600000;
+  size_t primary_bytes = size_t{4} << 20;
+  size_t secondary_bytes = size_t{32} << 20;
+  size_t reads = 200000;  // per timed phase; the warm-up reads as many as there are keys
   std::string out;        // the .dat file for the plot (parent)
   // The child's job.
   std::string dir, tier, dist;
 };
 
-const char* const kTiers[] = {"zsm", "rocksdb-lz4", "rocksdb-lz4-split", "none"};
+const char* const kTiers[] = {"zsm", "zsm-2nd", "rocksdb-lz4", "rocksdb-lz4-split", "none"};
 const char* const kDists[] = {"zipf", "uniform"};
 constexpr size_t kBlockSize = 3584;  // blocks stay under the zsm pool's 4 KiB page
 
@@ -234,16 +238,38 @@ struct ChildResult {
   uint64_t mismatches = 0;      // values read back that differ (all phases)
   size_t blocks_held = 0;       // the tier's blocks at the end
   size_t rss_growth = 0;        // RSS after the reads less RSS after open
-  size_t zsm_bytes_held = 0;    // zsm: pool pages + bookkeeping + index
+  size_t tier_bytes = 0;        // what the tier's blocks hold, see tier_bytes_held()
   uint64_t refused = 0;         // zsm: blocks refused
 };
 
+// Where the zsm tier's memory goes at the end of the reads (to stderr): pool pages against the
+// records they hold, the pages compaction could free, the slots per-thread caches reserve.
+void print_zsm_memory(const zsm::RocksSecondaryCache& tier, const std::string& dist) {
+  const zsm::RocksSecondaryCacheStats s = tier.stats();
+  const zsm::stats::PoolSummary pool = zsm::stats::summarize(tier.pool());
+  struct zs_pool_stats ps{};
+  zs_pool_stats(tier.pool(), &ps);
+  std::fprintf(stderr,
+               "zsm %s: %llu blocks, %.2f MiB compressed; pool %.2f MiB in %u classes (slots of "
+               "live objects %.2f MiB, freeable %.2f MiB, thread caches %.2f MiB), bookkeeping "
+               "%.2f MiB, index %.2f MiB; compacted %lu pages, %llu evictions\n",
+               dist.c_str(), (unsigned long long)s.cache.entries,
+               double(s.cache.compr_data_size) / (1 << 20), double(pool.held_bytes()) / (1 << 20),
+               pool.classes_in_use, double(pool.slot_bytes) / (1 << 20),
+               double(pool.freeable_pages * pool.page_size) / (1 << 20),
+               double(ps.cached_bytes) / (1 << 20), double(pool.bookkeeping_bytes) / (1 << 20),
+               double(s.cache.bytes_held - pool.held_bytes() - pool.bookkeeping_bytes) / (1 << 20),
+               pool.pages_compacted, (unsigned long long)s.cache.evictions);
+}
+
 std::shared_ptr<rocksdb::SecondaryCache> make_tier(const Params& p,
                                                    std::shared_ptr<zsm::RocksSecondaryCache>* zsm_tier) {
-  if (p.tier == "zsm") {
+  if (p.tier == "zsm" || p.tier == "zsm-2nd") {
     zsm::CacheOptions options;
     options.capacity_bytes = p.secondary_bytes;
-    check(zsm::RocksSecondaryCache::Create(options, zsm_tier), "zsm tier");
+    const zsm::Admission admission =
+        p.tier == "zsm" ? zsm::Admission::every_block : zsm::Admission::second_eviction;
+    check(zsm::RocksSecondaryCache::Create(options, zsm_tier, admission), "zsm tier");
     return *zsm_tier;
   }
   if (p.tier == "none") return nullptr;
@@ -276,6 +302,16 @@ double timed_reads(rocksdb::DB& db, const std::vector<std::string>& values, cons
   return double(count / threads * threads) / took.count();
 }
 
+// glibc's heap in use, all arenas: chunk sizes with their headers.
+size_t heap_in_use() { return mallinfo2().uordblks; }
+
+// What the zsm tier holds: the cache's pool pages, pool bookkeeping and index, and the
+// admission table; all of it counts against the tier's capacity.
+size_t zsm_bytes_held(const zsm::RocksSecondaryCache& tier) {
+  const zsm::RocksSecondaryCacheStats s = tier.stats();
+  return s.cache.bytes_held + s.admission_bytes;
+}
+
 ChildResult run_child(const Params& p) {
   const std::vector<std::string> values = read_values(p.dir + "/values.bin");
   const KeyChooser chooser(values.size(), p.dist == "zipf");
@@ -299,7 +335,7 @@ ChildResult run_child(const Params& p) {
   ChildResult r;
   std::atomic<uint64_t> mismatches{0};
   const size_t rss_open = rss_bytes();
-  timed_reads(*db, values, chooser, 2 * values.size(), 1, 1, mismatches);  // warm-up
+  timed_reads(*db, values, chooser, values.size(), 1, 1, mismatches);  // warm-up
   rocksdb::Statistics& st = *options.statistics;
   const uint64_t hits0 = st.getTickerCount(rocksdb::SECONDARY_CACHE_HITS);
   const uint64_t disk0 = blocks_read(st);
@@ -310,12 +346,15 @@ ChildResult run_child(const Params& p) {
   r.rss_growth = rss_bytes() - std::min(rss_bytes(), rss_open);
   r.mismatches = mismatches.load();
   if (zsm_tier) {
-    const zsm::RocksSecondaryCacheStats s = zsm_tier->stats();
-    r.zsm_bytes_held = s.cache.bytes_held;
-    r.refused = s.inserts_refused;
+    r.refused = zsm_tier->stats().inserts_refused;
+    print_zsm_memory(*zsm_tier, p.dist);
   }
   db.reset();
-  if (recorder) r.blocks_held = recorder->count_held();
+  if (recorder) {
+    const size_t heap_before = heap_in_use();
+    r.blocks_held = recorder->count_held();
+    r.tier_bytes = zsm_tier ? zsm_bytes_held(*zsm_tier) : heap_before - std::min(heap_before, heap_in_use());
+  }
   return r;
 }
 
@@ -323,7 +362,7 @@ void print_child_result(const Params& p, const ChildResult& r) {
   std::printf("%s %s %.0f %.0f %llu %llu %llu %zu %zu %zu %llu\n", p.tier.c_str(), p.dist.c_str(),
               r.ops[0], r.ops[1], (unsigned long long)r.sec_hits,
               (unsigned long long)r.disk_reads, (unsigned long long)r.mismatches, r.blocks_held,
-              r.rss_growth, r.zsm_bytes_held, (unsigned long long)r.refused);
+              r.rss_growth, r.tier_bytes, (unsigned long long)r.refused);
 }
 
 // Runs this binary as a child for one (tier, distribution); its result line is read back.
@@ -359,7 +398,7 @@ struct Row {
   std::string tier, dist;
   double ops1 = 0, ops2 = 0;
   uint64_t sec_hits = 0, disk_reads = 0, mismatches = 0;
-  size_t blocks = 0, rss = 0, zsm_held = 0;
+  size_t blocks = 0, rss = 0, tier_bytes = 0;
   uint64_t refused = 0;
 };
 
@@ -368,7 +407,7 @@ Row parse_row(const std::string& line) {
   char tier[32], dist[32];
   unsigned long long hits, disk, mism, refused;
   if (std::sscanf(line.c_str(), "%31s %31s %lf %lf %llu %llu %llu %zu %zu %zu %llu", tier, dist,
-                  &r.ops1, &r.ops2, &hits, &disk, &mism, &r.blocks, &r.rss, &r.zsm_held,
+                  &r.ops1, &r.ops2, &hits, &disk, &mism, &r.blocks, &r.rss, &r.tier_bytes,
                   &refused) != 11) {
     std::fprintf(stderr, "rocksdb_bench: bad child line '%s'\n", line.c_str());
     std::exit(1);
@@ -430,19 +469,22 @@ int run_parent(Params p) {
   for (const Row& r : rows) {
     if (r.tier == "none") baseline_disk[r.dist] = r.disk_reads;
   }
-  std::printf("%-18s %-8s %12s %12s %9s %12s %10s %10s %12s %9s\n", "tier", "keys", "reads/s@1",
-              "reads/s@2", "sec hit", "blocks held", "RSS +MiB", "zsm MiB", "disk avoided",
-              "differ");
+  std::printf("%-18s %-8s %12s %12s %9s %12s %10s %10s %10s %12s %9s\n", "tier", "keys",
+              "reads/s@1", "reads/s@2", "sec hit", "blocks held", "tier MiB", "blocks/MiB",
+              "RSS +MiB", "disk avoided", "differ");
   uint64_t differ = 0;
   for (const Row& r : rows) {
     const double ratio = hit_ratio(r);
     const int64_t avoided = int64_t(baseline_disk[r.dist]) - int64_t(r.disk_reads);
-    char held[16] = "-", zsm_mib[16] = "-";
-    if (r.tier != "none") std::snprintf(held, sizeof held, "%zu", r.blocks);
-    if (r.tier == "zsm") std::snprintf(zsm_mib, sizeof zsm_mib, "%.2f", mib(r.zsm_held));
-    std::printf("%-18s %-8s %12.0f %12.0f %8.1f%% %12s %10.2f %10s %12lld %9llu\n",
-                r.tier.c_str(), r.dist.c_str(), r.ops1, r.ops2, 100 * ratio, held, mib(r.rss),
-                zsm_mib, (long long)avoided, (unsigned long long)r.mismatches);
+    char held[16] = "-", tier_mib[16] = "-", per_mib[16] = "-";
+    if (r.tier != "none") {
+      std::snprintf(held, sizeof held, "%zu", r.blocks);
+      std::snprintf(tier_mib, sizeof tier_mib, "%.2f", mib(r.tier_bytes));
+      std::snprintf(per_mib, sizeof per_mib, "%.0f", double(r.blocks) / std::max(mib(r.tier_bytes), 1e-9));
+    }
+    std::printf("%-18s %-8s %12.0f %12.0f %8.1f%% %12s %10s %10s %10.2f %12lld %9llu\n",
+                r.tier.c_str(), r.dist.c_str(), r.ops1, r.ops2, 100 * ratio, held, tier_mib,
+                per_mib, mib(r.rss), (long long)avoided, (unsigned long long)r.mismatches);
     if (r.refused) std::printf("  (zsm refused %llu blocks above a page)\n", (unsigned long long)r.refused);
     differ += r.mismatches;
   }
