@@ -12,9 +12,11 @@ inline namespace ZSM_VARIANT_NS {
 
 namespace {
 
+// Prints "zsm: fatal: ", the pool's name when there is one, the message, and aborts.
 [[noreturn]] ZSM_PRINTF_FORMAT(2, 3) void die(const ZsPool* pool, const char* fmt,
                                                              ...) {
-  std::fprintf(stderr, "zsm: fatal: pool '%s': ", pool->name.c_str());
+  std::fputs("zsm: fatal: ", stderr);
+  if (pool != nullptr) std::fprintf(stderr, "pool '%s': ", pool->name.c_str());
   va_list args;
   va_start(args, fmt);
   std::vfprintf(stderr, fmt, args);
@@ -27,9 +29,7 @@ namespace {
 }  // namespace
 
 void report_dcheck_failed(const char* cond, const char* file, int line) {
-  std::fprintf(stderr, "zsm: fatal: %s:%d: ZSM_DCHECK(%s) failed\n", file, line, cond);
-  std::fflush(stderr);
-  std::abort();
+  die(nullptr, "%s:%d: ZSM_DCHECK(%s) failed", file, line, cond);
 }
 
 void report_foreign_handle(const ZsPool* pool, const char* call, unsigned long handle) {
@@ -79,11 +79,7 @@ void report_invariant(const ZsPool* pool, const char* what) {
   die(pool, "invariant broken: %s", what);
 }
 
-void report_fatal(const char* what) {
-  std::fprintf(stderr, "zsm: fatal: %s\n", what);
-  std::fflush(stderr);
-  std::abort();
-}
+void report_fatal(const char* what) { die(nullptr, "%s", what); }
 
 }  // namespace ZSM_VARIANT_NS
 }  // namespace zsm
