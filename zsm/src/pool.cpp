@@ -204,13 +204,16 @@ static ZSM_WRITE_HELPER void obj_write(ClassGeometry g, unsigned long obj, const
   obj_write(g, obj, loc.page + loc.offset, src, len);
 }
 
-// Copies `len` bytes to offset `offset` of pages[0], of which `first` bytes fit there, and
-// the rest to the start of pages[1]. Out of line, so that the cached store, whose payloads
-// mostly fit in one page, keeps no registers for two copies.
-ZSM_OFF_FAST_PATH void copy_across_pages(char* const* pages, size_t offset, size_t first,
-                                         const void* src, size_t len) {
-  std::memcpy(pages[0] + offset, src, first);
+// Copies `len` bytes to offset `offset` of pages[0], where `first` of them fit, and the rest
+// to the start of pages[1]. Out of line, so that the cached store, whose payloads mostly fit
+// in one page, keeps no registers for two copies; its parameters come in the order the
+// store has them in registers. The rest is copied first, so that the copy into pages[0]
+// ends it as a tail call.
+ZSM_OFF_FAST_PATH void copy_across_pages(char* const* pages, const void* src, size_t len,
+                                         size_t first, size_t offset) {
+  char* payload = pages[0] + offset;
   std::memcpy(pages[1], static_cast<const char*>(src) + first, len - first);
+  std::memcpy(payload, src, first);
 }
 
 // --- lookups -------------------------------------------------------------------------------
@@ -563,11 +566,10 @@ struct CopyFill {
   // The cached store's copy: the payload starts at `offset` in pages[0] and may run on
   // into pages[1] (it starts at least 8 bytes before the page ends).
   ZSM_ALWAYS_INLINE void into_pages(uint32_t page_mask, char* const* pages, size_t offset) const {
-    size_t first = size_t{page_mask} + 1 - offset;
-    if (ZSM_LIKELY(size <= first))
+    if (ZSM_LIKELY(offset + size <= size_t{page_mask} + 1))
       std::memcpy(pages[0] + offset, src, size);
     else
-      copy_across_pages(pages, offset, first, src, size);
+      copy_across_pages(pages, src, size, size_t{page_mask} + 1 - offset, offset);
   }
 };
 
@@ -593,8 +595,8 @@ ZSM_OFF_FAST_PATH unsigned long alloc_checked(ZsPool* pool, size_t size, zs_allo
 
 // zs_alloc() as a function of its own: the locked path behind a cached store's misses.
 template <typename Fill>
-ZSM_OFF_FAST_PATH unsigned long alloc_uncached(ZsPool* pool, size_t size, zs_alloc_tag* tag,
-                                               Fill fill) {
+ZSM_OFF_FAST_PATH unsigned long alloc_uncached(ZsPool* pool, Fill fill, size_t size,
+                                               zs_alloc_tag* tag) {
   if (ZSM_UNLIKELY(!fill.valid() || pool == nullptr || size - 1 >= pool->store_size_limit))
     return alloc_checked(pool, size, tag, fill);
   return alloc_object(pool, size, tag, fill);
@@ -608,12 +610,12 @@ ZSM_ALWAYS_INLINE unsigned long alloc_from_cache(ZsPool* pool, ThreadCache* tc, 
                                                  zs_alloc_tag* tag, Fill fill) {
   if (ZSM_UNLIKELY(!fill.valid() || size - 1 >= pool->store_size_limit) ||
       !enter_fast_path(pool, tc))
-    return alloc_uncached(pool, size, tag, fill);
+    return alloc_uncached(pool, fill, size, tag);
   Magazine& magazine = magazine_for(pool, tc, size + kHandleSize);
   uint32_t reserved = magazine.size();
   if (ZSM_UNLIKELY(reserved == 0)) {
     leave_fast_path(tc);
-    return alloc_uncached(pool, size, tag, fill);
+    return alloc_uncached(pool, fill, size, tag);
   }
   unsigned long handle = magazine.pop(reserved);
   unsigned long obj = handle_to_cell(handle)->load(std::memory_order_relaxed);
@@ -623,22 +625,22 @@ ZSM_ALWAYS_INLINE unsigned long alloc_from_cache(ZsPool* pool, ThreadCache* tc, 
   size_t offset = start & magazine.geom.page_mask;
   *reinterpret_cast<unsigned long*>(pages[0] + offset) = make_header(handle, size);
   fill.into_pages(magazine.geom.page_mask, pages, offset + kHandleSize);
-  leave_fast_path(current_cache);  // reloaded: one register fewer kept across the copy
+  leave_fast_path(tc);
   return handle;
 }
 
 // A store whose thread's last cache is not the pool's: its cache for the pool, found or
 // made, or the kernel's path where the pool keeps none (or profiling is on).
 template <typename Fill>
-ZSM_OFF_FAST_PATH unsigned long alloc_other_cache(ZsPool* pool, size_t size, zs_alloc_tag* tag,
-                                                  Fill fill) {
+ZSM_OFF_FAST_PATH unsigned long alloc_other_cache(ZsPool* pool, Fill fill, size_t size,
+                                                  zs_alloc_tag* tag) {
   ThreadCache* tc;
   if (pool != nullptr && pool->thread_caches && !profiling_enabled() &&
       (tc = adopt_thread_cache(pool)) != nullptr) {
     place_thread();
     return alloc_from_cache(pool, tc, size, tag, fill);
   }
-  return alloc_uncached(pool, size, tag, fill);
+  return alloc_uncached(pool, fill, size, tag);
 }
 
 // The C API's zs_store() and zs_malloc(): a load from the thread pointer and a compare find
@@ -649,7 +651,7 @@ ZSM_ALWAYS_INLINE unsigned long alloc_entry(ZsPool* pool, size_t size, zs_alloc_
   ThreadCache* tc = current_cache;
   if (ZSM_LIKELY(tc->serves(pool)) && !profiling_enabled())
     return alloc_from_cache(pool, tc, size, tag, fill);
-  return alloc_other_cache(pool, size, tag, fill);
+  return alloc_other_cache(pool, fill, size, tag);
 }
 
 // zs_malloc() and zs_store(). The one compare of the size against ZsPool::store_size_limit
@@ -749,7 +751,7 @@ ZSM_ALWAYS_INLINE void free_to_cache(ZsPool* pool, ThreadCache* tc, unsigned lon
   if (ZSM_LIKELY(enter_fast_path(pool, tc))) {
     unsigned long obj = handle_to_cell(handle)->load(std::memory_order_relaxed);
     bool cached = !(ZSM_PROFILING && (obj & kObjProfiled)) &&
-                  tc->magazines()[pinned_class(obj)->magazine].push(handle);
+                  tc->magazine_at(pinned_class(obj)->magazine).push(handle);
     leave_fast_path(tc);
     if (ZSM_LIKELY(cached)) return;
   }

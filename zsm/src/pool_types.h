@@ -81,7 +81,8 @@ struct alignas(64) ClassShard {
   uint32_t pages_per_zspage = 0;
   uint32_t index = 0;                 // the class's index (zs_lookup_class_index)
   uint32_t shard = 0;                 // which of the class's shards, 0 .. shard_mask
-  uint32_t magazine = 0;              // the class's magazine in a thread cache (thread_cache.h)
+  uint32_t magazine = 0;              // bytes from a thread cache to the class's magazine
+                                      // (ThreadCache::magazine_at())
   uint32_t magazine_capacity = 0;     // handles that magazine holds; 0: not cached
   // The inuse range of each fullness group, so that fix_fullness_group() can tell with two
   // compares that a zspage stays in its group (groups no inuse value maps to: lo > hi).
@@ -155,8 +156,9 @@ struct ZsPool {
   // ZS_POOL_NO_THREAD_CACHE.
   bool thread_caches = false;
   std::atomic<uint32_t> caches_blocked{0};       // > 0: stores and frees take the locked path
-  uint16_t* magazine_by_granule = nullptr;       // entry g: the magazine of first_shard_by_granule[g]
+  uint32_t* magazine_by_granule = nullptr;       // entry g: first_shard_by_granule[g]->magazine
   uint32_t nr_magazines = 0;                     // distinct classes
+  size_t thread_cache_size = 0;                  // a ThreadCache with its magazines, in bytes
   size_t cache_bytes_per_thread = 0;             // the most one thread's cache reserves
   ThreadCache* caches = nullptr;                 // every thread's cache for this pool (registry lock)
 

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <new>
+#include <type_traits>
 #include <vector>
 
 #include "lock.h"
@@ -72,34 +73,26 @@ void heavy_barrier() {
 
 // --- one cache ------------------------------------------------------------------------------
 
-// Makes a cache for the pool, magazines and handle arrays in one allocation.
+// Makes a cache for the pool, its magazines in one allocation, where init_thread_caches()
+// placed them.
 ThreadCache* make_cache(ZsPool* pool) {
-  size_t handles = 0;
-  for (uint32_t c = 0; c < pool->nr_class_shards; c += pool->shard_mask + 1)
-    handles += pool->class_shards[c].magazine_capacity;
-  size_t bytes = sizeof(ThreadCache) + pool->nr_magazines * sizeof(Magazine) +
-                 handles * sizeof(unsigned long);
-  void* mem = std::malloc(bytes);
+  void* mem = std::malloc(pool->thread_cache_size);
   if (mem == nullptr) return nullptr;
   auto* tc = new (mem) ThreadCache;
-  tc->bytes = bytes;
+  tc->bytes = pool->thread_cache_size;
   tc->nr_magazines = pool->nr_magazines;
-  Magazine* magazines = new (tc->magazines()) Magazine[pool->nr_magazines];
-  auto* next_handle = reinterpret_cast<unsigned long*>(magazines + pool->nr_magazines);
   for (uint32_t c = 0; c < pool->nr_class_shards; c += pool->shard_mask + 1) {
     const ClassShard& cls = pool->class_shards[c];
-    Magazine& m = magazines[cls.magazine];
-    m.capacity = cls.magazine_capacity;
-    m.handles = next_handle;
-    m.geom = cls.geom;
-    next_handle += m.capacity;
+    auto* m = new (&tc->magazine_at(cls.magazine)) Magazine;
+    m->capacity = cls.magazine_capacity;
+    m->geom = cls.geom;
   }
   tc->pool_key.store(reinterpret_cast<uintptr_t>(pool), std::memory_order_relaxed);
   return tc;
 }
 
 void destroy_cache(ThreadCache* tc) {
-  std::destroy_n(tc->magazines(), tc->nr_magazines);
+  static_assert(std::is_trivially_destructible_v<Magazine>);
   tc->~ThreadCache();
   std::free(tc);
 }
@@ -122,10 +115,9 @@ void unlink_cache(ZsPool* pool, ThreadCache* tc) ZSM_REQUIRES(registry_lock) {
 // Frees every slot the cache reserves. The owner is outside its fast path and cannot enter
 // it (it is the caller, or the pool's caches are blocked).
 void free_reserved_slots(ZsPool* pool, ThreadCache* tc) {
-  for (uint32_t i = 0; i < tc->nr_magazines; i++) {
-    Magazine& m = tc->magazines()[i];
-    while (uint32_t n = m.size()) free_reserved(pool, m.pop(n));
-  }
+  Magazine* m = tc->first_magazine();
+  for (uint32_t i = 0; i < tc->nr_magazines; i++, m = m->next())
+    while (uint32_t n = m->size()) free_reserved(pool, m->pop(n));
 }
 
 // --- a thread's caches ----------------------------------------------------------------------
@@ -217,17 +209,23 @@ bool init_thread_caches(ZsPool* pool) {
   const uint32_t nr_shards = pool->shard_mask + 1;
   pool->nr_magazines = pool->nr_class_shards / nr_shards;
   pool->cache_bytes_per_thread = 0;
+  pool->thread_cache_size = sizeof(ThreadCache);
   for (uint32_t c = 0; c < pool->nr_class_shards; c++) {
     ClassShard& cls = pool->class_shards[c];
-    cls.magazine = c / nr_shards;
     cls.magazine_capacity = magazine_capacity(cls);
-    if (cls.shard == 0) pool->cache_bytes_per_thread += size_t{cls.magazine_capacity} * cls.geom.size;
+    if (cls.shard != 0) {  // the class's magazine is its first shard's
+      cls.magazine = pool->class_shards[c - cls.shard].magazine;
+      continue;
+    }
+    cls.magazine = static_cast<uint32_t>(pool->thread_cache_size);
+    pool->thread_cache_size += Magazine::bytes(cls.magazine_capacity);
+    pool->cache_bytes_per_thread += size_t{cls.magazine_capacity} * cls.geom.size;
   }
   size_t granules = (pool->page_size >> kGranuleShift) + 2;
-  pool->magazine_by_granule = new (std::nothrow) uint16_t[granules];
+  pool->magazine_by_granule = new (std::nothrow) uint32_t[granules];
   if (pool->magazine_by_granule == nullptr) return false;
   for (size_t g = 0; g < granules; g++)
-    pool->magazine_by_granule[g] = static_cast<uint16_t>(pool->first_shard_by_granule[g]->magazine);
+    pool->magazine_by_granule[g] = pool->first_shard_by_granule[g]->magazine;
   return true;
 }
 
@@ -270,11 +268,11 @@ ThreadCacheFigures thread_cache_figures(const ZsPool* pool) {
   MutexGuard guard(registry_lock);
   for (const ThreadCache* tc = pool->caches; tc != nullptr; tc = tc->next) {
     figures.own_bytes += tc->bytes;
-    for (uint32_t i = 0; i < tc->nr_magazines; i++) {
-      const Magazine& m = tc->magazines()[i];
-      unsigned long n = m.count.load(std::memory_order_relaxed);
+    Magazine* m = const_cast<ThreadCache*>(tc)->first_magazine();
+    for (uint32_t i = 0; i < tc->nr_magazines; i++, m = m->next()) {
+      unsigned long n = m->size();
       figures.objs += n;
-      figures.bytes += n * m.geom.size;
+      figures.bytes += n * m->geom.size;
     }
   }
   return figures;

@@ -77,28 +77,35 @@ inline namespace ZSM_VARIANT_NS {
 inline constexpr uint32_t kMagazineBytes = 4096;  // per class and thread
 inline constexpr uint32_t kMaxMagazine = 32;      // handles per class and thread
 
-// The reserved slots of one class in one thread's cache: handles, newest last. Only the
-// owner changes it, inside its fast path or with the pool's caches blocked; `count` is
+// The reserved slots of one class in one thread's cache: handles, newest last, in the
+// array that follows the struct (`capacity` of them; the next magazine follows that). Only
+// the owner changes it, inside its fast path or with the pool's caches blocked; `count` is
 // atomic so that statistics may read it at any time (relaxed: a plain load and store).
-struct Magazine {
+struct alignas(8) Magazine {
   std::atomic<uint32_t> count{0};
   uint32_t capacity = 0;
-  unsigned long* handles = nullptr;
   ClassGeometry geom;  // the class's, for the store's header and payload
 
+  unsigned long* handles() { return reinterpret_cast<unsigned long*>(this + 1); }
+  // The magazine after this one in its cache.
+  Magazine* next() { return reinterpret_cast<Magazine*>(handles() + capacity); }
   [[nodiscard]] uint32_t size() const { return count.load(std::memory_order_relaxed); }
   // The newest of the `n` handles it holds (n = size() > 0).
   unsigned long pop(uint32_t n) {
     count.store(n - 1, std::memory_order_relaxed);
-    return handles[n - 1];
+    return handles()[n - 1];
   }
   // False when full (and always for a class that is not cached: capacity 0).
   bool push(unsigned long handle) {
     uint32_t n = count.load(std::memory_order_relaxed);
     if (ZSM_UNLIKELY(n >= capacity)) return false;
-    handles[n] = handle;
+    handles()[n] = handle;
     count.store(n + 1, std::memory_order_relaxed);
     return true;
+  }
+  // The bytes a magazine of `capacity` handles takes.
+  static size_t bytes(uint32_t capacity) {
+    return sizeof(Magazine) + size_t{capacity} * sizeof(unsigned long);
   }
 };
 
@@ -116,9 +123,13 @@ struct ThreadCache {
   ThreadCache* next = nullptr;
   size_t bytes = 0;                    // this allocation, magazines and handle arrays included
   uint32_t nr_magazines = 0;
-  // The magazines follow the struct in the same allocation (then their handle arrays).
-  Magazine* magazines() { return reinterpret_cast<Magazine*>(this + 1); }
-  const Magazine* magazines() const { return reinterpret_cast<const Magazine*>(this + 1); }
+  // The magazines follow the struct in the same allocation, each with its handles.
+  Magazine* first_magazine() { return reinterpret_cast<Magazine*>(this + 1); }
+  // The magazine `offset` bytes from the cache (ClassShard::magazine): a byte offset, so
+  // that finding it takes no multiplication.
+  Magazine& magazine_at(uint32_t offset) {
+    return *reinterpret_cast<Magazine*>(reinterpret_cast<char*>(this) + offset);
+  }
   // This cache belongs to `pool` (a null pool, or one without caches, has none).
   [[nodiscard]] bool serves(const ZsPool* p) const {
     return pool_key.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(p);
@@ -165,8 +176,8 @@ ZSM_COLD_PATH ThreadCache* adopt_thread_cache(ZsPool* pool);
 
 // The magazine of the class that serves a request of `bytes` (header included).
 inline Magazine& magazine_for(const ZsPool* pool, ThreadCache* tc, size_t bytes) {
-  return tc->magazines()[pool->magazine_by_granule[(bytes + (1u << kGranuleShift) - 1) >>
-                                                   kGranuleShift]];
+  return tc->magazine_at(
+      pool->magazine_by_granule[(bytes + (1u << kGranuleShift) - 1) >> kGranuleShift]);
 }
 
 // --- the pool's side (thread_cache.cpp) -------------------------------------------------------
