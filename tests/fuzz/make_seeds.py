@@ -41,10 +41,10 @@ class Program:
 # --- pool_fuzz ----------------------------------------------------------------------------
 
 (P_STORE, P_STORE_BURST, P_MALLOC_WRITE, P_READ, P_OVERWRITE, P_FREE, P_FREE_STRIDE,
- P_COMPACT, P_READ_DURING_COMPACT, P_BAD_CALL, P_CHECK_STATS, P_RECREATE) = range(12)
+ P_COMPACT, P_READ_DURING_COMPACT, P_BAD_CALL, P_CHECK_STATS, P_RECREATE, P_THREADS) = range(13)
 
 PAGE_4K, PAGE_16K, PAGE_64K = 0, 1, 2
-LIMIT, COUNTING_SOURCE, HARDENED = 1, 2, 4
+LIMIT, COUNTING_SOURCE, HARDENED, KERNEL_PATH = 1, 2, 4, 8
 SMALL, ANY, NEAR_HUGE, NEAR_PAGE = 0, 1, 2, 3
 
 
@@ -115,6 +115,20 @@ def pool_seeds():
         p.op(P_READ, u16(pick), u16(0xfff0)).op(P_OVERWRITE, u16(pick), u16(0xffff))
     p.op(P_FREE_STRIDE, 3, 2).op(P_COMPACT)
     seeds["around-huge"] = p
+
+    # Threads freeing each other's objects into their caches, between checks and compaction,
+    # with caches (one shard per CPU, and one shard) and on the kernel path.
+    for name, header in [("threads-4k", pool_header(PAGE_4K, 8, 7)),
+                         ("threads-16k-one-shard", pool_header(PAGE_16K, 8, 0)),
+                         ("threads-4k-kernel-path", pool_header(PAGE_4K, 8, 3, KERNEL_PATH)),
+                         ("threads-4k-limit", pool_header(PAGE_4K, 4, 7, LIMIT, limit=30))]:
+        p = Program(header)
+        p.op(P_STORE_BURST, 30, size(ANY, 900))
+        p.op(P_THREADS, 63, size(ANY, 700)).op(P_CHECK_STATS)
+        p.op(P_THREADS, 40, size(SMALL, 100)).op(P_FREE_STRIDE, 1, 0).op(P_COMPACT)
+        p.op(P_THREADS, 20, size(NEAR_PAGE, 5)).op(P_THREADS, 9, size(NEAR_HUGE, 3))
+        p.op(P_CHECK_STATS)
+        seeds[name] = p
     return seeds
 
 

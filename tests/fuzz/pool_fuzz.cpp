@@ -11,7 +11,8 @@
 // fullness groups, at most one spare empty zspage per shard), the pages against the page
 // source and the Total row of zs_print_classes() against the rows, and run zs_check_pool();
 // compaction must free what zs_get_total_pages() loses, leave nothing freeable, and not move
-// an object with a read open. Errors must be the documented ones: EINVAL for size 0, a NULL
+// an object with a read open. Threads: two threads store at once, free objects the other
+// stored (into their own caches), store again and exit with what their caches hold. Errors must be the documented ones: EINVAL for size 0, a NULL
 // source, a length past the capacity, a bad configuration; ENOSPC above a page; ENOMEM only
 // under a memory limit or a failing page source. At the end every object is checked and
 // freed, the pool compacted and expected to hold no page, and the page source must have every
@@ -35,7 +36,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <barrier>
 #include <memory>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -66,6 +69,7 @@ enum Op : uint8_t {
   kBadCall,             // which:u8 arg:u16
   kCheckStats,          //
   kRecreate,            // pool: destroys the pool with its objects, makes another
+  kThreads,             // count:u8 size: two threads store, free each other's, store again
   kNumOps
 };
 
@@ -124,6 +128,7 @@ class Model {
   [[nodiscard]] bool empty() const { return objects_.empty(); }
   [[nodiscard]] size_t count() const { return objects_.size(); }
   [[nodiscard]] bool full() const { return count() >= kMaxLive || capacity_ >= kMaxLiveBytes; }
+  [[nodiscard]] size_t capacity() const { return capacity_; }
   [[nodiscard]] bool holds(unsigned long handle) const { return index_.count(handle) != 0; }
   [[nodiscard]] const std::vector<LiveObject>& objects() const { return objects_; }
   LiveObject& at(size_t i) { return objects_[i]; }
@@ -208,6 +213,7 @@ class PoolFuzzer {
         destroy_pool();
         create_pool();
         break;
+      case kThreads: threads(); break;
       case kNumOps: break;
     }
   }
@@ -418,6 +424,74 @@ class PoolFuzzer {
     size_t offset = in_.u8() % stride;
     for (size_t i = model_.count(); i-- > 0;)
       if (i % stride == offset) free_at(i);
+  }
+
+  // --- threads ------------------------------------------------------------------------------
+
+  // What one of threads()'s workers stored, and the patterns it stores: made beforehand, as
+  // the generation counter is the fuzzer's.
+  struct Worker {
+    std::vector<std::vector<uint8_t>> first, second;  // patterns of its two rounds of stores
+    std::vector<LiveObject> stored;                   // its first round, in order
+    std::vector<LiveObject> kept;                     // its second round
+  };
+
+  // Two threads each store `count` objects of one size; once both are done, each reads and
+  // frees every other object the *other* stored (a free from another thread than the store's:
+  // the slot joins the freeing thread's cache) and stores count / 2 + 1 more of the size,
+  // which take those slots; then it exits, and its cache goes back to the pool. What is left
+  // joins the model, which every later check holds the pool to.
+  void threads() {
+    unsigned count = 1 + in_.u8() % 64;
+    size_t size = decode_size();
+    if (model_.count() + 4 * count > kMaxLive ||
+        model_.capacity() + 4 * count * std::max(size, page_size_) > kMaxLiveBytes)
+      return;
+    Worker workers[2];
+    for (Worker& w : workers) {
+      for (unsigned i = 0; i < count; i++) w.first.push_back(next_pattern(size, 0));
+      for (unsigned i = 0; i < count / 2 + 1; i++) w.second.push_back(next_pattern(size, 0));
+    }
+    std::barrier both_stored(2);
+    auto work = [&](Worker& self, const Worker& other) {
+      for (std::vector<uint8_t>& bytes : self.first)
+        if (LiveObject obj; store_in_worker(bytes, obj)) self.stored.push_back(std::move(obj));
+      both_stored.arrive_and_wait();
+      for (size_t i = 0; i < other.stored.size(); i += 2) {
+        check_read(other.stored[i], other.stored[i].bytes.size(), "before a cross-thread free");
+        zs_free(pool_, other.stored[i].handle);
+      }
+      for (std::vector<uint8_t>& bytes : self.second)
+        if (LiveObject obj; store_in_worker(bytes, obj)) self.kept.push_back(std::move(obj));
+    };
+    std::thread a(work, std::ref(workers[0]), std::cref(workers[1]));
+    std::thread b(work, std::ref(workers[1]), std::cref(workers[0]));
+    a.join();
+    b.join();
+    for (Worker& w : workers) {
+      for (size_t i = 1; i < w.stored.size(); i += 2) adopt(std::move(w.stored[i]));
+      for (LiveObject& obj : w.kept) adopt(std::move(obj));
+    }
+  }
+
+  // A worker's zs_store() of `bytes`: true with `obj` filled in, or false after the failure
+  // was checked to be a documented one.
+  bool store_in_worker(std::vector<uint8_t>& bytes, LiveObject& obj) {
+    errno = 0;
+    unsigned long handle = zs_store(pool_, bytes.data(), bytes.size());
+    if (handle == 0) {
+      check_alloc_failure("zs_store (in a thread)", bytes.size());
+      return false;
+    }
+    obj = {handle, bytes.size(), zs_obj_capacity(pool_, handle), std::move(bytes)};
+    return true;
+  }
+
+  // An object a worker stored joins the model, its bytes checked.
+  void adopt(LiveObject obj) {
+    check_read(obj, obj.bytes.size(), "an object a thread stored");
+    std::vector<uint8_t> bytes = std::move(obj.bytes);
+    track(obj.handle, obj.size, std::move(bytes), "zs_store (in a thread)");
   }
 
   // --- compaction ---------------------------------------------------------------------------
