@@ -593,7 +593,9 @@ ZSM_OFF_FAST_PATH unsigned long alloc_checked(ZsPool* pool, size_t size, zs_allo
   return cell != 0 ? tag_handle(pool, cell) : 0;
 }
 
-// zs_alloc() as a function of its own: the locked path behind a cached store's misses.
+// zs_alloc() as a function of its own: the locked path behind a cached store's misses. The
+// fill comes first, so that for zs_store_entry(pool, src, size) its source and size arrive
+// in the registers they came in: the entry neither moves them nor keeps copies for this call.
 template <typename Fill>
 ZSM_OFF_FAST_PATH unsigned long alloc_uncached(ZsPool* pool, Fill fill, size_t size,
                                                zs_alloc_tag* tag) {
@@ -630,7 +632,8 @@ ZSM_ALWAYS_INLINE unsigned long alloc_from_cache(ZsPool* pool, ThreadCache* tc, 
 }
 
 // A store whose thread's last cache is not the pool's: its cache for the pool, found or
-// made, or the kernel's path where the pool keeps none (or profiling is on).
+// made, or the kernel's path where the pool keeps none (or profiling is on). Parameters in
+// alloc_uncached()'s order.
 template <typename Fill>
 ZSM_OFF_FAST_PATH unsigned long alloc_other_cache(ZsPool* pool, Fill fill, size_t size,
                                                   zs_alloc_tag* tag) {
