@@ -390,6 +390,31 @@ TEST(Cache, EvictionSparesRecentlyReadEntries) {
   for (const std::string& k : read) EXPECT_TRUE(cache.contains(k)) << k << " was read but evicted";
 }
 
+// The same when evictions prefer the class of the put (a full pool): looking ahead of the hand
+// for an entry of that class must not clear the bits of the entries it looks at. Entries of
+// many classes, then puts of a class none of them has: the look-ahead finds no entry of it.
+TEST(Cache, EvictionPreferringAClassSparesRecentlyReadEntries) {
+  const size_t capacity = 2 << 20;
+  zsm::Cache cache(small_cache(capacity, 1));
+  std::mt19937_64 rng(11);
+  std::vector<std::string> keys;
+  for (int i = 0; cache.stats().evictions == 0 && i < 100000; i++) {
+    keys.push_back("k" + std::to_string(i));
+    cache.put(keys.back(), random_bytes(1500 + rng() % 320, i));
+  }
+  ASSERT_GT(cache.stats().evictions, 0u);
+  std::set<std::string> read;
+  for (size_t i = 0; i < keys.size(); i += 2)
+    if (cache.get(keys[i])) read.insert(keys[i]);
+  size_t unread_alive = 0;
+  for (size_t i = 1; i < keys.size(); i += 2) unread_alive += cache.contains(keys[i]);
+  ASSERT_GT(unread_alive, 100u);
+  uint64_t before = cache.stats().evictions;
+  for (int i = 0; cache.stats().evictions - before < unread_alive / 2; i++)
+    cache.put("new" + std::to_string(i), random_bytes(600, 1000000 + i));
+  for (const std::string& k : read) EXPECT_TRUE(cache.contains(k)) << k << " was read but evicted";
+}
+
 TEST(Cache, RecompressKeepsOnlySmallerClasses) {
   zsm::CacheOptions o;
   o.codec = {zsm::CodecKind::lz4, 0, {}};
