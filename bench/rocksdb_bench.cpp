@@ -9,8 +9,14 @@
 // times reads at 1 and 2 threads, checks every value read, then counts the blocks its tier
 // holds: every secondary tier is wrapped in the same recorder of inserted keys, and each key
 // is looked up once more with a create callback that counts and refuses (RocksDB's tier then
-// drops the block: the count ends the child). Block reads from disk are RocksDB's block-read
+// drops the block). Last it destroys the tier and measures what that frees: glibc's heap in
+// use (mallinfo2) and RSS, after malloc_trim. Block reads from disk are RocksDB's block-read
 // histogram's count (index and filter blocks stay in the table readers, read once at open).
+//
+// Memory, three readings: what zsm's capacity counts (its bytes_held), the heap chunks RocksDB's
+// tier holds (what destroying it frees), and each tier's RSS: the child's RSS growth over the
+// reads less that of the child with no secondary tier. --rocksdb-secondary gives RocksDB's tiers
+// a capacity of their own, to find the one at which they hold as much RSS as zsm's.
 #include "corpus.h"
 
 #include <zsm/rocksdb_secondary_cache.hpp>
@@ -45,6 +51,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 extern char** environ;
@@ -57,14 +64,17 @@ struct Params {
   size_t keys = 600000;
   size_t primary_bytes = size_t{4} << 20;
   size_t secondary_bytes = size_t{32} << 20;
+  size_t rocksdb_secondary_bytes = 0;  // RocksDB's tiers' capacity; 0: secondary_bytes
   size_t reads = 200000;  // per timed phase; the warm-up reads as many as there are keys
   std::string out;        // the .dat file for the plot (parent)
+  std::string tiers;      // comma-separated subset of kTiers to run (parent); empty: all
   // The child's job.
   std::string dir, tier, dist;
 };
 
 const char* const kTiers[] = {"zsm", "zsm-2nd", "rocksdb-lz4", "rocksdb-lz4-split", "none"};
 const char* const kDists[] = {"zipf", "uniform"};
+bool zsm_tier_name(const std::string& tier) { return tier == "zsm" || tier == "zsm-2nd"; }
 constexpr size_t kBlockSize = 3584;  // blocks stay under the zsm pool's 4 KiB page
 
 std::string key_of(size_t i) {
@@ -154,7 +164,7 @@ class RecordingTier : public rocksdb::SecondaryCache {
                          const rocksdb::Cache::CacheItemHelper* helper) override {
     {
       std::lock_guard lock(mutex_);
-      keys_.push_back(key.ToString());
+      keys_.insert(key.ToString());
     }
     return inner_->Insert(key, value, helper);
   }
@@ -169,10 +179,11 @@ class RecordingTier : public rocksdb::SecondaryCache {
     inner_->WaitAll(std::move(handles));
   }
 
+  // Lets the tier go: with the caller's references dropped too, it is destroyed.
+  void release_tier() { inner_.reset(); }
+
   // How many of the keys ever inserted the tier still holds a block for.
   size_t count_held() {
-    std::sort(keys_.begin(), keys_.end());
-    keys_.erase(std::unique(keys_.begin(), keys_.end()), keys_.end());
     size_t held = 0;
     const rocksdb::Cache::CreateCallback count = [&held](const void*, size_t, void**, size_t*) {
       ++held;
@@ -188,7 +199,7 @@ class RecordingTier : public rocksdb::SecondaryCache {
  private:
   std::shared_ptr<rocksdb::SecondaryCache> inner_;
   std::mutex mutex_;
-  std::vector<std::string> keys_;
+  std::unordered_set<std::string> keys_;  // each key once: the recorder's memory stays small
 };
 
 size_t rss_bytes() {
@@ -238,7 +249,7 @@ struct ChildResult {
   uint64_t mismatches = 0;      // values read back that differ (all phases)
   size_t blocks_held = 0;       // the tier's blocks at the end
   size_t rss_growth = 0;        // RSS after the reads less RSS after open
-  size_t tier_bytes = 0;        // what the tier's blocks hold, see tier_bytes_held()
+  size_t tier_bytes = 0;        // zsm: what its capacity counts; RocksDB: tier_heap
   uint64_t refused = 0;         // zsm: blocks refused
 };
 
@@ -264,7 +275,7 @@ void print_zsm_memory(const zsm::RocksSecondaryCache& tier, const std::string& d
 
 std::shared_ptr<rocksdb::SecondaryCache> make_tier(const Params& p,
                                                    std::shared_ptr<zsm::RocksSecondaryCache>* zsm_tier) {
-  if (p.tier == "zsm" || p.tier == "zsm-2nd") {
+  if (zsm_tier_name(p.tier)) {
     zsm::CacheOptions options;
     options.capacity_bytes = p.secondary_bytes;
     const zsm::Admission admission =
@@ -274,7 +285,7 @@ std::shared_ptr<rocksdb::SecondaryCache> make_tier(const Params& p,
   }
   if (p.tier == "none") return nullptr;
   rocksdb::CompressedSecondaryCacheOptions options;
-  options.capacity = p.secondary_bytes;
+  options.capacity = p.rocksdb_secondary_bytes != 0 ? p.rocksdb_secondary_bytes : p.secondary_bytes;
   options.compression_type = rocksdb::kLZ4Compression;
   options.enable_custom_split_merge = p.tier == "rocksdb-lz4-split";
   return rocksdb::NewCompressedSecondaryCache(options);
@@ -302,8 +313,19 @@ double timed_reads(rocksdb::DB& db, const std::vector<std::string>& values, cons
   return double(count / threads * threads) / took.count();
 }
 
-// glibc's heap in use, all arenas: chunk sizes with their headers.
-size_t heap_in_use() { return mallinfo2().uordblks; }
+double mib(size_t bytes) { return double(bytes) / (1 << 20); }
+
+// The process's memory at one moment: glibc's heap in use (chunk sizes with their headers, all
+// arenas, mmapped chunks included) and RSS, read after malloc_trim() has given the heap's free
+// pages back, so that RSS counts what is in use and what fragmentation keeps.
+struct MemoryNow {
+  size_t heap = 0, rss = 0;
+};
+MemoryNow memory_now() {
+  malloc_trim(0);
+  const struct mallinfo2 m = mallinfo2();
+  return {m.uordblks + m.hblkhd, rss_bytes()};
+}
 
 // What the zsm tier holds: the cache's pool pages, pool bookkeeping and index, and the
 // admission table; all of it counts against the tier's capacity.
@@ -351,9 +373,24 @@ ChildResult run_child(const Params& p) {
   }
   db.reset();
   if (recorder) {
-    const size_t heap_before = heap_in_use();
+    const MemoryNow before = memory_now();
     r.blocks_held = recorder->count_held();
-    r.tier_bytes = zsm_tier ? zsm_bytes_held(*zsm_tier) : heap_before - std::min(heap_before, heap_in_use());
+    const MemoryNow counted = memory_now();
+    const size_t zsm_held = zsm_tier ? zsm_bytes_held(*zsm_tier) : 0;
+    recorder->release_tier();
+    inner.reset();
+    zsm_tier.reset();
+    const MemoryNow after = memory_now();
+    const size_t tier_heap = before.heap - std::min(before.heap, after.heap);
+    const size_t tier_rss = before.rss - std::min(before.rss, after.rss);
+    r.tier_bytes = zsm_tier_name(p.tier) ? zsm_held : tier_heap;
+    std::fprintf(stderr,
+                 "%s %s: %zu blocks; destroying the tier freed %.2f MiB of heap chunks (the "
+                 "census's erases %.2f MiB of them) and %.2f MiB of RSS; capacity counted %.2f "
+                 "MiB (zsm)\n",
+                 p.tier.c_str(), p.dist.c_str(), r.blocks_held, mib(tier_heap),
+                 mib(before.heap - std::min(before.heap, counted.heap)), mib(tier_rss),
+                 mib(zsm_held));
   }
   return r;
 }
@@ -372,6 +409,7 @@ std::string run_in_child(const Params& p, const std::string& tier, const std::st
                                    "--dist=" + dist, "--keys=" + std::to_string(p.keys),
                                    "--primary=" + std::to_string(p.primary_bytes),
                                    "--secondary=" + std::to_string(p.secondary_bytes),
+                                   "--rocksdb-secondary=" + std::to_string(p.rocksdb_secondary_bytes),
                                    "--reads=" + std::to_string(p.reads)};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -417,8 +455,6 @@ Row parse_row(const std::string& line) {
   return r;
 }
 
-double mib(size_t bytes) { return double(bytes) / (1 << 20); }
-
 double hit_ratio(const Row& r) {
   const uint64_t lookups = r.sec_hits + r.disk_reads;
   return lookups ? double(r.sec_hits) / double(lookups) : 0.0;
@@ -431,6 +467,9 @@ void write_dat(const std::string& path, const std::vector<Row>& rows) {
   std::fprintf(dat, "# tier zipf:reads/s@1 reads/s@2 hit_ratio blocks_held "
                     "uniform:reads/s@1 reads/s@2 hit_ratio blocks_held\n");
   for (const char* tier : kTiers) {
+    if (std::none_of(rows.begin(), rows.end(), [&](const Row& r) { return r.tier == tier; })) {
+      continue;  // not run (--tiers)
+    }
     std::fprintf(dat, "%s", tier);
     for (const char* dist : kDists) {
       for (const Row& r : rows) {
@@ -442,6 +481,11 @@ void write_dat(const std::string& path, const std::vector<Row>& rows) {
     std::fprintf(dat, "\n");
   }
   std::fclose(dat);
+}
+
+// Whether --tiers names `tier` (no --tiers: every tier).
+bool selected(const Params& p, const std::string& tier) {
+  return p.tiers.empty() || ("," + p.tiers + ",").find("," + tier + ",") != std::string::npos;
 }
 
 int run_parent(Params p) {
@@ -456,35 +500,49 @@ int run_parent(Params p) {
   build_db(p, values);
   std::printf("RocksDB %d.%d.%d; %zu keys, %.1f MiB of values cut from /usr/lib and /usr/share; "
               "blocks of %zu B, uncompressed on disk; primary LRU %.1f MiB; secondary tiers "
-              "%.1f MiB; %zu reads per timed phase\n",
+              "%.1f MiB (RocksDB's %.1f MiB); %zu reads per timed phase\n",
               ROCKSDB_MAJOR, ROCKSDB_MINOR, ROCKSDB_PATCH, p.keys, mib(bytes), kBlockSize,
-              mib(p.primary_bytes), mib(p.secondary_bytes), p.reads);
+              mib(p.primary_bytes), mib(p.secondary_bytes),
+              mib(p.rocksdb_secondary_bytes != 0 ? p.rocksdb_secondary_bytes : p.secondary_bytes),
+              p.reads);
   std::vector<Row> rows;
   for (const char* dist : kDists) {
-    for (const char* tier : kTiers) rows.push_back(parse_row(run_in_child(p, tier, dist)));
+    for (const char* tier : kTiers) {
+      if (selected(p, tier)) rows.push_back(parse_row(run_in_child(p, tier, dist)));
+    }
   }
   std::filesystem::remove_all(p.dir);
 
-  std::map<std::string, uint64_t> baseline_disk;
+  std::map<std::string, const Row*> none;
   for (const Row& r : rows) {
-    if (r.tier == "none") baseline_disk[r.dist] = r.disk_reads;
+    if (r.tier == "none") none[r.dist] = &r;
   }
-  std::printf("%-18s %-8s %12s %12s %9s %12s %10s %10s %10s %12s %9s\n", "tier", "keys",
-              "reads/s@1", "reads/s@2", "sec hit", "blocks held", "tier MiB", "blocks/MiB",
-              "RSS +MiB", "disk avoided", "differ");
+  std::printf("%-18s %-8s %10s %10s %8s %7s %9s %8s %9s %9s %8s %9s %7s\n", "tier", "keys",
+              "reads/s@1", "reads/s@2", "sec hit", "blocks", "tier MiB", "blk/MiB", "RSS +MiB",
+              "tier RSS", "blk/RSS", "disk avd", "differ");
   uint64_t differ = 0;
   for (const Row& r : rows) {
-    const double ratio = hit_ratio(r);
-    const int64_t avoided = int64_t(baseline_disk[r.dist]) - int64_t(r.disk_reads);
-    char held[16] = "-", tier_mib[16] = "-", per_mib[16] = "-";
+    const Row* base = none.count(r.dist) ? none[r.dist] : nullptr;
+    char held[16] = "-", tier_mib[16] = "-", per_mib[16] = "-", tier_rss[16] = "-",
+         per_rss[16] = "-", avoided[24] = "-";
     if (r.tier != "none") {
       std::snprintf(held, sizeof held, "%zu", r.blocks);
       std::snprintf(tier_mib, sizeof tier_mib, "%.2f", mib(r.tier_bytes));
-      std::snprintf(per_mib, sizeof per_mib, "%.0f", double(r.blocks) / std::max(mib(r.tier_bytes), 1e-9));
+      std::snprintf(per_mib, sizeof per_mib, "%.0f", r.blocks / std::max(mib(r.tier_bytes), 1e-9));
     }
-    std::printf("%-18s %-8s %12.0f %12.0f %8.1f%% %12s %10s %10s %10.2f %12lld %9llu\n",
-                r.tier.c_str(), r.dist.c_str(), r.ops1, r.ops2, 100 * ratio, held, tier_mib,
-                per_mib, mib(r.rss), (long long)avoided, (unsigned long long)r.mismatches);
+    if (r.tier != "none" && base != nullptr) {
+      const double rss = mib(r.rss - std::min(r.rss, base->rss));
+      std::snprintf(tier_rss, sizeof tier_rss, "%.2f", rss);
+      std::snprintf(per_rss, sizeof per_rss, "%.0f", r.blocks / std::max(rss, 1e-9));
+    }
+    if (base != nullptr) {
+      std::snprintf(avoided, sizeof avoided, "%lld",
+                    (long long)base->disk_reads - (long long)r.disk_reads);
+    }
+    std::printf("%-18s %-8s %10.0f %10.0f %7.1f%% %7s %9s %8s %9.2f %9s %8s %9s %7llu\n",
+                r.tier.c_str(), r.dist.c_str(), r.ops1, r.ops2, 100 * hit_ratio(r), held,
+                tier_mib, per_mib, mib(r.rss), tier_rss, per_rss, avoided,
+                (unsigned long long)r.mismatches);
     if (r.refused) std::printf("  (zsm refused %llu blocks above a page)\n", (unsigned long long)r.refused);
     differ += r.mismatches;
   }
@@ -509,7 +567,8 @@ bool parse_string(const char* arg, const char* name, std::string* out) {
 
 }  // namespace
 
-// rocksdb_bench [--keys=N] [--primary=BYTES] [--secondary=BYTES] [--reads=N] [--out=FILE.dat]
+// rocksdb_bench [--keys=N] [--primary=BYTES] [--secondary=BYTES] [--rocksdb-secondary=BYTES]
+//               [--reads=N] [--tiers=LIST] [--out=FILE.dat]
 int main(int argc, char** argv) {
   Params p;
   bool child = false;
@@ -519,12 +578,16 @@ int main(int argc, char** argv) {
       child = true;
     } else if (!parse_size(a, "--keys", &p.keys) && !parse_size(a, "--primary", &p.primary_bytes) &&
                !parse_size(a, "--secondary", &p.secondary_bytes) &&
+               !parse_size(a, "--rocksdb-secondary", &p.rocksdb_secondary_bytes) &&
                !parse_size(a, "--reads", &p.reads) && !parse_string(a, "--out", &p.out) &&
+               !parse_string(a, "--tiers", &p.tiers) &&
                !parse_string(a, "--dir", &p.dir) && !parse_string(a, "--tier", &p.tier) &&
                !parse_string(a, "--dist", &p.dist)) {
       std::fprintf(stderr,
-                   "usage: %s [--keys=N] [--primary=BYTES] [--secondary=BYTES] [--reads=N] "
-                   "[--out=FILE.dat]\n", argv[0]);
+                   "usage: %s [--keys=N] [--primary=BYTES] [--secondary=BYTES] "
+                   "[--rocksdb-secondary=BYTES] [--reads=N] "
+                   "[--tiers=zsm,zsm-2nd,rocksdb-lz4,rocksdb-lz4-split,none] [--out=FILE.dat]\n",
+                   argv[0]);
       return 2;
     }
   }

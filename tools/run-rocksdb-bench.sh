@@ -4,7 +4,8 @@
 # (bench/rocksdb_bench.cpp says how): prints the table and draws build/plots/rocksdb.png.
 #
 #   tools/run-rocksdb-bench.sh [rocksdb_bench options: --keys=N --primary=BYTES
-#                               --secondary=BYTES --reads=N]
+#                               --secondary=BYTES --rocksdb-secondary=BYTES --reads=N
+#                               --tiers=zsm,zsm-2nd,rocksdb-lz4,rocksdb-lz4-split,none]
 #
 # Builds zsm_rocksdb_bench in $ZSM_BUILD (default build/bench, configured as tools/run-main.sh
 # does when missing). About 4 minutes on 2 cores with the defaults (600,000 keys, 32 MiB tiers
