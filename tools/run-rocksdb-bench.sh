@@ -8,7 +8,7 @@
 #                               --tiers=zsm,zsm-2nd,rocksdb-lz4,rocksdb-lz4-split,none]
 #
 # Builds zsm_rocksdb_bench in $ZSM_BUILD (default build/bench, configured as tools/run-main.sh
-# does when missing). About 4 minutes on 2 cores with the defaults (600,000 keys, 32 MiB tiers
+# does when missing). About 70 seconds on 2 cores with the defaults (600,000 keys, 32 MiB tiers
 # behind a 4 MiB primary cache).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
