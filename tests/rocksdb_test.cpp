@@ -1,7 +1,8 @@
 // zsm::RocksSecondaryCache against the real RocksDB library: the SecondaryCache contract (the
 // operations RocksDB's own secondary cache tests exercise: insert, lookup, advise_erase,
 // erase, capacity, create and save failures), bad input, and a real DB whose blocks are read
-// back through the zsm tier after the primary block cache has evicted them.
+// back through the zsm tier after the primary block cache has evicted them; the codec the
+// cache options name, and recompress().
 #include <zsm/rocksdb_secondary_cache.hpp>
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <rocksdb/statistics.h>
 #include <rocksdb/table.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -67,14 +69,19 @@ std::string block_text(size_t size, uint32_t seed) {
   return s;
 }
 
-std::shared_ptr<RocksSecondaryCache> make_tier(size_t capacity = size_t{4} << 20) {
-  zsm::CacheOptions options;
-  options.capacity_bytes = capacity;
+// A tier on a cache made with `options`, in 4 shards.
+std::shared_ptr<RocksSecondaryCache> make_tier_with(zsm::CacheOptions options) {
   options.shards = 4;
   std::shared_ptr<RocksSecondaryCache> tier;
   Status s = RocksSecondaryCache::Create(options, &tier);
   EXPECT_TRUE(s.ok()) << s.ToString();
   return tier;
+}
+
+std::shared_ptr<RocksSecondaryCache> make_tier(size_t capacity = size_t{4} << 20) {
+  zsm::CacheOptions options;
+  options.capacity_bytes = capacity;
+  return make_tier_with(options);
 }
 
 // The Item a lookup's handle holds, owned by the caller (nullptr for a miss).
@@ -199,6 +206,60 @@ TEST(RocksSecondaryCacheAdmission, EveryBlockHasNoTable) {
   EXPECT_EQ(tier->stats().admission_bytes, 0u);
   Item item{block_text(3000, 13)};
   ASSERT_TRUE(tier->Insert("k", &item, &kHelper).ok());
+  EXPECT_TRUE(lookup(*tier, "k", false, nullptr));
+}
+
+TEST(RocksSecondaryCacheCodec, TheOptionsCodecStoresTheBlocks) {
+  zsm::CacheOptions lz4, zstd;
+  zstd.codec = zsm::parse_codec("zstd:1");
+  auto lz4_tier = make_tier_with(lz4), zstd_tier = make_tier_with(zstd);
+  EXPECT_NE(zstd_tier->GetPrintableOptions().find("codec : zstd"), std::string::npos);
+  std::vector<Item> items;
+  for (uint32_t i = 0; i < 64; ++i) items.push_back(Item{block_text(3500, 100 + i)});
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::string key = "k" + std::to_string(i);
+    ASSERT_TRUE(lz4_tier->Insert(key, &items[i], &kHelper).ok());
+    ASSERT_TRUE(zstd_tier->Insert(key, &items[i], &kHelper).ok());
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    std::unique_ptr<Item> got = lookup(*zstd_tier, "k" + std::to_string(i), false, nullptr);
+    ASSERT_TRUE(got);
+    EXPECT_EQ(got->data, items[i].data);
+  }
+  // The same blocks, smaller with zstd (entropy coding) than with lz4.
+  EXPECT_EQ(zstd_tier->stats().cache.orig_data_size, lz4_tier->stats().cache.orig_data_size);
+  EXPECT_LT(zstd_tier->stats().cache.compr_data_size, lz4_tier->stats().cache.compr_data_size);
+}
+
+TEST(RocksSecondaryCacheCodec, RecompressMovesBlocksAndKeepsThemReadable) {
+  zsm::CacheOptions options;
+  options.recompress_codec = zsm::parse_codec("zstd:1");
+  auto tier = make_tier_with(options);
+  std::vector<Item> items;
+  for (uint32_t i = 0; i < 64; ++i) items.push_back(Item{block_text(3500, 200 + i)});
+  for (size_t i = 0; i < items.size(); ++i) {
+    ASSERT_TRUE(tier->Insert("k" + std::to_string(i), &items[i], &kHelper).ok());
+  }
+  const uint64_t lz4_bytes = tier->stats().cache.compr_data_size;
+  EXPECT_EQ(tier->recompress(10), 10u) << "each of the first ten moves to a smaller class";
+  const size_t moved = 10 + tier->recompress(SIZE_MAX);
+  EXPECT_EQ(moved, items.size());
+  EXPECT_EQ(tier->stats().cache.recompressed, moved);
+  EXPECT_LT(tier->stats().cache.compr_data_size, lz4_bytes);
+  EXPECT_EQ(tier->recompress(SIZE_MAX), 0u) << "blocks already tried are not tried again";
+  for (size_t i = 0; i < items.size(); ++i) {
+    std::unique_ptr<Item> got = lookup(*tier, "k" + std::to_string(i), false, nullptr);
+    ASSERT_TRUE(got);
+    EXPECT_EQ(got->data, items[i].data);
+  }
+}
+
+TEST(RocksSecondaryCacheCodec, NoRecompressCodecRecompressesNothing) {
+  auto tier = make_tier();
+  Item item{block_text(3500, 300)};
+  ASSERT_TRUE(tier->Insert("k", &item, &kHelper).ok());
+  EXPECT_EQ(tier->recompress(SIZE_MAX), 0u);
+  EXPECT_EQ(tier->stats().cache.recompressed, 0u);
   EXPECT_TRUE(lookup(*tier, "k", false, nullptr));
 }
 

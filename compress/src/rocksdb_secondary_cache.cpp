@@ -245,6 +245,11 @@ std::string RocksSecondaryCache::GetPrintableOptions() const {
          "\n    mm_stat : " + cache_->mm_stat() + "\n";
 }
 
+size_t RocksSecondaryCache::recompress(size_t max_entries) {
+  std::shared_lock lock(cache_lock_);
+  return cache_->recompress(max_entries);
+}
+
 RocksSecondaryCacheStats RocksSecondaryCache::stats() const {
   RocksSecondaryCacheStats s;
   s.hits = hits_.load(std::memory_order_relaxed);

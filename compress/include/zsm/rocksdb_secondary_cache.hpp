@@ -4,8 +4,9 @@
 // terms.
 //
 // - Insert() serializes the block with the helper's size and save callbacks and puts the
-//   bytes in the cache, which compresses them (lz4 by default) into its zsm pool; the cache's
-//   CLOCK evicts. Which blocks are admitted is the tier's Admission: every block offered, or
+//   bytes in the cache, which compresses them with the codec of its CacheOptions (lz4 by
+//   default; CacheOptions::codec) into its zsm pool; the cache's CLOCK evicts. recompress()
+//   re-encodes stored blocks with CacheOptions::recompress_codec, for a caller's thread. Which blocks are admitted is the tier's Admission: every block offered, or
 //   (RocksDB's own tier's rule) a block only on its second eviction from the primary cache.
 // - Lookup() decompresses into a per-thread buffer and hands it to the create callback; it
 //   completes before it returns, so every handle is ready and Wait()/WaitAll() do nothing.
@@ -84,6 +85,12 @@ class RocksSecondaryCache : public rocksdb::SecondaryCache {
   rocksdb::Status GetCapacity(size_t& capacity) override;
   // The capacity, the codec and the mm_stat line.
   std::string GetPrintableOptions() const override;
+
+  // Cache::recompress(max_entries) on the cache underneath: re-encodes up to max_entries
+  // blocks not yet tried with the options' recompress_codec, keeping each only where it moves
+  // to a smaller size class; returns how many moved (0 without a recompress_codec). For a
+  // caller's own thread, e.g. a periodic one: it takes each shard's write lock in turn.
+  size_t recompress(size_t max_entries);
 
   [[nodiscard]] RocksSecondaryCacheStats stats() const;
   // zram's mm_stat line of the cache underneath (Cache::mm_stat()).
