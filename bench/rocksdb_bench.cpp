@@ -1,7 +1,10 @@
 // zsm as RocksDB's secondary cache against RocksDB's own CompressedSecondaryCache, side by
 // side in one run (tools/run-rocksdb-bench.sh): one DB of values cut from real files, read
 // through the same small primary LRU block cache over each secondary tier in turn, at equal
-// capacity, with a Zipf-distributed and a uniform key choice.
+// capacity, with a Zipf-distributed and a uniform key choice. The zsm tiers: zsm (lz4, every
+// block admitted), zsm-2nd (lz4, a block admitted on its second eviction, RocksDB's own rule)
+// and zsm-2nd-zstd (zsm-2nd with zstd level 1, or --zsm-codec's codec); with
+// --zsm-recompress, the lz4 ones also recompress their blocks from a thread of their own.
 //
 // The parent builds the DB and a file of the expected values in a temporary folder, then runs
 // each (tier, distribution) in a child process of its own (this binary, --child), so that each
@@ -48,6 +51,7 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -68,13 +72,27 @@ struct Params {
   size_t reads = 200000;  // per timed phase; the warm-up reads as many as there are keys
   std::string out;        // the .dat file for the plot (parent)
   std::string tiers;      // comma-separated subset of kTiers to run (parent); empty: all
+  // The zsm-2nd-zstd tier's codec (a parse_codec() spec); --zsm-codec replaces it, to compare
+  // codecs under that tier's name.
+  std::string strong_codec = "zstd:1";
+  // Empty, or the recompress codec (a parse_codec() spec) of the zsm tiers that store lz4
+  // (zsm, zsm-2nd): their child then runs a thread that calls the tier's
+  // recompress(kRecompressBatch) every kRecompressPeriod while it reads.
+  std::string recompress_codec;
   // The child's job.
   std::string dir, tier, dist;
 };
 
-const char* const kTiers[] = {"zsm", "zsm-2nd", "rocksdb-lz4", "rocksdb-lz4-split", "none"};
+const char* const kTiers[] = {"zsm",         "zsm-2nd",           "zsm-2nd-zstd",
+                              "rocksdb-lz4", "rocksdb-lz4-split", "none"};
 const char* const kDists[] = {"zipf", "uniform"};
-bool zsm_tier_name(const std::string& tier) { return tier == "zsm" || tier == "zsm-2nd"; }
+bool zsm_tier_name(const std::string& tier) { return tier.starts_with("zsm"); }
+constexpr size_t kRecompressBatch = 64;  // blocks a recompress() call tries: a shard's
+                                         // write lock is held for about that many re-encodings
+constexpr auto kRecompressPeriod = std::chrono::milliseconds(1);
+bool recompresses(const Params& p) {
+  return !p.recompress_codec.empty() && (p.tier == "zsm" || p.tier == "zsm-2nd");
+}
 constexpr size_t kBlockSize = 3584;  // blocks stay under the zsm pool's 4 KiB page
 
 std::string key_of(size_t i) {
@@ -255,22 +273,25 @@ struct ChildResult {
 
 // Where the zsm tier's memory goes at the end of the reads (to stderr): pool pages against the
 // records they hold, the pages compaction could free, the slots per-thread caches reserve.
-void print_zsm_memory(const zsm::RocksSecondaryCache& tier, const std::string& dist) {
+void print_zsm_memory(const zsm::RocksSecondaryCache& tier, const Params& p) {
   const zsm::RocksSecondaryCacheStats s = tier.stats();
   const zsm::stats::PoolSummary pool = zsm::stats::summarize(tier.pool());
   struct zs_pool_stats ps{};
   zs_pool_stats(tier.pool(), &ps);
   std::fprintf(stderr,
-               "zsm %s: %llu blocks, %.2f MiB compressed; pool %.2f MiB in %u classes (slots of "
+               "%s %s: %llu blocks, %.2f MiB compressed; pool %.2f MiB in %u classes (slots of "
                "live objects %.2f MiB, freeable %.2f MiB, thread caches %.2f MiB), bookkeeping "
-               "%.2f MiB, index %.2f MiB; compacted %lu pages, %llu evictions\n",
-               dist.c_str(), (unsigned long long)s.cache.entries,
+               "%.2f MiB, index %.2f MiB; compacted %lu pages, %llu evictions; %llu inserts, "
+               "%llu hits, %llu recompressed\n",
+               p.tier.c_str(), p.dist.c_str(), (unsigned long long)s.cache.entries,
                double(s.cache.compr_data_size) / (1 << 20), double(pool.held_bytes()) / (1 << 20),
                pool.classes_in_use, double(pool.slot_bytes) / (1 << 20),
                double(pool.freeable_pages * pool.page_size) / (1 << 20),
                double(ps.cached_bytes) / (1 << 20), double(pool.bookkeeping_bytes) / (1 << 20),
                double(s.cache.bytes_held - pool.held_bytes() - pool.bookkeeping_bytes) / (1 << 20),
-               pool.pages_compacted, (unsigned long long)s.cache.evictions);
+               pool.pages_compacted, (unsigned long long)s.cache.evictions,
+               (unsigned long long)s.inserts, (unsigned long long)s.hits,
+               (unsigned long long)s.cache.recompressed);
 }
 
 std::shared_ptr<rocksdb::SecondaryCache> make_tier(const Params& p,
@@ -278,6 +299,8 @@ std::shared_ptr<rocksdb::SecondaryCache> make_tier(const Params& p,
   if (zsm_tier_name(p.tier)) {
     zsm::CacheOptions options;
     options.capacity_bytes = p.secondary_bytes;
+    if (p.tier == "zsm-2nd-zstd") options.codec = zsm::parse_codec(p.strong_codec);
+    if (recompresses(p)) options.recompress_codec = zsm::parse_codec(p.recompress_codec);
     const zsm::Admission admission =
         p.tier == "zsm" ? zsm::Admission::every_block : zsm::Admission::second_eviction;
     check(zsm::RocksSecondaryCache::Create(options, zsm_tier, admission), "zsm tier");
@@ -290,6 +313,28 @@ std::shared_ptr<rocksdb::SecondaryCache> make_tier(const Params& p,
   options.enable_custom_split_merge = p.tier == "rocksdb-lz4-split";
   return rocksdb::NewCompressedSecondaryCache(options);
 }
+
+// A thread that calls the tier's recompress() every kRecompressPeriod from construction to
+// destruction.
+class Recompressor {
+ public:
+  explicit Recompressor(zsm::RocksSecondaryCache* tier) {
+    thread_ = std::thread([this, tier] {
+      while (!stop_.load(std::memory_order_relaxed)) {
+        tier->recompress(kRecompressBatch);
+        std::this_thread::sleep_for(kRecompressPeriod);
+      }
+    });
+  }
+  ~Recompressor() {
+    stop_ = true;
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
 
 // Reads `count` keys on `threads` threads, checking each value; returns reads per second.
 double timed_reads(rocksdb::DB& db, const std::vector<std::string>& values, const KeyChooser& chooser,
@@ -357,6 +402,8 @@ ChildResult run_child(const Params& p) {
   ChildResult r;
   std::atomic<uint64_t> mismatches{0};
   const size_t rss_open = rss_bytes();
+  std::optional<Recompressor> recompressor;  // over the warm-up and the timed reads
+  if (recompresses(p)) recompressor.emplace(zsm_tier.get());
   timed_reads(*db, values, chooser, values.size(), 1, 1, mismatches);  // warm-up
   rocksdb::Statistics& st = *options.statistics;
   const uint64_t hits0 = st.getTickerCount(rocksdb::SECONDARY_CACHE_HITS);
@@ -366,10 +413,11 @@ ChildResult run_child(const Params& p) {
   r.sec_hits = st.getTickerCount(rocksdb::SECONDARY_CACHE_HITS) - hits0;
   r.disk_reads = blocks_read(st) - disk0;
   r.rss_growth = rss_bytes() - std::min(rss_bytes(), rss_open);
+  recompressor.reset();
   r.mismatches = mismatches.load();
   if (zsm_tier) {
     r.refused = zsm_tier->stats().inserts_refused;
-    print_zsm_memory(*zsm_tier, p.dist);
+    print_zsm_memory(*zsm_tier, p);
   }
   db.reset();
   if (recorder) {
@@ -410,7 +458,9 @@ std::string run_in_child(const Params& p, const std::string& tier, const std::st
                                    "--primary=" + std::to_string(p.primary_bytes),
                                    "--secondary=" + std::to_string(p.secondary_bytes),
                                    "--rocksdb-secondary=" + std::to_string(p.rocksdb_secondary_bytes),
-                                   "--reads=" + std::to_string(p.reads)};
+                                   "--reads=" + std::to_string(p.reads),
+                                   "--zsm-codec=" + p.strong_codec,
+                                   "--zsm-recompress=" + p.recompress_codec};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -500,11 +550,14 @@ int run_parent(Params p) {
   build_db(p, values);
   std::printf("RocksDB %d.%d.%d; %zu keys, %.1f MiB of values cut from /usr/lib and /usr/share; "
               "blocks of %zu B, uncompressed on disk; primary LRU %.1f MiB; secondary tiers "
-              "%.1f MiB (RocksDB's %.1f MiB); %zu reads per timed phase\n",
+              "%.1f MiB (RocksDB's %.1f MiB); %zu reads per timed phase; zsm-2nd-zstd's codec "
+              "%s%s%s\n",
               ROCKSDB_MAJOR, ROCKSDB_MINOR, ROCKSDB_PATCH, p.keys, mib(bytes), kBlockSize,
               mib(p.primary_bytes), mib(p.secondary_bytes),
               mib(p.rocksdb_secondary_bytes != 0 ? p.rocksdb_secondary_bytes : p.secondary_bytes),
-              p.reads);
+              p.reads, p.strong_codec.c_str(),
+              p.recompress_codec.empty() ? "" : "; zsm and zsm-2nd recompress with ",
+              p.recompress_codec.c_str());
   std::vector<Row> rows;
   for (const char* dist : kDists) {
     for (const char* tier : kTiers) {
@@ -568,7 +621,8 @@ bool parse_string(const char* arg, const char* name, std::string* out) {
 }  // namespace
 
 // rocksdb_bench [--keys=N] [--primary=BYTES] [--secondary=BYTES] [--rocksdb-secondary=BYTES]
-//               [--reads=N] [--tiers=LIST] [--out=FILE.dat]
+//               [--reads=N] [--tiers=LIST] [--zsm-codec=SPEC] [--zsm-recompress=SPEC]
+//               [--out=FILE.dat]
 int main(int argc, char** argv) {
   Params p;
   bool child = false;
@@ -581,12 +635,15 @@ int main(int argc, char** argv) {
                !parse_size(a, "--rocksdb-secondary", &p.rocksdb_secondary_bytes) &&
                !parse_size(a, "--reads", &p.reads) && !parse_string(a, "--out", &p.out) &&
                !parse_string(a, "--tiers", &p.tiers) &&
+               !parse_string(a, "--zsm-codec", &p.strong_codec) &&
+               !parse_string(a, "--zsm-recompress", &p.recompress_codec) &&
                !parse_string(a, "--dir", &p.dir) && !parse_string(a, "--tier", &p.tier) &&
                !parse_string(a, "--dist", &p.dist)) {
       std::fprintf(stderr,
                    "usage: %s [--keys=N] [--primary=BYTES] [--secondary=BYTES] "
                    "[--rocksdb-secondary=BYTES] [--reads=N] "
-                   "[--tiers=zsm,zsm-2nd,rocksdb-lz4,rocksdb-lz4-split,none] [--out=FILE.dat]\n",
+                   "[--tiers=zsm,zsm-2nd,zsm-2nd-zstd,rocksdb-lz4,rocksdb-lz4-split,none] "
+                   "[--zsm-codec=SPEC] [--zsm-recompress=SPEC] [--out=FILE.dat]\n",
                    argv[0]);
       return 2;
     }
