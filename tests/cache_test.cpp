@@ -367,6 +367,24 @@ INSTANTIATE_TEST_SUITE_P(
              "_" + std::to_string(p.capacity >> 10) + "k";
     });
 
+// A full cache whose hand has swept once (every bit clear): reads every other key of `keys`
+// still held, then puts values of `value_size` bytes until half as many entries as the
+// unread survivors (more than `min_unread` of them) are evicted. CLOCK must take those from
+// the unread ones: every entry read must still be held.
+void expect_read_entries_survive(zsm::Cache& cache, const std::vector<std::string>& keys,
+                                 size_t min_unread, size_t value_size) {
+  std::set<std::string> read;
+  for (size_t i = 0; i < keys.size(); i += 2)
+    if (cache.get(keys[i])) read.insert(keys[i]);
+  size_t unread_alive = 0;
+  for (size_t i = 1; i < keys.size(); i += 2) unread_alive += cache.contains(keys[i]);
+  ASSERT_GT(unread_alive, min_unread);
+  uint64_t before = cache.stats().evictions;
+  for (int i = 0; cache.stats().evictions - before < unread_alive / 2; i++)
+    cache.put("new" + std::to_string(i), random_bytes(value_size, 1000000 + i));
+  for (const std::string& k : read) EXPECT_TRUE(cache.contains(k)) << k << " was read but evicted";
+}
+
 // CLOCK: entries read since the hand last passed survive the first sweep.
 TEST(Cache, EvictionSparesRecentlyReadEntries) {
   const size_t capacity = 512 << 10;
@@ -377,17 +395,7 @@ TEST(Cache, EvictionSparesRecentlyReadEntries) {
     cache.put(keys.back(), random_bytes(1000, i));
   }
   ASSERT_GT(cache.stats().evictions, 0u);
-  // A full sweep has cleared every bit; read every other survivor to set it again.
-  std::set<std::string> read;
-  for (size_t i = 0; i < keys.size(); i += 2)
-    if (cache.get(keys[i])) read.insert(keys[i]);
-  size_t unread_alive = 0;
-  for (size_t i = 1; i < keys.size(); i += 2) unread_alive += cache.contains(keys[i]);
-  ASSERT_GT(unread_alive, 10u);
-  uint64_t before = cache.stats().evictions;
-  for (int i = 0; cache.stats().evictions - before < unread_alive / 2; i++)
-    cache.put("new" + std::to_string(i), random_bytes(1000, 1000000 + i));
-  for (const std::string& k : read) EXPECT_TRUE(cache.contains(k)) << k << " was read but evicted";
+  expect_read_entries_survive(cache, keys, 10, 1000);
 }
 
 // The same when evictions prefer the class of the put (a full pool): looking ahead of the hand
@@ -403,16 +411,7 @@ TEST(Cache, EvictionPreferringAClassSparesRecentlyReadEntries) {
     cache.put(keys.back(), random_bytes(1500 + rng() % 320, i));
   }
   ASSERT_GT(cache.stats().evictions, 0u);
-  std::set<std::string> read;
-  for (size_t i = 0; i < keys.size(); i += 2)
-    if (cache.get(keys[i])) read.insert(keys[i]);
-  size_t unread_alive = 0;
-  for (size_t i = 1; i < keys.size(); i += 2) unread_alive += cache.contains(keys[i]);
-  ASSERT_GT(unread_alive, 100u);
-  uint64_t before = cache.stats().evictions;
-  for (int i = 0; cache.stats().evictions - before < unread_alive / 2; i++)
-    cache.put("new" + std::to_string(i), random_bytes(600, 1000000 + i));
-  for (const std::string& k : read) EXPECT_TRUE(cache.contains(k)) << k << " was read but evicted";
+  expect_read_entries_survive(cache, keys, 100, 600);
 }
 
 TEST(Cache, RecompressKeepsOnlySmallerClasses) {
