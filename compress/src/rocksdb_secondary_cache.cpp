@@ -101,7 +101,7 @@ RocksSecondaryCache::RocksSecondaryCache(std::unique_ptr<Cache> cache, size_t ca
 rocksdb::Status RocksSecondaryCache::Create(const CacheOptions& options,
                                             std::shared_ptr<RocksSecondaryCache>* out,
                                             Admission admission) {
-  const size_t table_bytes = admission_words(options.capacity_bytes, admission) * 8;
+  const size_t table_bytes = admission_words(options.capacity_bytes, admission) * sizeof(uint64_t);
   CacheOptions cache_options = options;
   cache_options.capacity_bytes -= std::min(table_bytes, options.capacity_bytes);
   rocksdb::Status status;
@@ -111,20 +111,25 @@ rocksdb::Status RocksSecondaryCache::Create(const CacheOptions& options,
   return rocksdb::Status::OK();
 }
 
+std::atomic<uint64_t>& RocksSecondaryCache::admission_word(uint64_t hash) {
+  return evicted_once_[hash & (evicted_once_.size() - 1)];
+}
+
+size_t RocksSecondaryCache::admission_bytes() const {
+  return evicted_once_.size() * sizeof(uint64_t);
+}
+
 bool RocksSecondaryCache::seen_before(const rocksdb::Slice& key) {
   const uint64_t h = admission_hash(key);
-  std::atomic<uint64_t>& word = evicted_once_[h & (evicted_once_.size() - 1)];
-  if (word.load(std::memory_order_relaxed) == h) {
-    word.store(0, std::memory_order_relaxed);
-    return true;
-  }
-  word.store(h, std::memory_order_relaxed);
-  return false;
+  std::atomic<uint64_t>& word = admission_word(h);
+  const bool seen = word.load(std::memory_order_relaxed) == h;
+  word.store(seen ? 0 : h, std::memory_order_relaxed);
+  return seen;
 }
 
 void RocksSecondaryCache::remember(const rocksdb::Slice& key) {
   const uint64_t h = admission_hash(key);
-  evicted_once_[h & (evicted_once_.size() - 1)].store(h, std::memory_order_relaxed);
+  admission_word(h).store(h, std::memory_order_relaxed);
 }
 
 rocksdb::Status RocksSecondaryCache::Insert(const rocksdb::Slice& key, void* value,
@@ -210,10 +215,10 @@ void RocksSecondaryCache::Erase(const rocksdb::Slice& key) {
 rocksdb::Status RocksSecondaryCache::SetCapacity(size_t capacity) {
   std::unique_lock lock(cache_lock_);
   if (capacity == capacity_) return rocksdb::Status::OK();
-  const size_t table_bytes = evicted_once_.size() * 8;
-  if (capacity <= table_bytes) {
-    return rocksdb::Status::InvalidArgument("zsm secondary cache: capacity below the admission table");
-  }
+  const size_t table_bytes = admission_bytes();
+  if (capacity <= table_bytes)
+    return rocksdb::Status::InvalidArgument(
+        "zsm secondary cache: capacity below the admission table");
   CacheOptions options = cache_->options();
   options.capacity_bytes = capacity - table_bytes;
   rocksdb::Status status;
@@ -258,7 +263,7 @@ RocksSecondaryCacheStats RocksSecondaryCache::stats() const {
   s.inserts_refused = inserts_refused_.load(std::memory_order_relaxed);
   s.erases = erases_.load(std::memory_order_relaxed);
   s.first_evictions = first_evictions_.load(std::memory_order_relaxed);
-  s.admission_bytes = evicted_once_.size() * 8;
+  s.admission_bytes = admission_bytes();
   std::shared_lock lock(cache_lock_);
   s.cache = cache_->stats();
   return s;

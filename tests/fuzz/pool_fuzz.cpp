@@ -490,8 +490,7 @@ class PoolFuzzer {
   // An object a worker stored joins the model, its bytes checked.
   void adopt(LiveObject obj) {
     check_read(obj, obj.bytes.size(), "an object a thread stored");
-    std::vector<uint8_t> bytes = std::move(obj.bytes);
-    track(obj.handle, obj.size, std::move(bytes), "zs_store (in a thread)");
+    track(obj.handle, obj.size, std::move(obj.bytes), "zs_store (in a thread)");
   }
 
   // --- compaction ---------------------------------------------------------------------------

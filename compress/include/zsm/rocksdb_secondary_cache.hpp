@@ -6,8 +6,9 @@
 // - Insert() serializes the block with the helper's size and save callbacks and puts the
 //   bytes in the cache, which compresses them with the codec of its CacheOptions (lz4 by
 //   default; CacheOptions::codec) into its zsm pool; the cache's CLOCK evicts. recompress()
-//   re-encodes stored blocks with CacheOptions::recompress_codec, for a caller's thread. Which blocks are admitted is the tier's Admission: every block offered, or
-//   (RocksDB's own tier's rule) a block only on its second eviction from the primary cache.
+//   re-encodes stored blocks with CacheOptions::recompress_codec, for a caller's thread.
+//   Which blocks are admitted is the tier's Admission: every block offered, or (RocksDB's
+//   own tier's rule) a block only on its second eviction from the primary cache.
 // - Lookup() decompresses into a per-thread buffer and hands it to the create callback; it
 //   completes before it returns, so every handle is ready and Wait()/WaitAll() do nothing.
 //   With advise_erase the entry is erased after a hit, and is_in_sec_cache says whether the
@@ -105,6 +106,8 @@ class RocksSecondaryCache : public rocksdb::SecondaryCache {
   // remembers it.
   bool seen_before(const rocksdb::Slice& key);
   void remember(const rocksdb::Slice& key);
+  std::atomic<uint64_t>& admission_word(uint64_t hash);  // the table's word for a key's hash
+  [[nodiscard]] size_t admission_bytes() const;
   bool insert_bytes(const rocksdb::Slice& key, void* value,
                     const rocksdb::Cache::CacheItemHelper* helper);
   std::unique_ptr<rocksdb::SecondaryCacheResultHandle> create_from_cache(
