@@ -19,7 +19,10 @@
 // Memory, three readings: what zsm's capacity counts (its bytes_held), the heap chunks RocksDB's
 // tier holds (what destroying it frees), and each tier's RSS: the child's RSS growth over the
 // reads less that of the child with no secondary tier. --rocksdb-secondary gives RocksDB's tiers
-// a capacity of their own, to find the one at which they hold as much RSS as zsm's.
+// a capacity of their own. The last tier, rocksdb-lz4-rss, compares at equal RSS in the same
+// run: RocksDB's lz4 tier at the capacity at which it should add as much RSS as zsm-2nd, its
+// nominal capacity scaled by zsm-2nd's tier RSS over rocksdb-lz4's (its RSS grows about in
+// proportion); its row shows the tier RSS it did add.
 #include "corpus.h"
 
 #include <zsm/rocksdb_secondary_cache.hpp>
@@ -83,8 +86,8 @@ struct Params {
   std::string dir, tier, dist;
 };
 
-const char* const kTiers[] = {"zsm",         "zsm-2nd",           "zsm-2nd-zstd",
-                              "rocksdb-lz4", "rocksdb-lz4-split", "none"};
+const char* const kTiers[] = {"zsm",         "zsm-2nd",           "zsm-2nd-zstd", "rocksdb-lz4",
+                              "rocksdb-lz4-split", "none",          "rocksdb-lz4-rss"};
 const char* const kDists[] = {"zipf", "uniform"};
 bool zsm_tier_name(const std::string& tier) { return tier.starts_with("zsm"); }
 constexpr size_t kRecompressBatch = 64;  // blocks a recompress() call tries: a shard's
@@ -294,6 +297,10 @@ void print_zsm_memory(const zsm::RocksSecondaryCache& tier, const Params& p) {
                (unsigned long long)s.cache.recompressed);
 }
 
+size_t rocksdb_capacity(const Params& p) {
+  return p.rocksdb_secondary_bytes != 0 ? p.rocksdb_secondary_bytes : p.secondary_bytes;
+}
+
 std::shared_ptr<rocksdb::SecondaryCache> make_tier(const Params& p,
                                                    std::shared_ptr<zsm::RocksSecondaryCache>* zsm_tier) {
   if (zsm_tier_name(p.tier)) {
@@ -308,7 +315,7 @@ std::shared_ptr<rocksdb::SecondaryCache> make_tier(const Params& p,
   }
   if (p.tier == "none") return nullptr;
   rocksdb::CompressedSecondaryCacheOptions options;
-  options.capacity = p.rocksdb_secondary_bytes != 0 ? p.rocksdb_secondary_bytes : p.secondary_bytes;
+  options.capacity = rocksdb_capacity(p);
   options.compression_type = rocksdb::kLZ4Compression;
   options.enable_custom_split_merge = p.tier == "rocksdb-lz4-split";
   return rocksdb::NewCompressedSecondaryCache(options);
@@ -533,6 +540,61 @@ void write_dat(const std::string& path, const std::vector<Row>& rows) {
   std::fclose(dat);
 }
 
+// The tier that compares at equal RSS: RocksDB's lz4 tier at zsm-2nd's RSS.
+constexpr const char* kRssMatchedTier = "rocksdb-lz4-rss";
+
+// The row of `tier` and `dist` run so far, or nullptr.
+const Row* find_row(const std::vector<Row>& rows, const std::string& tier, const std::string& dist) {
+  for (const Row& r : rows) {
+    if (r.tier == tier && r.dist == dist) return &r;
+  }
+  return nullptr;
+}
+
+// RocksDB's lz4 tier at the capacity at which it adds as much RSS as zsm-2nd, for `dist`:
+// a first try at rocksdb-lz4's capacity scaled by zsm-2nd's tier RSS over rocksdb-lz4's (each
+// less the RSS of no tier); when that adds more than 3 % too much or too little, a second try
+// on the line through the two (capacity, RSS) points, if it rises, kept within half and
+// twice the first. Returns the row of the try closer to zsm-2nd's RSS (RSS varies by a MiB or
+// two from run to run), each try noted; nothing, and a note saying why, when those three rows
+// were not run or grew no RSS.
+std::optional<Row> run_at_zsm_rss(const Params& p, const std::vector<Row>& rows,
+                                  const std::string& dist, std::vector<std::string>* notes) {
+  const Row* zsm = find_row(rows, "zsm-2nd", dist);
+  const Row* rocks = find_row(rows, "rocksdb-lz4", dist);
+  const Row* none = find_row(rows, "none", dist);
+  if (zsm == nullptr || rocks == nullptr || none == nullptr || zsm->rss <= none->rss ||
+      rocks->rss <= none->rss) {
+    notes->push_back(std::string(kRssMatchedTier) + " " + dist +
+                     ": not run (it needs zsm-2nd, rocksdb-lz4 and none, with RSS grown)");
+    return std::nullopt;
+  }
+  const auto tier_rss = [&](const Row& r) { return double(r.rss - std::min(r.rss, none->rss)); };
+  const double target = tier_rss(*zsm);
+  const double cap0 = double(rocksdb_capacity(p)), rss0 = tier_rss(*rocks);
+  Params matched = p;
+  matched.rocksdb_secondary_bytes = size_t(cap0 * target / rss0);
+  Row row = parse_row(run_in_child(matched, kRssMatchedTier, dist));
+  const auto note = [&](const Row& r) {
+    char line[192];
+    std::snprintf(line, sizeof line, "%s %s: at %.2f MiB it added %.2f MiB of RSS (zsm-2nd: %.2f)",
+                  kRssMatchedTier, dist.c_str(), mib(matched.rocksdb_secondary_bytes),
+                  mib(size_t(tier_rss(r))), mib(size_t(target)));
+    notes->push_back(line);
+  };
+  note(row);
+  const double cap1 = double(matched.rocksdb_secondary_bytes), rss1 = tier_rss(row);
+  const double slope = (rss1 - rss0) / (cap1 - cap0);  // RSS per byte of capacity
+  if (std::abs(rss1 - target) > 0.03 * target && slope > 0) {
+    matched.rocksdb_secondary_bytes =
+        size_t(std::clamp(cap1 + (target - rss1) / slope, cap1 / 2, cap1 * 2));
+    Row second = parse_row(run_in_child(matched, kRssMatchedTier, dist));
+    note(second);
+    if (std::abs(tier_rss(second) - target) < std::abs(rss1 - target)) row = second;
+  }
+  return row;
+}
+
 // Whether --tiers names `tier` (no --tiers: every tier).
 bool selected(const Params& p, const std::string& tier) {
   return p.tiers.empty() || ("," + p.tiers + ",").find("," + tier + ",") != std::string::npos;
@@ -554,17 +616,24 @@ int run_parent(Params p) {
               "%s%s%s\n",
               ROCKSDB_MAJOR, ROCKSDB_MINOR, ROCKSDB_PATCH, p.keys, mib(bytes), kBlockSize,
               mib(p.primary_bytes), mib(p.secondary_bytes),
-              mib(p.rocksdb_secondary_bytes != 0 ? p.rocksdb_secondary_bytes : p.secondary_bytes),
+              mib(rocksdb_capacity(p)),
               p.reads, p.strong_codec.c_str(),
               p.recompress_codec.empty() ? "" : "; zsm and zsm-2nd recompress with ",
               p.recompress_codec.c_str());
   std::vector<Row> rows;
+  std::vector<std::string> notes;
   for (const char* dist : kDists) {
     for (const char* tier : kTiers) {
-      if (selected(p, tier)) rows.push_back(parse_row(run_in_child(p, tier, dist)));
+      if (!selected(p, tier)) continue;
+      if (std::string(tier) != kRssMatchedTier) {
+        rows.push_back(parse_row(run_in_child(p, tier, dist)));
+      } else if (std::optional<Row> matched = run_at_zsm_rss(p, rows, dist, &notes)) {
+        rows.push_back(*matched);
+      }
     }
   }
   std::filesystem::remove_all(p.dir);
+  for (const std::string& note : notes) std::printf("%s\n", note.c_str());
 
   std::map<std::string, const Row*> none;
   for (const Row& r : rows) {
@@ -642,7 +711,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: %s [--keys=N] [--primary=BYTES] [--secondary=BYTES] "
                    "[--rocksdb-secondary=BYTES] [--reads=N] "
-                   "[--tiers=zsm,zsm-2nd,zsm-2nd-zstd,rocksdb-lz4,rocksdb-lz4-split,none] "
+                   "[--tiers=zsm,zsm-2nd,zsm-2nd-zstd,rocksdb-lz4,rocksdb-lz4-split,none,"
+                   "rocksdb-lz4-rss] "
                    "[--zsm-codec=SPEC] [--zsm-recompress=SPEC] [--out=FILE.dat]\n",
                    argv[0]);
       return 2;

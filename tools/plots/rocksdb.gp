@@ -14,7 +14,7 @@ set grid ytics
 set key top left
 set xtics rotate by -20
 
-set title "reads per second (same primary LRU, equal secondary capacity)"
+set title "reads per second (same primary LRU; secondary 32 MiB, rocksdb-lz4-rss at zsm-2nd's RSS)"
 set ylabel "reads/s"
 set yrange [0:*]
 plot data using 2:xtic(1) title "zipf, 1 thread", '' using 3 title "zipf, 2 threads", \
