@@ -275,8 +275,9 @@ ZSM_COLD_PATH ClassShard* lock_busy_store_shard(const ZsPool* pool, ClassShard* 
 }
 
 // The shard lock_store_shard() tries first: this thread's shard of the class whose shard 0
-// is `first`.
+// is `first`. A pool of one shard (the kernel's design) reads no hint.
 inline ClassShard* store_shard(const ZsPool* pool, ClassShard* first) {
+  if (pool->shard_mask == 0) return first;
   return first + (shard_hint & pool->shard_mask);
 }
 
@@ -344,40 +345,48 @@ ZSM_ALWAYS_INLINE ClassShard* unlocked_class_of(unsigned long cell, Check check)
   return obj_to_zspage(check(handle_to_obj(cell)))->cls.load(std::memory_order_relaxed);
 }
 
-// With `cls` locked: the object behind the cell is still in it, so it is pinned.
+// An object pinned by its class's lock: the class, locked, and the obj its cell held then.
+struct Pinned {
+  ClassShard* cls;
+  unsigned long obj;
+};
+
+// With `cls` locked: the object behind the cell, pinned when it is still in `cls` (else its
+// `cls` is nullptr). The obj read here is the one the caller goes on with: no read again.
 template <typename Check>
-ZSM_ALWAYS_INLINE bool still_in_class(const ClassShard* cls, unsigned long cell, Check check) {
-  ZsPage* zspage = obj_to_zspage(check(handle_to_cell(cell)->load(std::memory_order_relaxed)));
-  return zspage->cls.load(std::memory_order_relaxed) == cls;
+ZSM_ALWAYS_INLINE Pinned pin_if_still_in(ClassShard* cls, unsigned long cell, Check check) {
+  unsigned long obj = check(handle_to_cell(cell)->load(std::memory_order_relaxed));
+  return {obj_to_zspage(obj)->cls.load(std::memory_order_relaxed) == cls ? cls : nullptr, obj};
 }
 
-// Locks the class of the object behind the cell and returns it; the object is pinned until
-// the caller unlocks (see "Finding an object's class" above).
+// Locks the class of the object behind the cell and returns the object, pinned until the
+// caller unlocks (see "Finding an object's class" above).
 template <typename Check>
-ZSM_ALWAYS_INLINE ClassShard* lock_class_of(unsigned long cell, Check check)
+ZSM_ALWAYS_INLINE Pinned lock_class_of(unsigned long cell, Check check)
     ZSM_NO_THREAD_SAFETY_ANALYSIS {
   Backoff backoff;
   for (;;) {
     ClassShard* cls = unlocked_class_of(cell, check);
     if (ZSM_LIKELY(cls != nullptr)) {
       lock_shard(cls);
-      if (ZSM_LIKELY(still_in_class(cls, cell, check))) return cls;
+      Pinned pinned = pin_if_still_in(cls, cell, check);
+      if (ZSM_LIKELY(pinned.cls != nullptr)) return pinned;
       cls->lock.unlock();
     }
     backoff.pause();
   }
 }
 
-// lock_class_of() without waiting: the object's class, locked, when its lock is free and the
-// object is still in it; else nullptr, and the caller waits in lock_class_of().
+// lock_class_of() without waiting: the object, pinned, when its class's lock is free and the
+// object is still in it; else its `cls` is nullptr, and the caller waits in lock_class_of().
 template <typename Check>
-ZSM_ALWAYS_INLINE ClassShard* try_lock_class_of(unsigned long cell, Check check)
+ZSM_ALWAYS_INLINE Pinned try_lock_class_of(unsigned long cell, Check check)
     ZSM_NO_THREAD_SAFETY_ANALYSIS {
   ClassShard* cls = unlocked_class_of(cell, check);
-  if (ZSM_UNLIKELY(cls == nullptr || !cls->lock.try_lock())) return nullptr;
-  if (ZSM_LIKELY(still_in_class(cls, cell, check))) return cls;
-  cls->lock.unlock();
-  return nullptr;
+  if (ZSM_UNLIKELY(cls == nullptr || !cls->lock.try_lock())) return {nullptr, 0};
+  Pinned pinned = pin_if_still_in(cls, cell, check);
+  if (ZSM_UNLIKELY(pinned.cls == nullptr)) cls->lock.unlock();
+  return pinned;
 }
 
 // Takes the read lock of the zspage that holds the object behind the cell; returns the obj.
@@ -684,14 +693,13 @@ ZSM_ALWAYS_INLINE void free_locked(ZsPool* pool, ClassShard* cls, unsigned long 
   cls->lock.unlock();
 }
 
-// Frees the object behind the cell, whose class `cls` the caller has locked: the header
+// Frees the pinned object behind the cell (its class locked by the caller): the header
 // checked first in a hardened pool.
 template <typename Check>
-ZSM_ALWAYS_INLINE void free_pinned(ZsPool* pool, ClassShard* cls, unsigned long cell, Check check)
+ZSM_ALWAYS_INLINE void free_pinned(ZsPool* pool, Pinned pinned, unsigned long cell, Check check)
     ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  unsigned long obj = handle_to_cell(cell)->load(std::memory_order_relaxed);
-  check.check_header(cls->geom, obj);
-  free_locked(pool, cls, cell, obj);
+  check.check_header(pinned.cls->geom, pinned.obj);
+  free_locked(pool, pinned.cls, cell, pinned.obj);
 }
 
 // free_cell() when the object's class lock was taken, or the object moved meanwhile: waits
@@ -706,9 +714,9 @@ ZSM_COLD_PATH void free_cell_waiting(ZsPool* pool, unsigned long cell, Check che
 // cell and the object's header, before anything changes.
 template <typename Check>
 ZSM_ALWAYS_INLINE void free_cell(ZsPool* pool, unsigned long cell, Check check) {
-  ClassShard* cls = try_lock_class_of(cell, check);
-  if (ZSM_UNLIKELY(cls == nullptr)) return free_cell_waiting(pool, cell, check);
-  free_pinned(pool, cls, cell, check);
+  Pinned pinned = try_lock_class_of(cell, check);
+  if (ZSM_UNLIKELY(pinned.cls == nullptr)) return free_cell_waiting(pool, cell, check);
+  free_pinned(pool, pinned, cell, check);
 }
 
 // A hardened pool's zs_free(): the handle checked, and refused while this thread reads it.

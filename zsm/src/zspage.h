@@ -178,18 +178,23 @@ ZSM_ALWAYS_INLINE void retire_full_hot(ClassShard* cls, ZsPage* zspage) ZSM_REQU
 ZSM_OFF_FAST_PATH void regroup_after_free(ZsPool* pool, ClassShard* cls, ZsPage* zspage)
     ZSM_REQUIRES(cls->lock);
 
-// After a free from the zspage (its in-use count already lowered). One compare when the
-// zspage stays where it is, listed or hot: a free only lowers the count, so only the lower
-// bound of its group (or floor) can be crossed.
+// After a free from the zspage (its in-use count already lowered). A full zspage, the
+// common case in steady state (stores fill the hot zspage, frees hit full ones), becomes hot
+// unless the free emptied it; otherwise one compare when the zspage stays where it is,
+// listed or hot: a free only lowers the count, so only the lower bound of its group (or
+// floor) can be crossed.
 ZSM_ALWAYS_INLINE void fix_fullness_after_free(ZsPool* pool, ClassShard* cls, ZsPage* zspage)
     ZSM_REQUIRES(cls->lock) {
   int fg = zspage->fullness;
   uint32_t inuse = zspage->inuse;
-  if (ZSM_LIKELY(inuse >= cls->fullness_lo[fg])) return;
-  if (ZSM_LIKELY(fg == ZS_INUSE_RATIO_100 && inuse != 0))
-    make_hot(cls, zspage);
-  else
+  if (ZSM_LIKELY(fg == ZS_INUSE_RATIO_100)) {
+    if (ZSM_LIKELY(inuse != 0))
+      make_hot(cls, zspage);
+    else
+      regroup_after_free(pool, cls, zspage);
+  } else if (ZSM_UNLIKELY(inuse < cls->fullness_lo[fg])) {
     regroup_after_free(pool, cls, zspage);
+  }
 }
 
 // --- objects --------------------------------------------------------------------------------
