@@ -1,5 +1,6 @@
 // Lock shards (zs_pool_config.nr_shards): configuration checks, threads storing into one
-// class at once land in different shards and every object survives, cross-thread frees reach
+// class at once land in different shards and every object survives, threads alive at once
+// get shards of their own however many came and went before, cross-thread frees reach
 // the owning shard, the per-class statistics sum the shards, and the lock statistics count.
 #include <zsm/zsmalloc.h>
 
@@ -7,6 +8,8 @@
 
 #include <barrier>
 #include <cerrno>
+#include <cstdint>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -105,6 +108,51 @@ TEST(Shards, LockStatisticsCountWaitsAndMoves) {
   zs_pool_stats(pool, &st);
   EXPECT_LE(st.shard_moves, static_cast<unsigned long>(kThreads) * kPairs);
   EXPECT_LE(st.lock_waits, 2ul * kThreads * kPairs);
+  EXPECT_TRUE(compact_and_check_empty(pool));
+  zs_destroy_pool(pool);
+}
+
+// The pages that hold the payloads of `handles` (objects that cross into a next page are read
+// through a copy and left out).
+std::set<uintptr_t> pages_holding(zs_pool* pool, const std::vector<unsigned long>& handles,
+                                  size_t size) {
+  std::vector<unsigned char> copy(size);
+  std::set<uintptr_t> pages;
+  for (unsigned long h : handles) {
+    void* mem = zs_obj_read_begin(pool, h, size, copy.data());
+    if (mem != copy.data()) pages.insert(reinterpret_cast<uintptr_t>(mem) & ~uintptr_t{4095});
+    zs_obj_read_end(pool, h, size, mem);
+  }
+  return pages;
+}
+
+// Threads alive at the same time store into shards of their own, however many threads came
+// and went before: a new thread takes the place of one that exited. (When shards were given
+// in turn, every 64th new thread of a 64-shard pool got the shard of a thread still running,
+// and every other one of a 2-shard pool.) The main thread leaves holes in its shard's
+// zspages, which a thread on the same shard would fill: no page may hold objects of both.
+TEST(Shards, ThreadsAliveAtOnceGetShardsOfTheirOwn) {
+  zs_pool* pool = make_pool(64);
+  ASSERT_NE(pool, nullptr);
+  constexpr size_t kSize = 200;
+  std::vector<unsigned char> bytes(kSize, 0x5a);
+  std::vector<unsigned long> mine, freed;
+  for (int i = 0; i < 400; i++) (i % 2 ? mine : freed).push_back(zs_store(pool, bytes.data(), kSize));
+  for (unsigned long h : freed) zs_free(pool, h);
+  const std::set<uintptr_t> my_pages = pages_holding(pool, mine, kSize);
+  ASSERT_FALSE(my_pages.empty());
+  for (int round = 0; round < 64; round++) {
+    std::thread([&] { zs_free(pool, zs_store(pool, bytes.data(), kSize)); }).join();
+    std::vector<unsigned long> theirs;
+    std::set<uintptr_t> their_pages;
+    std::thread([&] {
+      for (int i = 0; i < 50; i++) theirs.push_back(zs_store(pool, bytes.data(), kSize));
+      their_pages = pages_holding(pool, theirs, kSize);
+      for (unsigned long h : theirs) zs_free(pool, h);
+    }).join();
+    for (uintptr_t page : their_pages) ASSERT_EQ(my_pages.count(page), 0u) << "round " << round;
+  }
+  for (unsigned long h : mine) zs_free(pool, h);
   EXPECT_TRUE(compact_and_check_empty(pool));
   zs_destroy_pool(pool);
 }

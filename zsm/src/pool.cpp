@@ -224,9 +224,23 @@ ZSM_OFF_FAST_PATH void copy_across_pages(char* const* pages, const void* src, si
 ZSM_INITIAL_EXEC_TLS thread_local uint32_t shard_hint = 0;
 constexpr uint32_t kPlaced = 1u << 31;  // above any shard mask
 
-// Threads that have moved off shard 0 so far, in this process: each one's first move takes
-// it to the next shard in turn.
-std::atomic<uint32_t> threads_placed{0};
+// The hints of the threads placed now, one bit each; bit 0 stands for the threads not placed,
+// which use shard 0. A thread is placed on the lowest free hint and gives it back when it
+// exits, so the threads alive at one time spread over the shards (two threads on a pool of
+// two shards never share one), and a thread that starts after another exited takes its
+// place instead of counting on, which gave every other new thread the shard of a thread
+// still running. Past 63 threads alive at once, hints count on from 64.
+std::atomic<uint64_t> hints_in_use{1};
+std::atomic<uint32_t> hints_past_bitmap{64};
+
+// The hint bit this thread holds (0: none), given back when the thread exits.
+struct HeldHint {
+  uint32_t bit = 0;
+  ~HeldHint() {
+    if (bit != 0) hints_in_use.fetch_and(~(uint64_t{1} << bit), std::memory_order_relaxed);
+  }
+};
+thread_local HeldHint held_hint;
 
 // Pauses a store spends on its busy shard before it moves. Stores and frees hold a shard for
 // tens of nanoseconds, so most waits end within this; moving at once cost more than it saved
@@ -234,9 +248,18 @@ std::atomic<uint32_t> threads_placed{0};
 // and the thread that owns that one moves in turn: the two chased each other around).
 constexpr int kBusyShardSpins = 64;
 
-// A shard of its own for a thread that has not had one: the next in turn.
-inline uint32_t own_shard_hint() {
-  return kPlaced | (1 + threads_placed.fetch_add(1, std::memory_order_relaxed));
+// A shard of its own for a thread that has not had one: the lowest hint no live thread holds.
+uint32_t own_shard_hint() {
+  uint64_t used = hints_in_use.load(std::memory_order_relaxed);
+  while (~used != 0) {
+    const uint32_t bit = static_cast<uint32_t>(__builtin_ctzll(~used));
+    if (hints_in_use.compare_exchange_weak(used, used | (uint64_t{1} << bit),
+                                           std::memory_order_relaxed)) {
+      held_hint.bit = bit;
+      return kPlaced | bit;
+    }
+  }
+  return kPlaced | hints_past_bitmap.fetch_add(1, std::memory_order_relaxed);
 }
 
 // Gives this thread a shard of its own if it has none yet. A thread's first cached call
@@ -255,7 +278,7 @@ inline ClassShard* first_shard_for_size(const ZsPool* pool, size_t size) {
 
 // A store found its shard `cls` busy: waits up to kBusyShardSpins pauses for it, then, where
 // the class has other shards, moves this thread to another one and waits for that. A
-// thread's first move takes it to a shard of its own (threads_placed, in turn), so threads
+// thread's first move takes it to a shard of its own (own_shard_hint()), so threads
 // that store at the same time spread over the shards at once; later moves go to the next.
 ZSM_COLD_PATH ClassShard* lock_busy_store_shard(const ZsPool* pool, ClassShard* first,
                                                 ClassShard* cls) ZSM_NO_THREAD_SAFETY_ANALYSIS {
