@@ -529,10 +529,14 @@ void write_dat(const std::string& path, const std::vector<Row>& rows) {
     }
     std::fprintf(dat, "%s", tier);
     for (const char* dist : kDists) {
-      for (const Row& r : rows) {
-        if (r.tier == tier && r.dist == dist) {
-          std::fprintf(dat, " %.0f %.0f %.4f %zu", r.ops1, r.ops2, hit_ratio(r), r.blocks);
-        }
+      const auto row = std::find_if(rows.begin(), rows.end(), [&](const Row& r) {
+        return r.tier == tier && r.dist == dist;
+      });
+      if (row == rows.end()) {
+        std::fprintf(dat, " - - - -");  // not run for this key choice (rocksdb-lz4-rss)
+      } else {
+        std::fprintf(dat, " %.0f %.0f %.4f %zu", row->ops1, row->ops2, hit_ratio(*row),
+                     row->blocks);
       }
     }
     std::fprintf(dat, "\n");
@@ -572,8 +576,8 @@ std::optional<Row> run_at_zsm_rss(const Params& p, const std::vector<Row>& rows,
   const auto tier_rss = [&](const Row& r) { return double(r.rss - std::min(r.rss, none->rss)); };
   const double target = tier_rss(*zsm);
   const double cap0 = double(rocksdb_capacity(p)), rss0 = tier_rss(*rocks);
-  Params matched = p;
-  matched.rocksdb_secondary_bytes = size_t(cap0 * target / rss0);
+  Params matched = p;  // a capacity of 0 would read as "unset": at least one byte
+  matched.rocksdb_secondary_bytes = size_t(std::max(cap0 * target / rss0, 1.0));
   Row row = parse_row(run_in_child(matched, kRssMatchedTier, dist));
   const auto note = [&](const Row& r) {
     char line[192];
@@ -584,10 +588,10 @@ std::optional<Row> run_at_zsm_rss(const Params& p, const std::vector<Row>& rows,
   };
   note(row);
   const double cap1 = double(matched.rocksdb_secondary_bytes), rss1 = tier_rss(row);
-  const double slope = (rss1 - rss0) / (cap1 - cap0);  // RSS per byte of capacity
+  const double slope = cap1 != cap0 ? (rss1 - rss0) / (cap1 - cap0) : 0;  // RSS per byte
   if (std::abs(rss1 - target) > 0.03 * target && slope > 0) {
     matched.rocksdb_secondary_bytes =
-        size_t(std::clamp(cap1 + (target - rss1) / slope, cap1 / 2, cap1 * 2));
+        size_t(std::max(std::clamp(cap1 + (target - rss1) / slope, cap1 / 2, cap1 * 2), 1.0));
     Row second = parse_row(run_in_child(matched, kRssMatchedTier, dist));
     note(second);
     if (std::abs(tier_rss(second) - target) < std::abs(rss1 - target)) row = second;

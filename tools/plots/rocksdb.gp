@@ -6,6 +6,7 @@
 set terminal @term size 1400,560 noenhanced
 set output out
 set datafile commentschars "#"
+set datafile missing "-"  # a tier not run for one key choice
 set multiplot layout 1,2
 set style data histograms
 set style histogram clustered gap 1

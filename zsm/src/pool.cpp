@@ -226,10 +226,12 @@ constexpr uint32_t kPlaced = 1u << 31;  // above any shard mask
 
 // The hints of the threads placed now, one bit each; bit 0 stands for the threads not placed,
 // which use shard 0. A thread is placed on the lowest free hint and gives it back when it
-// exits, so the threads alive at one time spread over the shards (two threads on a pool of
-// two shards never share one), and a thread that starts after another exited takes its
-// place instead of counting on, which gave every other new thread the shard of a thread
-// still running. Past 63 threads alive at once, hints count on from 64.
+// exits, so the threads alive at one time hold different hints and spread over the shards,
+// and a thread that starts after another exited takes its place instead of counting on,
+// which gave every other new thread of a 2-shard pool the shard of a thread still running.
+// (Hints are per process and masks per pool, so after exits two live threads can still
+// share a shard that another leaves free.) Past 63 threads alive at once, hints count on
+// from 64.
 std::atomic<uint64_t> hints_in_use{1};
 std::atomic<uint32_t> hints_past_bitmap{64};
 
