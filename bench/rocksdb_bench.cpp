@@ -517,6 +517,14 @@ double hit_ratio(const Row& r) {
   return lookups ? double(r.sec_hits) / double(lookups) : 0.0;
 }
 
+// The row of `tier` and `dist` run so far, or nullptr.
+const Row* find_row(const std::vector<Row>& rows, const std::string& tier, const std::string& dist) {
+  for (const Row& r : rows) {
+    if (r.tier == tier && r.dist == dist) return &r;
+  }
+  return nullptr;
+}
+
 // The plot's data (tools/plots/rocksdb.gp): a line per tier, the distributions side by side.
 void write_dat(const std::string& path, const std::vector<Row>& rows) {
   std::FILE* dat = std::fopen(path.c_str(), "w");
@@ -529,10 +537,8 @@ void write_dat(const std::string& path, const std::vector<Row>& rows) {
     }
     std::fprintf(dat, "%s", tier);
     for (const char* dist : kDists) {
-      const auto row = std::find_if(rows.begin(), rows.end(), [&](const Row& r) {
-        return r.tier == tier && r.dist == dist;
-      });
-      if (row == rows.end()) {
+      const Row* row = find_row(rows, tier, dist);
+      if (row == nullptr) {
         std::fprintf(dat, " - - - -");  // not run for this key choice (rocksdb-lz4-rss)
       } else {
         std::fprintf(dat, " %.0f %.0f %.4f %zu", row->ops1, row->ops2, hit_ratio(*row),
@@ -546,14 +552,6 @@ void write_dat(const std::string& path, const std::vector<Row>& rows) {
 
 // The tier that compares at equal RSS: RocksDB's lz4 tier at zsm-2nd's RSS.
 constexpr const char* kRssMatchedTier = "rocksdb-lz4-rss";
-
-// The row of `tier` and `dist` run so far, or nullptr.
-const Row* find_row(const std::vector<Row>& rows, const std::string& tier, const std::string& dist) {
-  for (const Row& r : rows) {
-    if (r.tier == tier && r.dist == dist) return &r;
-  }
-  return nullptr;
-}
 
 // RocksDB's lz4 tier at the capacity at which it adds as much RSS as zsm-2nd, for `dist`:
 // a first try at rocksdb-lz4's capacity scaled by zsm-2nd's tier RSS over rocksdb-lz4's (each
