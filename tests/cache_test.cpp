@@ -3,13 +3,16 @@
 // under a randomized workload, an exact single-threaded model in geometries of few large
 // pages (every call under a watchdog: a put once looped forever there), CLOCK eviction order,
 // recompression, a failing page source, corrupted pool memory, and concurrent readers and
-// writers.
+// writers; and the pattern a RocksDB tier makes (hits erased, second-eviction admission, skewed
+// keys), under which the pool must stay dense.
 #include <zsm/cache.hpp>
 
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <cmath>
 #include <functional>
+#include <list>
 #include <map>
 #include <sstream>
 #include <mutex>
@@ -594,3 +597,98 @@ TEST(Cache, MmStatHasNineColumns) {
 }
 
 }  // namespace
+
+// --- a secondary cache's pattern: hits erased, second-eviction admission, skewed keys --------
+
+// A block that compresses to about `incompressible` bytes (text, then random bytes), so that
+// the blocks spread over many size classes as a DB's do.
+Bytes block_of(size_t size, size_t incompressible, uint64_t seed) {
+  Bytes b = text_bytes(size - incompressible, seed);
+  Bytes r = random_bytes(incompressible, seed + 1);
+  b.insert(b.end(), r.begin(), r.end());
+  return b;
+}
+
+// A skewed key: RocksDB db_bench's --read_random_exp_range=10, key = n * exp(-10 u) with u
+// uniform, so a few keys take most reads.
+uint64_t skewed_key(std::mt19937_64& rng, uint64_t n) {
+  double u = std::uniform_real_distribution<double>(0, 1)(rng);
+  return static_cast<uint64_t>(static_cast<double>(n) * std::exp(-10.0 * u)) % n;
+}
+
+// The pool's payload share: compressed bytes stored over pool pages (mm_stat's
+// compr_data_size / mem_used_total).
+double payload_share(const zsm::CacheStats& s) {
+  return s.mem_used_total == 0 ? 1.0
+                               : static_cast<double>(s.compr_data_size) /
+                                     static_cast<double>(s.mem_used_total);
+}
+
+// What RocksDB's block cache does to a secondary tier, on the cache alone: an LRU primary of
+// `primary` blocks over `keys` blocks; a read that misses the primary looks the block up in
+// the tier and, on a hit, erases it there (advise_erase: the primary takes it); the block the
+// primary evicts is put in the tier on its second eviction only (a first one is remembered).
+// Every put finds room by evicting an entry of its own class, so the pool never passes its
+// page limit, and nothing compacted it: the erased blocks' slots stayed holes (a third of a
+// RocksDB tier under skewed reads).
+struct TierPattern {
+  explicit TierPattern(zsm::Cache& cache, uint64_t keys, size_t primary, bool skewed)
+      : cache_(cache), keys_(keys), primary_(primary), skewed_(skewed) {}
+
+  void read(uint64_t n) {
+    for (uint64_t i = 0; i < n; i++) read_one(skewed_ ? skewed_key(rng_, keys_) : rng_() % keys_);
+  }
+  uint64_t hits = 0;
+
+ private:
+  void read_one(uint64_t k) {
+    if (auto at = where_.find(k); at != where_.end()) {
+      lru_.splice(lru_.begin(), lru_, at->second);
+      return;
+    }
+    std::string key = "block" + std::to_string(k);
+    if (cache_.get(key)) {
+      hits++;
+      cache_.erase(key);
+      evicted_once_.insert(k);  // the primary holds it: its next eviction is its second
+    }
+    lru_.push_front(k);
+    where_[k] = lru_.begin();
+    if (lru_.size() > primary_) evict_from_primary();
+  }
+  void evict_from_primary() {
+    uint64_t victim = lru_.back();
+    lru_.pop_back();
+    where_.erase(victim);
+    if (evicted_once_.erase(victim) == 0) {
+      evicted_once_.insert(victim);
+      return;
+    }
+    cache_.put("block" + std::to_string(victim), block_of(4096, 300 + victim * 7919 % 2200, victim));
+  }
+
+  zsm::Cache& cache_;
+  uint64_t keys_;
+  size_t primary_;
+  bool skewed_;
+  std::mt19937_64 rng_{42};
+  std::list<uint64_t> lru_;
+  std::map<uint64_t, std::list<uint64_t>::iterator> where_;
+  std::set<uint64_t> evicted_once_;
+};
+
+// The pool stays dense under the pattern, skewed and uniform: at least 90 % of its pages are
+// compressed bytes at the end, and compaction ran.
+TEST(Cache, SecondaryTierPatternKeepsThePoolDense) {
+  for (bool skewed : {true, false}) {
+    SCOPED_TRACE(skewed ? "skewed keys" : "uniform keys");
+    zsm::Cache cache(small_cache(4 << 20));
+    TierPattern pattern(cache, 12000, 600, skewed);
+    pattern.read(60000);
+    zsm::CacheStats s = cache.stats();
+    ASSERT_GT(pattern.hits, 1000u);
+    ASSERT_GT(s.mem_used_total, (3u << 20)) << "the pattern must fill the cache";
+    EXPECT_GT(s.pages_compacted, 0u) << cache.mm_stat();
+    EXPECT_GE(payload_share(s), 0.90) << cache.mm_stat();
+  }
+}

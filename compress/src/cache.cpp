@@ -17,6 +17,16 @@
 // Capacity. bytes_held() = pool pages + pool bookkeeping + index slots. The pool's page limit
 // is the capacity, so its pages can never exceed it; the index and bookkeeping are brought
 // back under it by make_room() before put() returns.
+//
+// Density. Every call that frees a record (erase, a put replacing a value, an eviction)
+// checks afterwards whether the pool's holes have grown by kCompactAfterZspages zspages since
+// the last compaction, and compacts if so (compact_if_worth()); a get that drops a corrupt
+// value does not (compaction moves objects through links the corruption may have hit). Holes only grow when a record
+// is freed, so after any mix of puts, erases and evictions the pool holds at most what the
+// last compaction could not free (about one partly filled zspage a class) plus that margin.
+// Checking only where a put found no room was not enough: a put at the capacity first evicts
+// an entry of its own class and takes its slot, so a tier whose hits are erased (RocksDB's
+// advise_erase) never failed a store and kept a third of its pool as holes.
 #include <zsm/cache.hpp>
 
 #include <algorithm>
@@ -56,8 +66,9 @@ constexpr size_t kTailLink = sizeof(unsigned long);
 constexpr unsigned kAnyClass = UINT32_MAX;  // evict_one(): no class preferred
 // evict_one() looks at up to this many slots from the hand for an entry of the class it prefers.
 constexpr unsigned kClassScan = 64;
-// free_some() compacts once the holes in the pool have grown by this many zspages since the
-// last compaction. RocksDB bench, 32 MiB zsm-2nd tier, blocks held at the end, zipf/uniform:
+// The pool is compacted once its holes have grown by this many zspages since the last
+// compaction (see "Density" above); in a 32 MiB pool, two 32 KiB zspages are 0.2 %.
+// RocksDB bench, 32 MiB zsm-2nd tier, blocks held at the end, zipf/uniform:
 // 1: 15,538/15,533 (3,603/11,073 compactions); 2: 15,450/15,451; 4: 15,323/15,247
 // (2,390/4,534 compactions); the old rule, a quarter of the pool in holes: 14,048/13,545.
 constexpr size_t kCompactAfterZspages = 2;
@@ -181,6 +192,7 @@ struct Cache::Impl {
   void resize(Shard& sh, size_t nr_slots);
   void account(const Slot& s, int sign);
   void drop(Shard& sh, Slot* s);
+  bool erase_entry(std::string_view key);  // erase() without the compaction after
 
   // --- room ----------------------------------------------------------------------------
 
@@ -192,6 +204,7 @@ struct Cache::Impl {
   size_t holes() const;
   bool worth_compacting() const;
   unsigned long compact();
+  void compact_if_worth();
   // What free_some() did: nothing, evicted an entry, or compacted the pool below its floor.
   enum class Room { none, evicted, compacted };
   Room free_some(size_t floor, unsigned long keep = 0, unsigned prefer_class = kAnyClass);
@@ -389,6 +402,16 @@ void Cache::Impl::drop(Shard& sh, Slot* s) {
   remove_at(sh, static_cast<size_t>(s - sh.slots.data()));
 }
 
+bool Cache::Impl::erase_entry(std::string_view key) {
+  uint64_t h = hash_key(key);
+  Shard& sh = shard_of(h);
+  std::unique_lock guard(sh.lock);
+  Slot* s = find(sh, h, key);
+  if (s == nullptr) return false;
+  drop(sh, s);
+  return true;
+}
+
 unsigned Cache::Impl::class_of_record(size_t record_size) const {
   size_t first_object = split(record_size) ? page_size : record_size;
   return zs_lookup_class_index(pool, static_cast<unsigned>(first_object + ZS_HANDLE_SIZE));
@@ -478,6 +501,16 @@ Cache::Impl::Room Cache::Impl::free_some(size_t floor, unsigned long keep,
   if (evict_one(keep, prefer_class)) return Room::evicted;
   compact();
   return zs_get_total_pages(pool) < floor ? Room::compacted : Room::none;
+}
+
+// Compacts when worth_compacting(), unless another thread is compacting already: that one
+// frees the same holes (zs_compact() covers the whole pool).
+void Cache::Impl::compact_if_worth() {
+  if (!worth_compacting()) return;
+  std::unique_lock guard(compact_lock, std::try_to_lock);
+  if (!guard.owns_lock() || !worth_compacting()) return;
+  zs_compact(pool);
+  holes_left = holes();
 }
 
 unsigned long Cache::Impl::compact() {
@@ -610,6 +643,7 @@ void Cache::put(std::string_view key, std::span<const std::byte> value) {
     m.make_room(m.options.capacity_bytes);  // the zspage it leaves empty, compacted away
     fail(CacheError::no_memory);
   }
+  m.compact_if_worth();  // the value it replaced, the entries it evicted
 }
 
 std::optional<size_t> Cache::get(std::string_view key, std::span<std::byte> out) {
@@ -647,7 +681,9 @@ std::optional<size_t> Cache::get(std::string_view key, std::span<std::byte> out)
     m.misses++;
     return std::nullopt;
   }
-  erase(key);  // a value that does not decompress is worth nothing: drop it
+  // A value that does not decompress is worth nothing: drop it. Not compacted after: objects
+  // are moved through the pool's own links, which the corruption may have hit too.
+  m.erase_entry(key);
   fail(CacheError::corrupt);
 }
 
@@ -681,13 +717,8 @@ std::optional<std::vector<std::byte>> Cache::get(std::string_view key) {
 }
 
 bool Cache::erase(std::string_view key) {
-  Impl& m = *impl_;
-  uint64_t h = hash_key(key);
-  Shard& sh = m.shard_of(h);
-  std::unique_lock guard(sh.lock);
-  Slot* s = m.find(sh, h, key);
-  if (s == nullptr) return false;
-  m.drop(sh, s);
+  if (!impl_->erase_entry(key)) return false;
+  impl_->compact_if_worth();
   return true;
 }
 

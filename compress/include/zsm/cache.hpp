@@ -8,8 +8,10 @@
 // - Keys live in the pool with their values: an entry's index slot is 24 bytes.
 // - The capacity counts everything the cache holds: pool pages, the pool's bookkeeping and the
 //   index (CacheStats::bytes_held). The pool's pages never pass it; a put that needs room
-//   evicts (CLOCK: a get only sets a bit, so readers never reorder anything) and compacts the
-//   pool when enough of it is free space inside zspages, and fails when it still does not fit.
+//   evicts (CLOCK: a get only sets a bit, so readers never reorder anything), and fails when
+//   it still does not fit. Every put and erase compacts the pool once the free space inside
+//   its zspages has grown by two zspages since the last compaction, so the pool stays dense
+//   under any mix of puts, erases and evictions.
 //   See CacheOptions::capacity_bytes for when bytes_held can stay above it.
 // - Sharded: each shard has a reader/writer lock; get takes only its shard's read lock.
 // - recompress() re-encodes stored values with a stronger codec and keeps the result only
