@@ -45,6 +45,15 @@ Bytes text_bytes(size_t n, uint64_t seed) {
   return b;
 }
 
+// A block that compresses to about `incompressible` bytes (text, then random bytes), so that
+// the blocks spread over many size classes as a DB's do.
+Bytes block_of(size_t size, size_t incompressible, uint64_t seed) {
+  Bytes b = text_bytes(size - incompressible, seed);
+  Bytes r = random_bytes(incompressible, seed + 1);
+  b.insert(b.end(), r.begin(), r.end());
+  return b;
+}
+
 Bytes same_filled(size_t n, uint64_t word) {
   Bytes b(n);
   for (size_t i = 0; i < n; i += 8) std::memcpy(b.data() + i, &word, 8);
@@ -167,7 +176,7 @@ TEST(Cache, BadInputIsAClearErrorAndChangesNothing) {
   o.shards = 3;
   EXPECT_EQ(bad(o), zsm::CacheError::bad_options);
   o = {};
-  o.max_value_size = 8192;
+  o.max_value_size = (size_t{1} << 20) + 1;  // values up to 1 MiB
   EXPECT_EQ(bad(o), zsm::CacheError::bad_options);
   o = {};
   o.capacity_bytes = 100;
@@ -176,6 +185,37 @@ TEST(Cache, BadInputIsAClearErrorAndChangesNothing) {
   o.codec.level = 1000;
   o.codec.kind = zsm::CodecKind::zstd;
   EXPECT_THROW(zsm::Cache c(o), std::system_error);
+}
+
+// Values above a page are stored as chains of page-sized objects and one for the rest: every
+// size up to 64 KiB round-trips, raw or compressed, and a compressed chain takes the pool
+// pages of its compressed bytes (plus a link a page), not of its raw size.
+TEST(Cache, ValuesAboveAPageAreChainedAndKeepTheirCompression) {
+  zsm::CacheOptions o = small_cache(32 << 20);
+  o.max_value_size = 65536;
+  zsm::Cache cache(o);
+  std::vector<std::pair<std::string, Bytes>> values;
+  for (size_t n : {4097u, 8183u, 8184u, 8192u, 12280u, 16384u, 40000u, 65535u, 65536u}) {
+    values.emplace_back("raw" + std::to_string(n), random_bytes(n, n));
+    values.emplace_back("text" + std::to_string(n), block_of(n, n / 2, n));
+  }
+  for (const auto& [key, value] : values) cache.put(key, value);
+  EXPECT_EQ(cache.stats().entries, values.size());
+  EXPECT_EQ(cache.stats().huge_pages, values.size() / 2) << "the random ones alone are raw";
+  for (const auto& [key, value] : values) EXPECT_EQ(cache.get(key), value) << key;
+  EXPECT_EQ(error_of([&] { cache.put("big", Bytes(65537)); }), zsm::CacheError::value_too_large);
+  for (const auto& [key, value] : values) EXPECT_TRUE(cache.erase(key));
+  cache.clear();
+  EXPECT_EQ(zs_get_total_pages(cache.pool()), 0u) << "every piece of every chain was freed";
+
+  // 2000 values of 8 KiB that compress to about 5 KiB: the pool holds them in about 5 KiB each.
+  for (int i = 0; i < 2000; i++) cache.put("v" + std::to_string(i), block_of(8192, 4800, i));
+  zsm::CacheStats s = cache.stats();
+  EXPECT_EQ(s.entries, 2000u);
+  EXPECT_EQ(s.huge_pages, 0u);
+  EXPECT_LT(static_cast<double>(s.mem_used_total), 1.08 * static_cast<double>(s.compr_data_size))
+      << cache.mm_stat();
+  for (int i = 0; i < 2000; i += 97) EXPECT_EQ(cache.get("v" + std::to_string(i)), block_of(8192, 4800, i));
 }
 
 // A randomized workload in a cache far smaller than the data: the capacity holds after every
@@ -600,14 +640,6 @@ TEST(Cache, MmStatHasNineColumns) {
 
 // --- a secondary cache's pattern: hits erased, second-eviction admission, skewed keys --------
 
-// A block that compresses to about `incompressible` bytes (text, then random bytes), so that
-// the blocks spread over many size classes as a DB's do.
-Bytes block_of(size_t size, size_t incompressible, uint64_t seed) {
-  Bytes b = text_bytes(size - incompressible, seed);
-  Bytes r = random_bytes(incompressible, seed + 1);
-  b.insert(b.end(), r.begin(), r.end());
-  return b;
-}
 
 // A skewed key: RocksDB db_bench's --read_random_exp_range=10, key = n * exp(-10 u) with u
 // uniform, so a few keys take most reads.

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstddef>
+#include <cstdio>
 #include <functional>
 #include <mutex>
 #include <new>
@@ -104,6 +105,7 @@ rocksdb::Status RocksSecondaryCache::Create(const CacheOptions& options,
   const size_t table_bytes = admission_words(options.capacity_bytes, admission) * sizeof(uint64_t);
   CacheOptions cache_options = options;
   cache_options.capacity_bytes -= std::min(table_bytes, options.capacity_bytes);
+  if (cache_options.max_value_size == 0) cache_options.max_value_size = kDefaultMaxBlock;
   rocksdb::Status status;
   std::unique_ptr<Cache> cache = make_cache(cache_options, &status);
   if (!cache) return status;
@@ -150,12 +152,26 @@ rocksdb::Status RocksSecondaryCache::Insert(const rocksdb::Slice& key, void* val
   return rocksdb::Status::InvalidArgument("zsm secondary cache: block not stored");
 }
 
+// Counts a block above max_value_size, and says so on stderr the first time: a tier that
+// refuses every block of a workload is otherwise a tier that silently holds nothing.
+void RocksSecondaryCache::refuse_too_large(size_t size, size_t max_value_size) {
+  if (inserts_too_large_.fetch_add(1, std::memory_order_relaxed) == 0)
+    std::fprintf(stderr,
+                 "zsm secondary cache: a block of %zu bytes is above max_value_size (%zu bytes) "
+                 "and is not stored; blocks this large need a larger max_value_size "
+                 "(CacheOptions::max_value_size, or zsm://...;max_value=, up to 1M)\n",
+                 size, max_value_size);
+}
+
 // Serializes the block and puts it; false when it is too large, fails to save or finds no room.
 bool RocksSecondaryCache::insert_bytes(const rocksdb::Slice& key, void* value,
                                        const rocksdb::Cache::CacheItemHelper* helper) {
   std::shared_lock lock(cache_lock_);
   const size_t size = helper->size_cb(value);
-  if (size > cache_->options().max_value_size) return false;
+  if (size > cache_->options().max_value_size) {
+    refuse_too_large(size, cache_->options().max_value_size);
+    return false;
+  }
   std::span<std::byte> bytes = thread_buffer(size);
   if (!helper->saveto_cb(value, 0, size, bytes.data()).ok()) return false;
   try {
@@ -263,6 +279,7 @@ RocksSecondaryCacheStats RocksSecondaryCache::stats() const {
   s.inserts_refused = inserts_refused_.load(std::memory_order_relaxed);
   s.erases = erases_.load(std::memory_order_relaxed);
   s.first_evictions = first_evictions_.load(std::memory_order_relaxed);
+  s.inserts_too_large = inserts_too_large_.load(std::memory_order_relaxed);
   s.admission_bytes = admission_bytes();
   std::shared_lock lock(cache_lock_);
   s.cache = cache_->stats();

@@ -13,9 +13,11 @@
 //   completes before it returns, so every handle is ready and Wait()/WaitAll() do nothing.
 //   With advise_erase the entry is erased after a hit, and is_in_sec_cache says whether the
 //   block is still held.
-// - What the cache cannot give: a block larger than the cache's max_value_size (at most the
-//   pool's page size) is refused with Status::InvalidArgument, so the tier does not hold it;
-//   the capacity is a bound the cache's pool is created with, so SetCapacity() builds a new
+// - Blocks up to the cache's max_value_size are stored: 64 KiB when CacheOptions leave it 0
+//   (a block above a pool page is a chain of page-sized objects, see zsm/cache.hpp), at most
+//   1 MiB. A larger block is refused with Status::InvalidArgument, counted in
+//   inserts_too_large, and the first one is reported on stderr.
+// - The capacity is a bound the cache's pool is created with, so SetCapacity() builds a new
 //   cache of the new capacity and moves the blocks over (the new one evicts what does not
 //   fit); a capacity the cache refuses (below a pool page, zero included) is
 //   Status::InvalidArgument from Create() and SetCapacity(), and changes nothing.
@@ -55,6 +57,7 @@ struct RocksSecondaryCacheStats {
   uint64_t misses = 0;            // lookups that did not (absent, corrupt, create failed)
   uint64_t inserts = 0;           // blocks stored
   uint64_t inserts_refused = 0;   // blocks not stored: too large, no room, a save error
+  uint64_t inserts_too_large = 0; // of those, blocks above the cache's max_value_size
   uint64_t erases = 0;            // blocks erased, by Erase() or advise_erase
   uint64_t first_evictions = 0;   // Admission::second_eviction: blocks only remembered
   size_t admission_bytes = 0;     // the admission table's size (0 with every_block)
@@ -65,6 +68,9 @@ struct RocksSecondaryCacheStats {
 // LRUCacheOptions::secondary_cache.
 class RocksSecondaryCache : public rocksdb::SecondaryCache {
  public:
+  // The largest block stored when CacheOptions::max_value_size is 0.
+  static constexpr size_t kDefaultMaxBlock = size_t{64} << 10;
+
   // A tier of options.capacity_bytes on a cache made with `options` (less the admission
   // table, see Admission); Status::InvalidArgument (and *out untouched) when the cache refuses
   // them, e.g. a capacity below the pool's page size.
@@ -108,6 +114,7 @@ class RocksSecondaryCache : public rocksdb::SecondaryCache {
   void remember(const rocksdb::Slice& key);
   std::atomic<uint64_t>& admission_word(uint64_t hash);  // the table's word for a key's hash
   [[nodiscard]] size_t admission_bytes() const;
+  void refuse_too_large(size_t size, size_t max_value_size);
   bool insert_bytes(const rocksdb::Slice& key, void* value,
                     const rocksdb::Cache::CacheItemHelper* helper);
   std::unique_ptr<rocksdb::SecondaryCacheResultHandle> create_from_cache(
@@ -121,7 +128,7 @@ class RocksSecondaryCache : public rocksdb::SecondaryCache {
   // Admission::second_eviction: hashes of keys evicted once (0: none), a power of two long.
   std::vector<std::atomic<uint64_t>> evicted_once_;
   std::atomic<uint64_t> hits_{0}, misses_{0}, inserts_{0}, inserts_refused_{0}, erases_{0},
-      first_evictions_{0};
+      first_evictions_{0}, inserts_too_large_{0};
 };
 
 }  // namespace zsm
