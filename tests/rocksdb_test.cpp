@@ -605,3 +605,37 @@ TEST(RocksSecondaryCacheDb, ReadsEveryValueBackThroughTheSecondaryTier) {
 }
 
 }  // namespace
+
+namespace {
+
+// The zsm:// grammar: sizes with K/M/G, every key applied; the bad cases are in
+// rocksdb_plugin_test (through CreateFromString()).
+TEST(ZsmUri, ParsesEveryKeyAndSuffix) {
+  zsm::RocksTierConfig c;
+  ASSERT_TRUE(zsm::ParseZsmUri("zsm://32M", &c).ok());
+  EXPECT_EQ(c.cache.capacity_bytes, size_t{32} << 20);
+  EXPECT_EQ(c.cache.max_value_size, RocksSecondaryCache::kDefaultMaxBlock);
+  EXPECT_EQ(c.admission, zsm::Admission::every_block);
+  EXPECT_EQ(c.cache.codec.kind, zsm::CodecKind::lz4);
+  ASSERT_TRUE(zsm::ParseZsmUri("zsm://2g;codec=zstd:7;admission=second;max_value=100k;"
+                               "page=64K;chain=16;shards=1",
+                               &c).ok());
+  EXPECT_EQ(c.cache.capacity_bytes, size_t{2} << 30);
+  EXPECT_EQ(c.cache.codec.kind, zsm::CodecKind::zstd);
+  EXPECT_EQ(c.cache.codec.level, 7);
+  EXPECT_EQ(c.admission, zsm::Admission::second_eviction);
+  EXPECT_EQ(c.cache.max_value_size, 100u << 10);
+  EXPECT_EQ(c.cache.pool.page_size, 65536u);
+  EXPECT_EQ(c.cache.pool.chain_size, 16u);
+  EXPECT_EQ(c.cache.shards, 1u);
+  ASSERT_TRUE(zsm::ParseZsmUri("zsm://65536", &c).ok());
+  EXPECT_EQ(c.cache.capacity_bytes, 65536u);
+  Status s = zsm::ParseZsmUri("zsm://99999999999G", &c);
+  EXPECT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.ToString().find("bad capacity '99999999999G'"), std::string::npos) << s.ToString();
+  std::shared_ptr<RocksSecondaryCache> tier;
+  ASSERT_TRUE(RocksSecondaryCache::CreateFromUri("zsm://8M;admission=second", &tier).ok());
+  EXPECT_GT(tier->stats().admission_bytes, 0u);
+}
+
+}  // namespace

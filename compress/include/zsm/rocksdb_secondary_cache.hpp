@@ -64,6 +64,35 @@ struct RocksSecondaryCacheStats {
   CacheStats cache;               // the cache underneath (bytes_held, entries, mm_stat's fields)
 };
 
+// A tier's settings, as a zsm:// URI gives them (ParseZsmUri()).
+struct RocksTierConfig {
+  CacheOptions cache;  // capacity_bytes, codec, max_value_size, shards, pool page and chain
+  Admission admission = Admission::every_block;
+};
+
+// The zsm:// URI: the one grammar of a zsm tier named by a string (RocksDB's
+// SecondaryCache::CreateFromString() through the plugin, db_bench's --secondary_cache_uri).
+//
+//   zsm://CAPACITY[;KEY=VALUE]...
+//
+// CAPACITY is the tier's bytes (pool, index, admission table), at least a pool page. A SIZE is
+// a decimal integer with an optional suffix K, M or G (KiB, MiB, GiB; lower case too).
+// Each KEY at most once, in any order:
+//   codec=SPEC        lz4 (default), lz4:ACCELERATION, lz4hc[:LEVEL], zstd[:LEVEL] or none
+//                     (zsm::parse_codec(); levels checked by Codec::create())
+//   admission=WHICH   every (default: every block the primary evicts) or second (a block only
+//                     on its second eviction, RocksDB's compressed tier's rule)
+//   max_value=SIZE    the largest block stored, 1 .. 1M (default 64K); a larger block is
+//                     refused, counted (inserts_too_large) and reported on stderr once
+//   page=SIZE         the pool's page size: 4K (default), 16K or 64K. Blocks above a page are
+//                     chains of page-sized objects, so a larger page is not needed for large
+//                     blocks; it makes fewer, larger objects (and zspages up to chain pages).
+//   chain=N           pages per zspage, 4..16 (default 8)
+//   shards=N          index shards, a power of two 1..1024 (default 16)
+// E.g. zsm://32M, zsm://1G;codec=zstd:3;admission=second. A bad URI is
+// Status::InvalidArgument whose message names the bad part and quotes the URI.
+rocksdb::Status ParseZsmUri(const std::string& uri, RocksTierConfig* out);
+
 // The adapter (see the top of this header). Made by Create(); shared with RocksDB through
 // LRUCacheOptions::secondary_cache.
 class RocksSecondaryCache : public rocksdb::SecondaryCache {
@@ -77,6 +106,11 @@ class RocksSecondaryCache : public rocksdb::SecondaryCache {
   static rocksdb::Status Create(const CacheOptions& options,
                                 std::shared_ptr<RocksSecondaryCache>* out,
                                 Admission admission = Admission::every_block);
+
+  // A tier made from a zsm:// URI (ParseZsmUri()); Status::InvalidArgument naming the bad
+  // part when the URI is bad.
+  static rocksdb::Status CreateFromUri(const std::string& uri,
+                                       std::shared_ptr<RocksSecondaryCache>* out);
 
   const char* Name() const override { return "ZsmSecondaryCache"; }
   rocksdb::Status Insert(const rocksdb::Slice& key, void* value,
