@@ -215,7 +215,8 @@ TEST(Cache, ValuesAboveAPageAreChainedAndKeepTheirCompression) {
   EXPECT_EQ(s.huge_pages, 0u);
   EXPECT_LT(static_cast<double>(s.mem_used_total), 1.08 * static_cast<double>(s.compr_data_size))
       << cache.mm_stat();
-  for (int i = 0; i < 2000; i += 97) EXPECT_EQ(cache.get("v" + std::to_string(i)), block_of(8192, 4800, i));
+  for (int i = 0; i < 2000; i += 97)
+    EXPECT_EQ(cache.get("v" + std::to_string(i)), block_of(8192, 4800, i));
 }
 
 // A randomized workload in a cache far smaller than the data: the capacity holds after every
@@ -696,7 +697,8 @@ struct TierPattern {
       evicted_once_.insert(victim);
       return;
     }
-    cache_.put("block" + std::to_string(victim), block_of(4096, 300 + victim * 7919 % 2200, victim));
+    cache_.put("block" + std::to_string(victim),
+               block_of(4096, 300 + victim * 7919 % 2200, victim));
   }
 
   zsm::Cache& cache_;

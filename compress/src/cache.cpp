@@ -23,9 +23,10 @@
 // Density. Every call that frees a record (erase, a put replacing a value, an eviction)
 // checks afterwards whether the pool's holes have grown by kCompactAfterZspages zspages since
 // the last compaction, and compacts if so (compact_if_worth()); a get that drops a corrupt
-// value does not (compaction moves objects through links the corruption may have hit). Holes only grow when a record
-// is freed, so after any mix of puts, erases and evictions the pool holds at most what the
-// last compaction could not free (about one partly filled zspage a class) plus that margin.
+// value does not (compaction moves objects through links the corruption may have hit). Holes
+// only grow when a record is freed, so after any mix of puts, erases and evictions the pool
+// holds at most what the last compaction could not free (about one partly filled zspage a
+// class) plus that margin.
 // Checking only where a put found no room was not enough: a put at the capacity first evicts
 // an entry of its own class and takes its slot, so a tier whose hits are erased (RocksDB's
 // advise_erase) never failed a store and kept a third of its pool as holes.
@@ -561,19 +562,19 @@ bool Cache::Impl::make_room(size_t limit, unsigned long keep) {
 // Stores a record, making room while the pool has none; 0 when it cannot fit even in an
 // empty pool.
 //
-// Why this ends. A failed attempt can leave pages behind: a split record's tail is stored,
-// its head finds no page, and the tail's zspage, freed again, stays as its class's spare.
-// Compacting frees exactly that spare, so "compaction freed pages" would let the next
-// attempt do the same forever. Progress is therefore measured against the pages held before
-// the failed attempt: each retry follows an eviction (entries fall) or a pool smaller than
-// before that attempt (pages fall, entries unchanged). Alone, the pair (entries, pages
-// before the attempt) falls in lexicographic order at every retry and cannot fall forever.
-// With puts failing on other threads at the same time, the pages before an attempt may
-// include their leftovers, which their compaction then frees, and two such puts could each
-// see the other's leftovers go and retry forever. So at most kCompactionRetries retries may
-// follow a compaction alone; past that the floor is 0, which no compaction goes below, so
-// only an eviction lets a put retry, and each eviction removes an entry (what other threads
-// add is their own puts' progress).
+// Why this ends. A failed attempt can leave pages behind: a split record's last pieces are
+// stored, a piece before them finds no page, and their zspages, freed again, stay as their
+// classes' spares. Compacting frees exactly those spares, so "compaction freed pages" would let
+// the next attempt do the same forever. Progress is therefore measured against the pages held
+// before the failed attempt: each retry follows an eviction (entries fall) or a pool smaller
+// than before that attempt (pages fall, entries unchanged). Alone, the pair (entries, pages
+// before the attempt) falls in lexicographic order at every retry and cannot fall forever. With
+// puts failing on other threads at the same time, the pages before an attempt may include their
+// leftovers, which their compaction then frees, and two such puts could each see the other's
+// leftovers go and retry forever. So at most kCompactionRetries retries may follow a compaction
+// alone; past that the floor is 0, which no compaction goes below, so only an eviction lets a
+// put retry, and each eviction removes an entry (what other threads add is their own puts'
+// progress).
 //
 // Within a zspage of the capacity, a put first evicts an entry of its own class (see
 // evict_one()): the store then takes the slot that freed, so a full cache replaces entries

@@ -130,7 +130,8 @@ class PluginTier : public rocksdb::SecondaryCache {
       std::unordered_map<std::string, std::string>* /*unused*/) override {
     if (opts_map.empty()) return rocksdb::Status::OK();
     std::string given;
-    for (const auto& [key, value] : opts_map) given += (given.empty() ? "" : ";") + key + "=" + value;
+    for (const auto& [key, value] : opts_map)
+      given += (given.empty() ? "" : ";") + key + "=" + value;
     off_ = true;
     std::fprintf(stderr,
                  "zsm secondary cache: options after id= (%s) are refused, and this tier is "
