@@ -96,7 +96,7 @@ constexpr auto kRecompressPeriod = std::chrono::milliseconds(1);
 bool recompresses(const Params& p) {
   return !p.recompress_codec.empty() && (p.tier == "zsm" || p.tier == "zsm-2nd");
 }
-constexpr size_t kBlockSize = 3584;  // blocks stay under the zsm pool's 4 KiB page
+constexpr size_t kBlockSize = 3584;  // blocks within the zsm pool's 4 KiB page: no chains
 
 std::string key_of(size_t i) {
   char key[24];

@@ -3,13 +3,16 @@
 // under a randomized workload, an exact single-threaded model in geometries of few large
 // pages (every call under a watchdog: a put once looped forever there), CLOCK eviction order,
 // recompression, a failing page source, corrupted pool memory, and concurrent readers and
-// writers.
+// writers; and the pattern a RocksDB tier makes (hits erased, second-eviction admission, skewed
+// keys), under which the pool must stay dense.
 #include <zsm/cache.hpp>
 
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <cmath>
 #include <functional>
+#include <list>
 #include <map>
 #include <sstream>
 #include <mutex>
@@ -39,6 +42,15 @@ Bytes text_bytes(size_t n, uint64_t seed) {
     for (char c : w) b.push_back(static_cast<std::byte>(c));
   }
   b.resize(n);
+  return b;
+}
+
+// A block that compresses to about `incompressible` bytes (text, then random bytes), so that
+// the blocks spread over many size classes as a DB's do.
+Bytes block_of(size_t size, size_t incompressible, uint64_t seed) {
+  Bytes b = text_bytes(size - incompressible, seed);
+  Bytes r = random_bytes(incompressible, seed + 1);
+  b.insert(b.end(), r.begin(), r.end());
   return b;
 }
 
@@ -164,7 +176,7 @@ TEST(Cache, BadInputIsAClearErrorAndChangesNothing) {
   o.shards = 3;
   EXPECT_EQ(bad(o), zsm::CacheError::bad_options);
   o = {};
-  o.max_value_size = 8192;
+  o.max_value_size = (size_t{1} << 20) + 1;  // values up to 1 MiB
   EXPECT_EQ(bad(o), zsm::CacheError::bad_options);
   o = {};
   o.capacity_bytes = 100;
@@ -173,6 +185,38 @@ TEST(Cache, BadInputIsAClearErrorAndChangesNothing) {
   o.codec.level = 1000;
   o.codec.kind = zsm::CodecKind::zstd;
   EXPECT_THROW(zsm::Cache c(o), std::system_error);
+}
+
+// Values above a page are stored as chains of page-sized objects and one for the rest: every
+// size up to 64 KiB round-trips, raw or compressed, and a compressed chain takes the pool
+// pages of its compressed bytes (plus a link a page), not of its raw size.
+TEST(Cache, ValuesAboveAPageAreChainedAndKeepTheirCompression) {
+  zsm::CacheOptions o = small_cache(32 << 20);
+  o.max_value_size = 65536;
+  zsm::Cache cache(o);
+  std::vector<std::pair<std::string, Bytes>> values;
+  for (size_t n : {4097u, 8183u, 8184u, 8192u, 12280u, 16384u, 40000u, 65535u, 65536u}) {
+    values.emplace_back("raw" + std::to_string(n), random_bytes(n, n));
+    values.emplace_back("text" + std::to_string(n), block_of(n, n / 2, n));
+  }
+  for (const auto& [key, value] : values) cache.put(key, value);
+  EXPECT_EQ(cache.stats().entries, values.size());
+  EXPECT_EQ(cache.stats().huge_pages, values.size() / 2) << "the random ones alone are raw";
+  for (const auto& [key, value] : values) EXPECT_EQ(cache.get(key), value) << key;
+  EXPECT_EQ(error_of([&] { cache.put("big", Bytes(65537)); }), zsm::CacheError::value_too_large);
+  for (const auto& [key, value] : values) EXPECT_TRUE(cache.erase(key));
+  cache.clear();
+  EXPECT_EQ(zs_get_total_pages(cache.pool()), 0u) << "every piece of every chain was freed";
+
+  // 2000 values of 8 KiB that compress to about 5 KiB: the pool holds them in about 5 KiB each.
+  for (int i = 0; i < 2000; i++) cache.put("v" + std::to_string(i), block_of(8192, 4800, i));
+  zsm::CacheStats s = cache.stats();
+  EXPECT_EQ(s.entries, 2000u);
+  EXPECT_EQ(s.huge_pages, 0u);
+  EXPECT_LT(static_cast<double>(s.mem_used_total), 1.08 * static_cast<double>(s.compr_data_size))
+      << cache.mm_stat();
+  for (int i = 0; i < 2000; i += 97)
+    EXPECT_EQ(cache.get("v" + std::to_string(i)), block_of(8192, 4800, i));
 }
 
 // A randomized workload in a cache far smaller than the data: the capacity holds after every
@@ -594,3 +638,91 @@ TEST(Cache, MmStatHasNineColumns) {
 }
 
 }  // namespace
+
+// --- a secondary cache's pattern: hits erased, second-eviction admission, skewed keys --------
+
+
+// A skewed key: RocksDB db_bench's --read_random_exp_range=10, key = n * exp(-10 u) with u
+// uniform, so a few keys take most reads.
+uint64_t skewed_key(std::mt19937_64& rng, uint64_t n) {
+  double u = std::uniform_real_distribution<double>(0, 1)(rng);
+  return static_cast<uint64_t>(static_cast<double>(n) * std::exp(-10.0 * u)) % n;
+}
+
+// The pool's payload share: compressed bytes stored over pool pages (mm_stat's
+// compr_data_size / mem_used_total).
+double payload_share(const zsm::CacheStats& s) {
+  return s.mem_used_total == 0 ? 1.0
+                               : static_cast<double>(s.compr_data_size) /
+                                     static_cast<double>(s.mem_used_total);
+}
+
+// What RocksDB's block cache does to a secondary tier, on the cache alone: an LRU primary of
+// `primary` blocks over `keys` blocks; a read that misses the primary looks the block up in
+// the tier and, on a hit, erases it there (advise_erase: the primary takes it); the block the
+// primary evicts is put in the tier on its second eviction only (a first one is remembered).
+// Every put finds room by evicting an entry of its own class, so the pool never passes its
+// page limit, and nothing compacted it: the erased blocks' slots stayed holes (a third of a
+// RocksDB tier under skewed reads).
+struct TierPattern {
+  explicit TierPattern(zsm::Cache& cache, uint64_t keys, size_t primary, bool skewed)
+      : cache_(cache), keys_(keys), primary_(primary), skewed_(skewed) {}
+
+  void read(uint64_t n) {
+    for (uint64_t i = 0; i < n; i++) read_one(skewed_ ? skewed_key(rng_, keys_) : rng_() % keys_);
+  }
+  uint64_t hits = 0;
+
+ private:
+  void read_one(uint64_t k) {
+    if (auto at = where_.find(k); at != where_.end()) {
+      lru_.splice(lru_.begin(), lru_, at->second);
+      return;
+    }
+    std::string key = "block" + std::to_string(k);
+    if (cache_.get(key)) {
+      hits++;
+      cache_.erase(key);
+      evicted_once_.insert(k);  // the primary holds it: its next eviction is its second
+    }
+    lru_.push_front(k);
+    where_[k] = lru_.begin();
+    if (lru_.size() > primary_) evict_from_primary();
+  }
+  void evict_from_primary() {
+    uint64_t victim = lru_.back();
+    lru_.pop_back();
+    where_.erase(victim);
+    if (evicted_once_.erase(victim) == 0) {
+      evicted_once_.insert(victim);
+      return;
+    }
+    cache_.put("block" + std::to_string(victim),
+               block_of(4096, 300 + victim * 7919 % 2200, victim));
+  }
+
+  zsm::Cache& cache_;
+  uint64_t keys_;
+  size_t primary_;
+  bool skewed_;
+  std::mt19937_64 rng_{42};
+  std::list<uint64_t> lru_;
+  std::map<uint64_t, std::list<uint64_t>::iterator> where_;
+  std::set<uint64_t> evicted_once_;
+};
+
+// The pool stays dense under the pattern, skewed and uniform: at least 90 % of its pages are
+// compressed bytes at the end, and compaction ran.
+TEST(Cache, SecondaryTierPatternKeepsThePoolDense) {
+  for (bool skewed : {true, false}) {
+    SCOPED_TRACE(skewed ? "skewed keys" : "uniform keys");
+    zsm::Cache cache(small_cache(4 << 20));
+    TierPattern pattern(cache, 12000, 600, skewed);
+    pattern.read(60000);
+    zsm::CacheStats s = cache.stats();
+    ASSERT_GT(pattern.hits, 1000u);
+    ASSERT_GT(s.mem_used_total, (3u << 20)) << "the pattern must fill the cache";
+    EXPECT_GT(s.pages_compacted, 0u) << cache.mm_stat();
+    EXPECT_GE(payload_share(s), 0.90) << cache.mm_stat();
+  }
+}

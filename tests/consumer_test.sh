@@ -4,6 +4,8 @@
 # tree's export; its statically linked example alone is run, since the shared libraries on
 # LD_LIBRARY_PATH are the installed ones), and against the installed tree through
 # find_package(zsm) and through pkg-config.
+# Where the build has zsm's RocksDB secondary cache (libzsm_rocksdb installed), its example
+# (rocksdb_example.cpp) is built and run the same three ways.
 # Usage: consumer_test.sh BUILD_DIR SCRATCH_DIR
 set -euo pipefail
 build="$1" scratch="$2"
@@ -13,11 +15,14 @@ prefix="$scratch/prefix"
 cmake --install "$build" --prefix "$prefix" > /dev/null
 libdir="$(dirname "$(find "$prefix" -name libzsm.so -print -quit)")"
 export LD_LIBRARY_PATH="$libdir"
+rocksdb=0
+[ -e "$libdir/libzsm_rocksdb.a" ] && rocksdb=1
 
 echo "== find_package(zsm), the build tree"
 cmake -S "$here/consumer" -B "$scratch/build-tree" -G Ninja -Dzsm_DIR="$build" > /dev/null
 cmake --build "$scratch/build-tree" > /dev/null
 "$scratch/build-tree/cache_example_static" > /dev/null
+((rocksdb == 0)) || "$scratch/build-tree/rocksdb_example_static" > /dev/null
 
 echo "== find_package(zsm)"
 cmake -S "$here/consumer" -B "$scratch/cmake-build" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" > /dev/null
@@ -25,6 +30,10 @@ cmake --build "$scratch/cmake-build" > /dev/null
 "$scratch/cmake-build/pool_example" | tail -3
 "$scratch/cmake-build/cache_example"
 "$scratch/cmake-build/cache_example_static" > /dev/null
+if ((rocksdb)); then
+  "$scratch/cmake-build/rocksdb_example"
+  "$scratch/cmake-build/rocksdb_example_static" > /dev/null
+fi
 
 echo "== pkg-config"
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
@@ -35,4 +44,9 @@ c++ -std=c++20 "$here/consumer/cache_example.cpp" $(pkg-config --cflags --libs z
   -o "$scratch/pc-build/cache_example"
 "$scratch/pc-build/pool_example" > /dev/null
 "$scratch/pc-build/cache_example"
+if ((rocksdb)); then
+  c++ -std=c++20 "$here/consumer/rocksdb_example.cpp" $(pkg-config --cflags --libs zsm-rocksdb) \
+    -o "$scratch/pc-build/rocksdb_example"
+  "$scratch/pc-build/rocksdb_example"
+fi
 echo "consumer builds ran: find_package (build tree, installed tree) and pkg-config"

@@ -14,6 +14,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   liblz4-dev libzstd-dev libmimalloc-dev libjemalloc-dev libgoogle-perftools-dev
   librocksdb-dev
+  rocksdb-tools  # db_bench, cache_bench: the ctest db_bench_plugin, tools/run-db-bench.sh
   valgrind clang-19 libclang-rt-19-dev
   llvm-19 python3-scipy gnuplot-nox binutils
   clang-22 llvm-22 libclang-rt-22-dev  # the A/B's third compiler, the mail's (bookworm-security)
@@ -75,6 +76,8 @@ check_prerequisites() {
   need libjemalloc-dev /usr/include/jemalloc/jemalloc.h
   need libgoogle-perftools-dev /usr/include/gperftools/tcmalloc.h
   need librocksdb-dev /usr/include/rocksdb/secondary_cache.h
+  need rocksdb-tools db_bench
+  need rocksdb-tools cache_bench
   need python3-scipy /usr/lib/python3/dist-packages/scipy
   links g++ "libgcc-12-dev (g++'s sanitizer runtimes)" -fsanitize=address,undefined
   links clang++-19 libclang-rt-19-dev -fsanitize=address,undefined

@@ -6,8 +6,10 @@
 //
 // Records. The pool object of an entry is [key][stored bytes], where the stored bytes are the
 // compressed value, the raw value, or the 8-byte word of a same-filled value. A record longer
-// than a page (a raw page-sized value plus its key) is split: a head object of exactly one
-// page ends with the handle of a tail object that holds the rest.
+// than a page is split into a chain: objects of exactly one page, each ending with the handle
+// of the next, then one object that holds the rest (at most a page). A page-sized object takes
+// a page of its own (the huge class), so a chain wastes only its links and its last piece's
+// class rounding.
 //
 // Locks. A shard's std::shared_mutex: get, contains and for_each_key read; put, erase and
 // eviction write. No call holds two shard locks: a put stores its objects before it takes its
@@ -17,6 +19,17 @@
 // Capacity. bytes_held() = pool pages + pool bookkeeping + index slots. The pool's page limit
 // is the capacity, so its pages can never exceed it; the index and bookkeeping are brought
 // back under it by make_room() before put() returns.
+//
+// Density. Every call that frees a record (erase, a put replacing a value, an eviction)
+// checks afterwards whether the pool's holes have grown by kCompactAfterZspages zspages since
+// the last compaction, and compacts if so (compact_if_worth()); a get that drops a corrupt
+// value does not (compaction moves objects through links the corruption may have hit). Holes
+// only grow when a record is freed, so after any mix of puts, erases and evictions the pool
+// holds at most what the last compaction could not free (about one partly filled zspage a
+// class) plus that margin.
+// Checking only where a put found no room was not enough: a put at the capacity first evicts
+// an entry of its own class and takes its slot, so a tier whose hits are erased (RocksDB's
+// advise_erase) never failed a store and kept a third of its pool as holes.
 #include <zsm/cache.hpp>
 
 #include <algorithm>
@@ -53,11 +66,13 @@ enum Kind : uint8_t { kCompressed, kRecompressed, kRaw, kSame };
 constexpr uint8_t kReferenced = 1;       // CLOCK: used since the hand last passed
 constexpr uint8_t kRecompressTried = 2;  // recompress() has looked at it
 constexpr size_t kTailLink = sizeof(unsigned long);
+constexpr size_t kLargestValue = size_t{1} << 20;  // CacheOptions::max_value_size's bound
 constexpr unsigned kAnyClass = UINT32_MAX;  // evict_one(): no class preferred
 // evict_one() looks at up to this many slots from the hand for an entry of the class it prefers.
 constexpr unsigned kClassScan = 64;
-// free_some() compacts once the holes in the pool have grown by this many zspages since the
-// last compaction. RocksDB bench, 32 MiB zsm-2nd tier, blocks held at the end, zipf/uniform:
+// The pool is compacted once its holes have grown by this many zspages since the last
+// compaction (see "Density" above); in a 32 MiB pool, two 32 KiB zspages are 0.2 %.
+// RocksDB bench, 32 MiB zsm-2nd tier, blocks held at the end, zipf/uniform:
 // 1: 15,538/15,533 (3,603/11,073 compactions); 2: 15,450/15,451; 4: 15,323/15,247
 // (2,390/4,534 compactions); the old rule, a quarter of the pool in holes: 14,048/13,545.
 constexpr size_t kCompactAfterZspages = 2;
@@ -158,11 +173,19 @@ struct Cache::Impl {
 
   bool split(size_t record_size) const { return record_size > page_size; }
   size_t head_payload() const { return page_size - kTailLink; }
+  // The page-sized pieces before the last one of a split record.
+  size_t heads_of(size_t record_size) const {
+    return (record_size - page_size + head_payload() - 1) / head_payload();
+  }
+  // The pool bytes a record of this size takes: its pieces' slots (a page for those in the
+  // huge class), bookkeeping aside.
+  size_t footprint(size_t record_size) const;
 
   // Stores a record (key and stored bytes, contiguous); returns the head handle, or 0 when
   // the pool has no room.
   unsigned long store_record(std::span<const std::byte> record);
   void free_record(const Slot& s);
+  void free_chain(unsigned long handle, size_t size);
   // Copies a record out of the pool into `out` (record_size() bytes).
   void read_record(const Slot& s, std::span<std::byte> out) const;
   // Calls fn(record bytes) with the record readable in one piece: straight from the pool
@@ -181,6 +204,7 @@ struct Cache::Impl {
   void resize(Shard& sh, size_t nr_slots);
   void account(const Slot& s, int sign);
   void drop(Shard& sh, Slot* s);
+  bool erase_entry(std::string_view key);  // erase() without the compaction after
 
   // --- room ----------------------------------------------------------------------------
 
@@ -192,6 +216,7 @@ struct Cache::Impl {
   size_t holes() const;
   bool worth_compacting() const;
   unsigned long compact();
+  void compact_if_worth();
   // What free_some() did: nothing, evicted an entry, or compacted the pool below its floor.
   enum class Room { none, evicted, compacted };
   Room free_some(size_t floor, unsigned long keep = 0, unsigned prefer_class = kAnyClass);
@@ -217,7 +242,7 @@ Cache::Impl::Impl(CacheOptions o) : options(std::move(o)) {
   huge_class_size = zs_huge_class_size(pool);
   zspage_bytes = (pc.chain_size != 0 ? pc.chain_size : 8) * page_size;
   if (options.max_value_size == 0) options.max_value_size = page_size;
-  if (options.max_value_size > page_size || options.max_key_size == 0 ||
+  if (options.max_value_size > kLargestValue || options.max_key_size == 0 ||
       options.max_key_size > page_size / 2 || options.max_key_size > UINT16_MAX) {
     zs_destroy_pool(pool);
     fail(CacheError::bad_options);
@@ -229,56 +254,69 @@ Cache::Impl::Impl(CacheOptions o) : options(std::move(o)) {
 
 Cache::Impl::~Impl() { zs_destroy_pool(pool); }
 
+// A split record's pieces, first to last: page-sized objects of head_payload() bytes and the
+// link to the next piece, then one object of the rest (at most a page).
 unsigned long Cache::Impl::store_record(std::span<const std::byte> record) {
   if (!split(record.size())) {
     unsigned long h = zs_malloc(pool, record.size());
     if (h != 0) zs_obj_write(pool, h, record.data(), record.size());
     return h;
   }
-  auto rest = record.subspan(head_payload());
-  unsigned long tail = zs_malloc(pool, rest.size());
-  if (tail == 0) return 0;
-  unsigned long head = zs_malloc(pool, page_size);
-  if (head == 0) {
-    zs_free(pool, tail);
-    return 0;
-  }
-  zs_obj_write(pool, tail, rest.data(), rest.size());
+  // Stored from the last piece back, so that each piece is written with its link.
+  const size_t heads = heads_of(record.size());
+  auto last = record.subspan(heads * head_payload());
+  unsigned long next = zs_malloc(pool, last.size());
+  if (next == 0) return 0;
+  zs_obj_write(pool, next, last.data(), last.size());
   std::vector<std::byte>& buf = scratch(1, page_size);
-  std::memcpy(buf.data(), record.data(), head_payload());
-  std::memcpy(buf.data() + head_payload(), &tail, kTailLink);
-  zs_obj_write(pool, head, buf.data(), page_size);
-  return head;
+  for (size_t i = heads; i-- > 0;) {
+    unsigned long head = zs_malloc(pool, page_size);
+    if (head == 0) {
+      free_chain(next, record.size() - (i + 1) * head_payload());
+      return 0;
+    }
+    std::memcpy(buf.data(), record.data() + i * head_payload(), head_payload());
+    std::memcpy(buf.data() + head_payload(), &next, kTailLink);
+    zs_obj_write(pool, head, buf.data(), page_size);
+    next = head;
+  }
+  return next;
+}
+
+// Frees the chain of pieces from `handle` that holds the last `size` bytes of a record.
+void Cache::Impl::free_chain(unsigned long handle, size_t size) {
+  std::vector<std::byte>& copy = scratch(1, page_size);
+  while (split(size)) {
+    void* mem = zs_obj_read_begin(pool, handle, page_size, copy.data());
+    unsigned long next;
+    std::memcpy(&next, static_cast<std::byte*>(mem) + head_payload(), kTailLink);
+    zs_obj_read_end(pool, handle, page_size, mem);
+    zs_free(pool, handle);
+    handle = next;
+    size -= head_payload();
+  }
+  zs_free(pool, handle);
 }
 
 void Cache::Impl::read_record(const Slot& s, std::span<std::byte> out) const {
-  size_t size = s.record_size();
-  size_t first = split(size) ? page_size : size;
   std::vector<std::byte>& copy = scratch(1, page_size);
-  void* mem = zs_obj_read_begin(pool, s.handle, first, copy.data());
-  size_t in_head = split(size) ? head_payload() : size;
-  std::memcpy(out.data(), mem, in_head);
-  unsigned long tail = 0;
-  if (split(size)) std::memcpy(&tail, static_cast<std::byte*>(mem) + head_payload(), kTailLink);
-  zs_obj_read_end(pool, s.handle, first, mem);
-  if (tail == 0) return;
-  size_t rest = size - in_head;
-  mem = zs_obj_read_begin(pool, tail, rest, copy.data());
-  std::memcpy(out.data() + in_head, mem, rest);
-  zs_obj_read_end(pool, tail, rest, mem);
+  unsigned long handle = s.handle;
+  size_t done = 0, size = s.record_size();
+  while (split(size - done)) {
+    void* mem = zs_obj_read_begin(pool, handle, page_size, copy.data());
+    std::memcpy(out.data() + done, mem, head_payload());
+    unsigned long next;
+    std::memcpy(&next, static_cast<std::byte*>(mem) + head_payload(), kTailLink);
+    zs_obj_read_end(pool, handle, page_size, mem);
+    handle = next;
+    done += head_payload();
+  }
+  void* mem = zs_obj_read_begin(pool, handle, size - done, copy.data());
+  std::memcpy(out.data() + done, mem, size - done);
+  zs_obj_read_end(pool, handle, size - done, mem);
 }
 
-void Cache::Impl::free_record(const Slot& s) {
-  if (split(s.record_size())) {
-    std::vector<std::byte>& copy = scratch(1, page_size);
-    void* mem = zs_obj_read_begin(pool, s.handle, page_size, copy.data());
-    unsigned long tail;
-    std::memcpy(&tail, static_cast<std::byte*>(mem) + head_payload(), kTailLink);
-    zs_obj_read_end(pool, s.handle, page_size, mem);
-    zs_free(pool, tail);
-  }
-  zs_free(pool, s.handle);
-}
+void Cache::Impl::free_record(const Slot& s) { free_chain(s.handle, s.record_size()); }
 
 template <typename Fn>
 auto Cache::Impl::with_record(const Slot& s, Fn fn) const {
@@ -389,6 +427,22 @@ void Cache::Impl::drop(Shard& sh, Slot* s) {
   remove_at(sh, static_cast<size_t>(s - sh.slots.data()));
 }
 
+bool Cache::Impl::erase_entry(std::string_view key) {
+  uint64_t h = hash_key(key);
+  Shard& sh = shard_of(h);
+  std::unique_lock guard(sh.lock);
+  Slot* s = find(sh, h, key);
+  if (s == nullptr) return false;
+  drop(sh, s);
+  return true;
+}
+
+size_t Cache::Impl::footprint(size_t record_size) const {
+  size_t heads = split(record_size) ? heads_of(record_size) : 0;
+  size_t last = record_size - heads * head_payload();
+  return heads * page_size + (last >= huge_class_size ? page_size : last + ZS_HANDLE_SIZE);
+}
+
 unsigned Cache::Impl::class_of_record(size_t record_size) const {
   size_t first_object = split(record_size) ? page_size : record_size;
   return zs_lookup_class_index(pool, static_cast<unsigned>(first_object + ZS_HANDLE_SIZE));
@@ -480,6 +534,16 @@ Cache::Impl::Room Cache::Impl::free_some(size_t floor, unsigned long keep,
   return zs_get_total_pages(pool) < floor ? Room::compacted : Room::none;
 }
 
+// Compacts when worth_compacting(), unless another thread is compacting already: that one
+// frees the same holes (zs_compact() covers the whole pool).
+void Cache::Impl::compact_if_worth() {
+  if (!worth_compacting()) return;
+  std::unique_lock guard(compact_lock, std::try_to_lock);
+  if (!guard.owns_lock() || !worth_compacting()) return;
+  zs_compact(pool);
+  holes_left = holes();
+}
+
 unsigned long Cache::Impl::compact() {
   std::lock_guard guard(compact_lock);
   unsigned long freed = zs_compact(pool);
@@ -498,19 +562,19 @@ bool Cache::Impl::make_room(size_t limit, unsigned long keep) {
 // Stores a record, making room while the pool has none; 0 when it cannot fit even in an
 // empty pool.
 //
-// Why this ends. A failed attempt can leave pages behind: a split record's tail is stored,
-// its head finds no page, and the tail's zspage, freed again, stays as its class's spare.
-// Compacting frees exactly that spare, so "compaction freed pages" would let the next
-// attempt do the same forever. Progress is therefore measured against the pages held before
-// the failed attempt: each retry follows an eviction (entries fall) or a pool smaller than
-// before that attempt (pages fall, entries unchanged). Alone, the pair (entries, pages
-// before the attempt) falls in lexicographic order at every retry and cannot fall forever.
-// With puts failing on other threads at the same time, the pages before an attempt may
-// include their leftovers, which their compaction then frees, and two such puts could each
-// see the other's leftovers go and retry forever. So at most kCompactionRetries retries may
-// follow a compaction alone; past that the floor is 0, which no compaction goes below, so
-// only an eviction lets a put retry, and each eviction removes an entry (what other threads
-// add is their own puts' progress).
+// Why this ends. A failed attempt can leave pages behind: a split record's last pieces are
+// stored, a piece before them finds no page, and their zspages, freed again, stay as their
+// classes' spares. Compacting frees exactly those spares, so "compaction freed pages" would let
+// the next attempt do the same forever. Progress is therefore measured against the pages held
+// before the failed attempt: each retry follows an eviction (entries fall) or a pool smaller
+// than before that attempt (pages fall, entries unchanged). Alone, the pair (entries, pages
+// before the attempt) falls in lexicographic order at every retry and cannot fall forever. With
+// puts failing on other threads at the same time, the pages before an attempt may include their
+// leftovers, which their compaction then frees, and two such puts could each see the other's
+// leftovers go and retry forever. So at most kCompactionRetries retries may follow a compaction
+// alone; past that the floor is 0, which no compaction goes below, so only an eviction lets a
+// put retry, and each eviction removes an entry (what other threads add is their own puts'
+// progress).
 //
 // Within a zspage of the capacity, a put first evicts an entry of its own class (see
 // evict_one()): the store then takes the slot that freed, so a full cache replaces entries
@@ -577,8 +641,10 @@ void Cache::put(std::string_view key, std::span<const std::byte> value) {
     std::memcpy(after_key.data(), &*word, 8);
   } else {
     std::optional<size_t> n = m.codec->compress(value, after_key);
-    // Raw when compression does not take the record below the huge class (zram's rule).
-    if (!n || key.size() + *n >= m.huge_class_size || *n >= value.size()) {
+    // Raw when compression saves no pool memory: zram's rule (a compressed record in the
+    // huge class takes a page, as the raw one does), for chains too.
+    if (!n || *n >= value.size() ||
+        m.footprint(key.size() + *n) >= m.footprint(key.size() + value.size())) {
       s.kind = kRaw;
       s.stored_size = static_cast<uint32_t>(value.size());
       if (!value.empty()) std::memcpy(after_key.data(), value.data(), value.size());
@@ -610,6 +676,7 @@ void Cache::put(std::string_view key, std::span<const std::byte> value) {
     m.make_room(m.options.capacity_bytes);  // the zspage it leaves empty, compacted away
     fail(CacheError::no_memory);
   }
+  m.compact_if_worth();  // the value it replaced, the entries it evicted
 }
 
 std::optional<size_t> Cache::get(std::string_view key, std::span<std::byte> out) {
@@ -647,7 +714,9 @@ std::optional<size_t> Cache::get(std::string_view key, std::span<std::byte> out)
     m.misses++;
     return std::nullopt;
   }
-  erase(key);  // a value that does not decompress is worth nothing: drop it
+  // A value that does not decompress is worth nothing: drop it. Not compacted after: objects
+  // are moved through the pool's own links, which the corruption may have hit too.
+  m.erase_entry(key);
   fail(CacheError::corrupt);
 }
 
@@ -681,13 +750,8 @@ std::optional<std::vector<std::byte>> Cache::get(std::string_view key) {
 }
 
 bool Cache::erase(std::string_view key) {
-  Impl& m = *impl_;
-  uint64_t h = hash_key(key);
-  Shard& sh = m.shard_of(h);
-  std::unique_lock guard(sh.lock);
-  Slot* s = m.find(sh, h, key);
-  if (s == nullptr) return false;
-  m.drop(sh, s);
+  if (!impl_->erase_entry(key)) return false;
+  impl_->compact_if_worth();
   return true;
 }
 

@@ -16,11 +16,15 @@
 
 #include <algorithm>
 #include <bit>
+#include <charconv>
+#include <cstdint>
 #include <cstddef>
+#include <cstdio>
 #include <functional>
 #include <mutex>
 #include <new>
 #include <optional>
+#include <stdexcept>
 #include <span>
 #include <string_view>
 #include <system_error>
@@ -89,7 +93,114 @@ void move_entries(Cache& from, Cache& to) {
   }
 }
 
+// --- the zsm:// URI -------------------------------------------------------------------------
+
+constexpr std::string_view kScheme = "zsm://";
+constexpr size_t kLargestBlock = size_t{1} << 20;  // Cache's bound on max_value_size
+
+// "zsm secondary cache URI 'zsm://...': <what>".
+rocksdb::Status bad_uri(const std::string& uri, const std::string& what) {
+  return rocksdb::Status::InvalidArgument("zsm secondary cache URI '" + uri + "'", what);
+}
+
+// A decimal integer with an optional K, M or G suffix, or nothing.
+std::optional<uint64_t> parse_size(std::string_view text) {
+  uint64_t value = 0;
+  const char* end = text.data() + text.size();
+  auto [at, error] = std::from_chars(text.data(), end, value);
+  if (error != std::errc{} || at == text.data()) return std::nullopt;
+  unsigned shift = 0;
+  if (at != end) {
+    switch (*at) {
+      case 'K': case 'k': shift = 10; break;
+      case 'M': case 'm': shift = 20; break;
+      case 'G': case 'g': shift = 30; break;
+      default: return std::nullopt;
+    }
+    if (++at != end) return std::nullopt;
+  }
+  if (shift != 0 && value > (UINT64_MAX >> shift)) return std::nullopt;
+  return value << shift;
+}
+
+// Applies one KEY=VALUE of the URI; the reason when it is bad.
+std::optional<std::string> apply_option(std::string_view key, std::string_view value,
+                                        RocksTierConfig& config) {
+  const std::string quoted = std::string(key) + "=" + std::string(value);
+  if (key == "codec") {
+    try {
+      config.cache.codec = parse_codec(value);
+      (void)Codec::create(config.cache.codec);
+    } catch (const std::exception& e) {
+      return "bad codec in '" + quoted + "' (" + e.what() +
+             "): want lz4[:ACCEL], lz4hc[:LEVEL], zstd[:LEVEL] or none";
+    }
+  } else if (key == "admission") {
+    if (value == "every") config.admission = Admission::every_block;
+    else if (value == "second") config.admission = Admission::second_eviction;
+    else return "bad admission in '" + quoted + "': want every or second";
+  } else if (key == "max_value") {
+    auto size = parse_size(value);
+    if (!size || *size == 0 || *size > kLargestBlock)
+      return "bad max_value in '" + quoted + "': want a size of 1 .. 1M";
+    config.cache.max_value_size = *size;
+  } else if (key == "page") {
+    auto size = parse_size(value);
+    if (!size || (*size != 4096 && *size != 16384 && *size != 65536))
+      return "bad page in '" + quoted + "': want 4K, 16K or 64K";
+    config.cache.pool.page_size = *size;
+  } else if (key == "chain") {
+    auto n = parse_size(value);
+    if (!n || *n < 4 || *n > 16) return "bad chain in '" + quoted + "': want 4 .. 16";
+    config.cache.pool.chain_size = static_cast<unsigned>(*n);
+  } else if (key == "shards") {
+    auto n = parse_size(value);
+    if (!n || *n == 0 || *n > 1024 || (*n & (*n - 1)) != 0)
+      return "bad shards in '" + quoted + "': want a power of two 1 .. 1024";
+    config.cache.shards = static_cast<unsigned>(*n);
+  } else {
+    return "unknown option '" + std::string(key) +
+           "': want codec, admission, max_value, page, chain or shards";
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+rocksdb::Status ParseZsmUri(const std::string& uri, RocksTierConfig* out) {
+  if (uri.compare(0, kScheme.size(), kScheme) != 0)
+    return bad_uri(uri, "does not start with zsm:// (want zsm://CAPACITY[;KEY=VALUE]...)");
+  RocksTierConfig config;
+  config.cache.max_value_size = RocksSecondaryCache::kDefaultMaxBlock;
+  std::string_view rest = std::string_view(uri).substr(kScheme.size());
+  size_t end = rest.find(';');
+  const std::string_view capacity = rest.substr(0, end);
+  auto bytes = parse_size(capacity);
+  if (!bytes)
+    return bad_uri(uri, "bad capacity '" + std::string(capacity) +
+                            "': want a size such as 32M (digits, then K, M or G)");
+  config.cache.capacity_bytes = *bytes;
+  std::vector<std::string_view> seen;
+  while (end != std::string_view::npos) {
+    rest = rest.substr(end + 1);
+    end = rest.find(';');
+    const std::string_view option = rest.substr(0, end);
+    const size_t equals = option.find('=');
+    if (equals == std::string_view::npos || equals == 0)
+      return bad_uri(uri, "bad option '" + std::string(option) + "': want KEY=VALUE");
+    const std::string_view key = option.substr(0, equals);
+    if (std::find(seen.begin(), seen.end(), key) != seen.end())
+      return bad_uri(uri, "option '" + std::string(key) + "' given twice");
+    seen.push_back(key);
+    if (auto why = apply_option(key, option.substr(equals + 1), config)) return bad_uri(uri, *why);
+  }
+  const size_t page = config.cache.pool.page_size != 0 ? config.cache.pool.page_size : 4096;
+  if (config.cache.capacity_bytes < page)
+    return bad_uri(uri, "capacity '" + std::string(capacity) + "' below the pool's page (" +
+                            std::to_string(page) + " bytes)");
+  *out = std::move(config);
+  return rocksdb::Status::OK();
+}
 
 RocksSecondaryCache::RocksSecondaryCache(std::unique_ptr<Cache> cache, size_t capacity,
                                          Admission admission)
@@ -104,11 +215,22 @@ rocksdb::Status RocksSecondaryCache::Create(const CacheOptions& options,
   const size_t table_bytes = admission_words(options.capacity_bytes, admission) * sizeof(uint64_t);
   CacheOptions cache_options = options;
   cache_options.capacity_bytes -= std::min(table_bytes, options.capacity_bytes);
+  if (cache_options.max_value_size == 0) cache_options.max_value_size = kDefaultMaxBlock;
   rocksdb::Status status;
   std::unique_ptr<Cache> cache = make_cache(cache_options, &status);
   if (!cache) return status;
   out->reset(new RocksSecondaryCache(std::move(cache), options.capacity_bytes, admission));
   return rocksdb::Status::OK();
+}
+
+rocksdb::Status RocksSecondaryCache::CreateFromUri(const std::string& uri,
+                                                   std::shared_ptr<RocksSecondaryCache>* out) {
+  RocksTierConfig config;
+  rocksdb::Status status = ParseZsmUri(uri, &config);
+  if (!status.ok()) return status;
+  status = Create(config.cache, out, config.admission);
+  if (!status.ok()) return bad_uri(uri, status.ToString());
+  return status;
 }
 
 std::atomic<uint64_t>& RocksSecondaryCache::admission_word(uint64_t hash) {
@@ -150,12 +272,26 @@ rocksdb::Status RocksSecondaryCache::Insert(const rocksdb::Slice& key, void* val
   return rocksdb::Status::InvalidArgument("zsm secondary cache: block not stored");
 }
 
+// Counts a block above max_value_size, and says so on stderr the first time: a tier that
+// refuses every block of a workload is otherwise a tier that silently holds nothing.
+void RocksSecondaryCache::refuse_too_large(size_t size, size_t max_value_size) {
+  if (inserts_too_large_.fetch_add(1, std::memory_order_relaxed) == 0)
+    std::fprintf(stderr,
+                 "zsm secondary cache: a block of %zu bytes is above max_value_size (%zu bytes) "
+                 "and is not stored; blocks this large need a larger max_value_size "
+                 "(CacheOptions::max_value_size, or zsm://...;max_value=, up to 1M)\n",
+                 size, max_value_size);
+}
+
 // Serializes the block and puts it; false when it is too large, fails to save or finds no room.
 bool RocksSecondaryCache::insert_bytes(const rocksdb::Slice& key, void* value,
                                        const rocksdb::Cache::CacheItemHelper* helper) {
   std::shared_lock lock(cache_lock_);
   const size_t size = helper->size_cb(value);
-  if (size > cache_->options().max_value_size) return false;
+  if (size > cache_->options().max_value_size) {
+    refuse_too_large(size, cache_->options().max_value_size);
+    return false;
+  }
   std::span<std::byte> bytes = thread_buffer(size);
   if (!helper->saveto_cb(value, 0, size, bytes.data()).ok()) return false;
   try {
@@ -263,6 +399,7 @@ RocksSecondaryCacheStats RocksSecondaryCache::stats() const {
   s.inserts_refused = inserts_refused_.load(std::memory_order_relaxed);
   s.erases = erases_.load(std::memory_order_relaxed);
   s.first_evictions = first_evictions_.load(std::memory_order_relaxed);
+  s.inserts_too_large = inserts_too_large_.load(std::memory_order_relaxed);
   s.admission_bytes = admission_bytes();
   std::shared_lock lock(cache_lock_);
   s.cache = cache_->stats();

@@ -39,7 +39,7 @@ struct zsm_cache_config {
 	int recompress;                /* nonzero: recompress with recompress_codec/level */
 	enum zsm_codec recompress_codec;
 	int recompress_level;
-	size_t max_value_size;         /* 0 = the pool's page size, also the largest allowed */
+	size_t max_value_size;         /* 0 = the pool's page size; at most 1 MiB */
 	size_t max_key_size;           /* 0 = 256; at most half a page */
 	unsigned int shards;           /* 0 = 16; a power of two up to 1024 */
 	struct zs_pool_config pool;    /* max_pages is ignored: capacity_bytes sets it */

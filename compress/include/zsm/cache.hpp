@@ -1,15 +1,18 @@
 // zsm::Cache: an in-process key -> value cache whose values live compressed in a zsm pool,
 // with the features zram learned it needs.
 //
-// - A value is compressed with the configured codec. If the compressed record would land in
-//   the pool's huge class anyway, or compression does not make the value smaller, it is stored
-//   raw (zram's huge pages); a value that is one 8-byte word repeated is stored as that word
-//   (zram's same-filled pages).
+// - A value is compressed with the configured codec. If the compressed record would take as
+//   many pool bytes as the raw one (for a record within a page: it lands in the pool's huge
+//   class anyway), or compression does not make the value smaller, it is stored raw (zram's
+//   huge pages); a value that is one 8-byte word repeated is stored as that word (zram's
+//   same-filled pages). Values above a page (up to 1 MiB) are chains of pool objects.
 // - Keys live in the pool with their values: an entry's index slot is 24 bytes.
 // - The capacity counts everything the cache holds: pool pages, the pool's bookkeeping and the
 //   index (CacheStats::bytes_held). The pool's pages never pass it; a put that needs room
-//   evicts (CLOCK: a get only sets a bit, so readers never reorder anything) and compacts the
-//   pool when enough of it is free space inside zspages, and fails when it still does not fit.
+//   evicts (CLOCK: a get only sets a bit, so readers never reorder anything), and fails when
+//   it still does not fit. Every put and erase compacts the pool once the free space inside
+//   its zspages has grown by two zspages since the last compaction, so the pool stays dense
+//   under any mix of puts, erases and evictions.
 //   See CacheOptions::capacity_bytes for when bytes_held can stay above it.
 // - Sharded: each shard has a reader/writer lock; get takes only its shard's read lock.
 // - recompress() re-encodes stored values with a stronger codec and keeps the result only
@@ -63,7 +66,9 @@ struct CacheOptions {
   CodecOptions codec;                        // lz4 by default
   // The codec of recompress(); std::nullopt (the default) turns recompress() off.
   std::optional<CodecOptions> recompress_codec;
-  size_t max_value_size = 0;                 // 0 = the pool's page size (also the largest allowed)
+  // The largest value: 0 = the pool's page size; at most 1 MiB. A record (key and stored
+  // bytes) above a page is a chain of page-sized objects and one for the rest.
+  size_t max_value_size = 0;
   size_t max_key_size = 256;                 // 1 .. half a page
   unsigned shards = 16;                      // index shards: a power of two, 1..1024
   // The pool: page size, chain size, page source, lock shards, flags. max_pages is ignored:

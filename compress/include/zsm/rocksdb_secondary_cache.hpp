@@ -13,9 +13,11 @@
 //   completes before it returns, so every handle is ready and Wait()/WaitAll() do nothing.
 //   With advise_erase the entry is erased after a hit, and is_in_sec_cache says whether the
 //   block is still held.
-// - What the cache cannot give: a block larger than the cache's max_value_size (at most the
-//   pool's page size) is refused with Status::InvalidArgument, so the tier does not hold it;
-//   the capacity is a bound the cache's pool is created with, so SetCapacity() builds a new
+// - Blocks up to the cache's max_value_size are stored: 64 KiB when CacheOptions leave it 0
+//   (a block above a pool page is a chain of page-sized objects, see zsm/cache.hpp), at most
+//   1 MiB. A larger block is refused with Status::InvalidArgument, counted in
+//   inserts_too_large, and the first one is reported on stderr.
+// - The capacity is a bound the cache's pool is created with, so SetCapacity() builds a new
 //   cache of the new capacity and moves the blocks over (the new one evicts what does not
 //   fit); a capacity the cache refuses (below a pool page, zero included) is
 //   Status::InvalidArgument from Create() and SetCapacity(), and changes nothing.
@@ -55,22 +57,60 @@ struct RocksSecondaryCacheStats {
   uint64_t misses = 0;            // lookups that did not (absent, corrupt, create failed)
   uint64_t inserts = 0;           // blocks stored
   uint64_t inserts_refused = 0;   // blocks not stored: too large, no room, a save error
+  uint64_t inserts_too_large = 0; // of those, blocks above the cache's max_value_size
   uint64_t erases = 0;            // blocks erased, by Erase() or advise_erase
   uint64_t first_evictions = 0;   // Admission::second_eviction: blocks only remembered
   size_t admission_bytes = 0;     // the admission table's size (0 with every_block)
   CacheStats cache;               // the cache underneath (bytes_held, entries, mm_stat's fields)
 };
 
+// A tier's settings, as a zsm:// URI gives them (ParseZsmUri()).
+struct RocksTierConfig {
+  CacheOptions cache;  // capacity_bytes, codec, max_value_size, shards, pool page and chain
+  Admission admission = Admission::every_block;
+};
+
+// The zsm:// URI: the one grammar of a zsm tier named by a string (RocksDB's
+// SecondaryCache::CreateFromString() through the plugin, db_bench's --secondary_cache_uri).
+//
+//   zsm://CAPACITY[;KEY=VALUE]...
+//
+// CAPACITY is the tier's bytes (pool, index, admission table), at least a pool page. A SIZE is
+// a decimal integer with an optional suffix K, M or G (KiB, MiB, GiB; lower case too).
+// Each KEY at most once, in any order:
+//   codec=SPEC        lz4 (default), lz4:ACCELERATION, lz4hc[:LEVEL], zstd[:LEVEL] or none
+//                     (zsm::parse_codec(); levels checked by Codec::create())
+//   admission=WHICH   every (default: every block the primary evicts) or second (a block only
+//                     on its second eviction, RocksDB's compressed tier's rule)
+//   max_value=SIZE    the largest block stored, 1 .. 1M (default 64K); a larger block is
+//                     refused, counted (inserts_too_large) and reported on stderr once
+//   page=SIZE         the pool's page size: 4K (default), 16K or 64K. Blocks above a page are
+//                     chains of page-sized objects, so a larger page is not needed for large
+//                     blocks; it makes fewer, larger objects (and zspages up to chain pages).
+//   chain=N           pages per zspage, 4..16 (default 8)
+//   shards=N          index shards, a power of two 1..1024 (default 16)
+// E.g. zsm://32M, zsm://1G;codec=zstd:3;admission=second. A bad URI is
+// Status::InvalidArgument whose message names the bad part and quotes the URI.
+rocksdb::Status ParseZsmUri(const std::string& uri, RocksTierConfig* out);
+
 // The adapter (see the top of this header). Made by Create(); shared with RocksDB through
 // LRUCacheOptions::secondary_cache.
 class RocksSecondaryCache : public rocksdb::SecondaryCache {
  public:
+  // The largest block stored when CacheOptions::max_value_size is 0.
+  static constexpr size_t kDefaultMaxBlock = size_t{64} << 10;
+
   // A tier of options.capacity_bytes on a cache made with `options` (less the admission
   // table, see Admission); Status::InvalidArgument (and *out untouched) when the cache refuses
   // them, e.g. a capacity below the pool's page size.
   static rocksdb::Status Create(const CacheOptions& options,
                                 std::shared_ptr<RocksSecondaryCache>* out,
                                 Admission admission = Admission::every_block);
+
+  // A tier made from a zsm:// URI (ParseZsmUri()); Status::InvalidArgument naming the bad
+  // part when the URI is bad.
+  static rocksdb::Status CreateFromUri(const std::string& uri,
+                                       std::shared_ptr<RocksSecondaryCache>* out);
 
   const char* Name() const override { return "ZsmSecondaryCache"; }
   rocksdb::Status Insert(const rocksdb::Slice& key, void* value,
@@ -108,6 +148,7 @@ class RocksSecondaryCache : public rocksdb::SecondaryCache {
   void remember(const rocksdb::Slice& key);
   std::atomic<uint64_t>& admission_word(uint64_t hash);  // the table's word for a key's hash
   [[nodiscard]] size_t admission_bytes() const;
+  void refuse_too_large(size_t size, size_t max_value_size);
   bool insert_bytes(const rocksdb::Slice& key, void* value,
                     const rocksdb::Cache::CacheItemHelper* helper);
   std::unique_ptr<rocksdb::SecondaryCacheResultHandle> create_from_cache(
@@ -121,7 +162,7 @@ class RocksSecondaryCache : public rocksdb::SecondaryCache {
   // Admission::second_eviction: hashes of keys evicted once (0: none), a power of two long.
   std::vector<std::atomic<uint64_t>> evicted_once_;
   std::atomic<uint64_t> hits_{0}, misses_{0}, inserts_{0}, inserts_refused_{0}, erases_{0},
-      first_evictions_{0};
+      first_evictions_{0}, inserts_too_large_{0};
 };
 
 }  // namespace zsm

@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""RocksDB's own db_bench and cache_bench with no secondary tier, RocksDB's compressed tier and
+zsm's (libzsm_rocksdb_plugin.so through LD_PRELOAD), at equal capacity, repeated and
+interleaved; prints Markdown tables of ops/s (median and range), secondary hits, each tier's
+memory and blocks held. tools/run-db-bench.sh installs the tools, builds the plugin and runs
+this; see README.md, "RocksDB's own tools".
+
+Where the figures come from:
+- ops/s: db_bench's "readrandom : ... ops/sec" line, cache_bench's "Rough parallel ops/sec".
+- secondary hits: RocksDB's ticker rocksdb.secondary.cache.hits (db_bench --statistics), the
+  same for both tiers; cache_bench prints none, so there it is zsm's own count (its exit line).
+- pool MB, payload %, blocks: zsm's exit line (pool pages, compressed bytes over them,
+  entries); RocksDB's tier reports neither, shown as '-'.
+- RSS MB: the run's peak resident set (ru_maxrss from wait4).
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+READ_FLAGS = ["--benchmarks=readrandom", "--use_existing_db=1", "--compression_type=none",
+              "--statistics", "--seed=42", "--threads=1"]
+
+
+def tiers(capacity, plugin):
+    mib = capacity >> 20
+    rocks = ["--use_compressed_secondary_cache",
+             f"--compressed_secondary_cache_size={capacity}"]
+    zsm_uri = f"zsm://{mib}M;admission=second"
+    return [
+        ("none", [], None),
+        ("rocksdb-lz4", rocks + ["--compressed_secondary_cache_compression_type=lz4"], None),
+        ("zsm-lz4", [f"--secondary_cache_uri={zsm_uri};codec=lz4"], plugin),
+        ("rocksdb-zstd", rocks + ["--compressed_secondary_cache_compression_type=zstd"], None),
+        ("zsm-zstd", [f"--secondary_cache_uri={zsm_uri};codec=zstd"], plugin),
+    ]
+
+
+def cache_bench_tiers(capacity, plugin):
+    mib = capacity >> 20
+    return [
+        ("none", [], None),
+        ("rocksdb-lz4", ["--secondary_cache_uri=compressed_secondary_cache://"
+                         f"capacity={capacity};compression_type=kLZ4Compression"], None),
+        ("zsm-lz4", [f"--secondary_cache_uri=zsm://{mib}M;codec=lz4"], plugin),
+    ]
+
+
+def run(cmd, preload):
+    """Runs cmd; returns (output, peak RSS in bytes)."""
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    if preload:
+        env["LD_PRELOAD"] = preload
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                            text=True)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{out[-3000:]}")
+    return out, usage.ru_maxrss * 1024
+
+
+def zsm_line(out):
+    m = re.search(r"zsm tier \S+: hits (\d+) .*? entries (\d+) bytes_held (\d+) "
+                  r"pool_bytes (\d+) compr_bytes (\d+)", out)
+    if not m:
+        return None
+    hits, entries, held, pool, compr = map(int, m.groups())
+    return {"zsm_hits": hits, "blocks": entries, "held": held, "pool": pool, "compr": compr}
+
+
+def db_bench_run(args, extra, preload, skewed):
+    cmd = [args.db_bench, f"--db={args.db}", f"--num={args.num}",
+           f"--value_size={args.value_size}", f"--cache_size={args.cache_size}",
+           f"--reads={args.reads}"] + READ_FLAGS + extra
+    if skewed:
+        cmd.append("--read_random_exp_range=10")
+    out, rss = run(cmd, preload)
+    m = re.search(r"readrandom\s*:\s*[\d.]+ micros/op (\d+) ops/sec", out)
+    h = re.search(r"rocksdb\.secondary\.cache\.hits COUNT : (\d+)", out)
+    if not m or not h:
+        sys.exit(f"no readrandom line or hits in:\n{out[-3000:]}")
+    r = {"ops": int(m.group(1)), "hits": int(h.group(1)), "rss": rss}
+    r.update(zsm_line(out) or {})
+    return r
+
+
+def cache_bench_run(args, extra, preload):
+    cmd = [args.cache_bench, f"--ops_per_thread={args.cb_ops}",
+           f"--threads={args.cb_threads}"] + extra
+    out, rss = run(cmd, preload)
+    m = re.search(r"Rough parallel ops/sec = (\d+)", out)
+    if not m:
+        sys.exit(f"no ops/sec line in:\n{out[-3000:]}")
+    r = {"ops": int(m.group(1)), "rss": rss}
+    z = zsm_line(out)
+    if z:
+        r.update(z)
+        r["hits"] = z["zsm_hits"]
+    return r
+
+
+def fill(args):
+    marker = os.path.join(args.db, ".zsm-filled")
+    want = f"{args.num} {args.value_size}\n"
+    if os.path.exists(marker) and open(marker).read() == want:
+        print(f"# DB {args.db}: filled before ({want.strip()}), reused", flush=True)
+        return
+    subprocess.run(["rm", "-rf", args.db], check=True)
+    t = time.time()
+    run([args.db_bench, "--benchmarks=fillrandom", f"--db={args.db}", f"--num={args.num}",
+         f"--value_size={args.value_size}", "--compression_type=none", "--seed=1"], None)
+    open(marker, "w").write(want)
+    print(f"# DB {args.db}: filled, {args.num} keys of {args.value_size} B, "
+          f"{time.time() - t:.0f} s", flush=True)
+
+
+def mb(v):
+    return f"{v / 1e6:.1f}"
+
+
+def table(title, names, results, show_payload=True):
+    lines = [f"\n{title}\n",
+             "| tier | ops/s median | ops/s range | secondary hits | pool MB | payload % "
+             "| bytes held MB | blocks held | peak RSS MB |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name in names:
+        rs = results[name]
+        ops = [r["ops"] for r in rs]
+        last = rs[-1]
+        hits = statistics.median(r["hits"] for r in rs) if "hits" in last else None
+        rss = statistics.median(r["rss"] for r in rs)
+        pool = f"{mb(last['pool'])}" if "pool" in last else "-"
+        payload = (f"{100 * last['compr'] / last['pool']:.1f}"
+                   if "pool" in last and last["pool"] and show_payload else "-")
+        held = mb(last["held"]) if "held" in last else "-"
+        blocks = f"{last['blocks']:,}" if "blocks" in last else "-"
+        lines.append(f"| {name} | {statistics.median(ops):,.0f} | {min(ops):,}-{max(ops):,} | "
+                     f"{'-' if hits is None else f'{hits:,.0f}'} | {pool} | {payload} | "
+                     f"{held} | {blocks} | {mb(rss)} |")
+    payloads = [100 * r["compr"] / r["pool"] for name in names for r in results[name]
+                if r.get("pool")]
+    if payloads:
+        lines.append(f"\nzsm pool payload at the end of every run: {min(payloads):.1f} % "
+                     f"(lowest) .. {max(payloads):.1f} % (highest)")
+    return "\n".join(lines)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--plugin", required=True, help="libzsm_rocksdb_plugin.so")
+    p.add_argument("--db", required=True, help="the DB's directory (filled once, then reused)")
+    p.add_argument("--db-bench", default="db_bench")
+    p.add_argument("--cache-bench", default="cache_bench")
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--num", type=int, default=1000000)
+    p.add_argument("--value-size", type=int, default=400)
+    p.add_argument("--reads", type=int, default=250000)
+    p.add_argument("--cache-size", type=int, default=8 << 20, help="the primary block cache")
+    p.add_argument("--capacity", type=int, default=32 << 20, help="each secondary tier")
+    p.add_argument("--cb-ops", type=int, default=100000, help="cache_bench --ops_per_thread")
+    p.add_argument("--cb-threads", type=int, default=4, help="cache_bench --threads")
+    p.add_argument("--no-cache-bench", action="store_true")
+    p.add_argument("--out", help="also write the tables here")
+    args = p.parse_args()
+
+    fill(args)
+    db_tiers = tiers(args.capacity, args.plugin)
+    cb_tiers = cache_bench_tiers(args.capacity, args.plugin)
+    results = {(d, n): [] for d in ("uniform", "skewed") for n, _, _ in db_tiers}
+    cb_results = {n: [] for n, _, _ in cb_tiers}
+    for rep in range(args.reps):
+        # Interleaved: every tier once per repetition, in an order rotated by the repetition.
+        k = rep % len(db_tiers)
+        for skewed in (False, True):
+            for name, extra, preload in db_tiers[k:] + db_tiers[:k]:
+                r = db_bench_run(args, extra, preload, skewed)
+                d = "skewed" if skewed else "uniform"
+                results[(d, name)].append(r)
+                print(f"# rep {rep + 1} {d:7} {name:12} {r['ops']:>8} ops/s "
+                      f"{r['hits']:>8} hits", flush=True)
+        if not args.no_cache_bench:
+            k = rep % len(cb_tiers)
+            for name, extra, preload in cb_tiers[k:] + cb_tiers[:k]:
+                r = cache_bench_run(args, extra, preload)
+                cb_results[name].append(r)
+                print(f"# rep {rep + 1} cache_bench {name:12} {r['ops']:>8} ops/s "
+                      f"{r.get('hits', '-')} zsm hits", flush=True)
+
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                if l.startswith("model name")), "unknown CPU")
+    head = (f"db_bench/cache_bench side by side on {cpu}, {os.cpu_count()} CPUs, "
+            f"{args.reps} interleaved repetitions, each tier {args.capacity >> 20} MiB "
+            f"(zsm's admission: second eviction, as RocksDB's tier)")
+    names = [n for n, _, _ in db_tiers]
+    common = (f"--num={args.num} --value_size={args.value_size} --compression_type=none "
+              f"--cache_size={args.cache_size} --reads={args.reads} --statistics --seed=42")
+    out = [head]
+    out.append(table(f"db_bench readrandom, uniform ({common})",
+                     names, {n: results[("uniform", n)] for n in names}))
+    out.append(table(f"db_bench readrandom, skewed ({common} --read_random_exp_range=10)",
+                     names, {n: results[("skewed", n)] for n in names}))
+    if not args.no_cache_bench:
+        out.append(table(f"cache_bench, default values (8 KiB), --ops_per_thread={args.cb_ops} "
+                         f"--threads={args.cb_threads} (secondary hits: zsm's own count)",
+                         [n for n, _, _ in cb_tiers], cb_results))
+    text = "\n".join(out) + "\n"
+    print(text)
+    if args.out:
+        open(args.out, "w").write(text)
+
+
+if __name__ == "__main__":
+    main()
