@@ -59,7 +59,8 @@ Bytes stored_of(uint64_t n) {
 
 bool stage(BackingFile& f, uint64_t n) {
   Bytes b = stored_of(n);
-  return f.stage(hash_of(n), key_of(n), {2, static_cast<uint32_t>(b.size() * 2)}, b);
+  return f.stage(hash_of(n), key_of(n), {2, static_cast<uint32_t>(b.size() * 2)}, b) ==
+         zsm::detail::Staged::taken;
 }
 
 // stage(), waiting for the writer when its queue is full.
@@ -128,7 +129,8 @@ TEST(BackingFile, EraseForgetsAndALaterStageReplaces) {
   EXPECT_EQ(read_back(f, 1), "miss");
   EXPECT_EQ(read_back(f, 2), "hit");
   Bytes other = stored_of(7);
-  ASSERT_TRUE(f.stage(hash_of(2), key_of(2), {2, static_cast<uint32_t>(other.size() * 2)}, other));
+  ASSERT_EQ(f.stage(hash_of(2), key_of(2), {2, static_cast<uint32_t>(other.size() * 2)}, other),
+            zsm::detail::Staged::taken);
   Bytes got;
   ASSERT_TRUE(f.read(hash_of(2), key_of(2), got));
   EXPECT_EQ(got, other);
@@ -255,11 +257,11 @@ TEST(BackingFile, RecordsStagedForReleaseAreReportedOnceOnFile) {
     released.emplace_back(h, token);
   });
   Bytes b = stored_of(1);
-  ASSERT_TRUE(f.stage(hash_of(1), key_of(1), {2, 0}, b, true, 11));
+  ASSERT_EQ(f.stage(hash_of(1), key_of(1), {2, 0}, b, true, 11), zsm::detail::Staged::taken);
   f.flush();  // the first write fails: nothing released, the record dropped
   EXPECT_TRUE(released.empty());
   EXPECT_EQ(read_back(f, 1), "miss");
-  ASSERT_TRUE(f.stage(hash_of(2), key_of(2), {2, 0}, b, true, 22));
+  ASSERT_EQ(f.stage(hash_of(2), key_of(2), {2, 0}, b, true, 22), zsm::detail::Staged::taken);
   f.flush();
   std::lock_guard g(m);
   ASSERT_EQ(released.size(), 1u);

@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <system_error>
 #include <unistd.h>
+#include <utility>
 
 namespace zsm {
 
@@ -125,6 +126,7 @@ BackingFile::BackingFile(BackingFileOptions options, Released released)
     spare_buffers_.push_back(aligned_buffer(options_.batch_bytes));
   current_.segment = next_segment_++;
   index_.resize(1024);
+  count_memory();
   period_start_ns_ = now_ns();
   written_in_period_ = options_.batch_bytes;  // the first segment's write, to come
   writer_ = std::thread([this] { writer_loop(); });
@@ -146,12 +148,21 @@ BackingFile::~BackingFile() {
 // --- index ------------------------------------------------------------------------------
 
 BackingFile::Entry* BackingFile::find(uint64_t hash) {
+  return const_cast<Entry*>(std::as_const(*this).find(hash));
+}
+
+const BackingFile::Entry* BackingFile::find(uint64_t hash) const {
   const size_t mask = index_.size() - 1;
   for (size_t i = home_slot(hash, mask);; i = (i + 1) & mask) {
-    Entry& e = index_[i];
+    const Entry& e = index_[i];
     if (e.where == 0) return nullptr;
     if (e.hash == hash) return &e;
   }
+}
+
+void BackingFile::count_memory() {
+  memory_bytes_ = index_.size() * sizeof(Entry) +
+                  (1 + options_.write_queue_batches) * options_.batch_bytes;
 }
 
 void BackingFile::insert(uint64_t hash, uint64_t where) {
@@ -197,6 +208,7 @@ void BackingFile::grow() {
     while (index_[i].where != 0) i = (i + 1) & mask;
     index_[i] = e;
   }
+  count_memory();
 }
 
 // Drops every record of a segment from the index. A removal shifts a later entry back into
@@ -260,16 +272,17 @@ bool BackingFile::begin_next_segment() {
   return true;
 }
 
-bool BackingFile::stage(uint64_t hash, std::string_view key, FileRecordInfo info,
-                        std::span<const std::byte> stored, bool release, unsigned long token) {
+Staged BackingFile::stage(uint64_t hash, std::string_view key, FileRecordInfo info,
+                          std::span<const std::byte> stored, bool release,
+                          unsigned long token) {
   const size_t length = record_length(key.size(), stored.size());
   std::unique_lock guard(lock_);
-  if (length > options_.batch_bytes) return false;
+  if (length > options_.batch_bytes) return Staged::too_large;
   if (current_.fill + length > options_.batch_bytes) {
     const bool busy = spare_buffers_.empty();
     if (!begin_next_segment()) {
       (busy ? stats_.dropped_busy : stats_.dropped_limit)++;
-      return false;
+      return busy ? Staged::queue_full : Staged::write_limit;
     }
   }
   Header h{kMagic, static_cast<uint16_t>(key.size()), info.kind, 0, info.value_size,
@@ -285,7 +298,7 @@ bool BackingFile::stage(uint64_t hash, std::string_view key, FileRecordInfo info
   insert(hash, offset << 24 | length);
   if (release) current_.released.emplace_back(hash, token);
   current_.fill += length;
-  return true;
+  return Staged::taken;
 }
 
 void BackingFile::flush() {
@@ -415,15 +428,25 @@ void BackingFile::erase(uint64_t hash) {
   if (Entry* e = find(hash)) remove_at(static_cast<size_t>(e - index_.data()));
 }
 
+bool BackingFile::contains(uint64_t hash) const {
+  std::lock_guard guard(lock_);
+  return find(hash) != nullptr;
+}
+
+void BackingFile::clear() {
+  std::lock_guard guard(lock_);
+  std::fill(index_.begin(), index_.end(), Entry{});
+  index_used_ = 0;
+  stats_.bytes_on_file = 0;
+  stats_.entries_on_file = 0;
+}
+
 BackingFileStats BackingFile::stats() const {
   std::lock_guard guard(lock_);
   BackingFileStats s = stats_;
-  s.memory_bytes =
-      index_.size() * sizeof(Entry) + (1 + options_.write_queue_batches) * options_.batch_bytes;
+  s.memory_bytes = memory_bytes();
   return s;
 }
-
-size_t BackingFile::memory_bytes() const { return stats().memory_bytes; }
 
 }  // namespace detail
 }  // namespace zsm

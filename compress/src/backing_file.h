@@ -21,6 +21,7 @@
 
 #include <zsm/backing_file.hpp>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -41,6 +42,9 @@ struct FileRecordInfo {
   uint32_t value_size = 0;
 };
 
+// What stage() did with a record.
+enum class Staged { taken, queue_full, write_limit, too_large };
+
 class BackingFile {
  public:
   // Called on the writer thread, outside the lock, with the (hash, token) of each record
@@ -54,22 +58,28 @@ class BackingFile {
   BackingFile(const BackingFile&) = delete;
   BackingFile& operator=(const BackingFile&) = delete;
 
-  // Appends a record for the key; false when it is not taken (the writer is a batch behind,
-  // the write limit is reached, or the record is larger than a batch). Never waits for I/O.
-  bool stage(uint64_t hash, std::string_view key, FileRecordInfo info,
-             std::span<const std::byte> stored, bool release = false, unsigned long token = 0);
+  // Appends a record for the key, or says why it did not (the writer's queue is full, the
+  // write limit is reached, or the record is larger than a batch). Never waits for I/O.
+  Staged stage(uint64_t hash, std::string_view key, FileRecordInfo info,
+               std::span<const std::byte> stored, bool release = false,
+               unsigned long token = 0);
   // The key's record: its info, and its stored bytes in `stored`. std::nullopt when the file
   // does not hold the key, or holds it but the record could not be read or checked (counted).
   std::optional<FileRecordInfo> read(uint64_t hash, std::string_view key,
                                      std::vector<std::byte>& stored);
   // Forgets the key's record (its space is reused when the ring comes round).
   void erase(uint64_t hash);
+  // Whether the index has a record of that hash (its key is not checked).
+  [[nodiscard]] bool contains(uint64_t hash) const;
+  // Forgets every record.
+  void clear();
   // Writes what is staged and waits until it is on file.
   void flush();
   void count_promoted() { std::lock_guard guard(lock_); stats_.promoted++; }
 
   [[nodiscard]] BackingFileStats stats() const;
-  [[nodiscard]] size_t memory_bytes() const;
+  // The index and the buffers, in bytes (read without the lock).
+  [[nodiscard]] size_t memory_bytes() const { return memory_bytes_.load(std::memory_order_relaxed); }
   [[nodiscard]] const BackingFileOptions& options() const { return options_; }
 
  private:
@@ -89,6 +99,8 @@ class BackingFile {
 
   // Index (lock held).
   Entry* find(uint64_t hash);
+  const Entry* find(uint64_t hash) const;
+  void count_memory();
   void insert(uint64_t hash, uint64_t where);
   void remove_at(size_t i);
   void grow();
@@ -123,6 +135,7 @@ class BackingFile {
   uint64_t period_start_ns_ = 0, written_in_period_ = 0;
   bool stopping_ = false;
   BackingFileStats stats_;
+  std::atomic<size_t> memory_bytes_{0};
   std::thread writer_;
 };
 
