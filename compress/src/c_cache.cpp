@@ -61,7 +61,7 @@ zsm::CodecOptions codec_options(const zsm_codec& field, int level) {
 }
 
 std::string_view key_of(const void* key, size_t len) {
-  return {static_cast<const char*>(key), key == nullptr ? 0 : len};
+  return {static_cast<const char*>(key), len};
 }
 
 }  // namespace
@@ -102,7 +102,7 @@ void zsm_cache_destroy(zsm_cache* cache) { delete impl(cache); }
 
 int zsm_cache_put(zsm_cache* cache, const void* key, size_t key_len, const void* value,
                   size_t value_len) {
-  if (cache == nullptr || (value == nullptr && value_len != 0)) return -EINVAL;
+  if (cache == nullptr || key == nullptr || (value == nullptr && value_len != 0)) return -EINVAL;
   return static_cast<int>(guarded([&] {
     impl(cache)->put(key_of(key, key_len),
                      {static_cast<const std::byte*>(value), value == nullptr ? 0 : value_len});
@@ -111,7 +111,7 @@ int zsm_cache_put(zsm_cache* cache, const void* key, size_t key_len, const void*
 }
 
 long zsm_cache_get(zsm_cache* cache, const void* key, size_t key_len, void* buf, size_t buf_len) {
-  if (cache == nullptr || (buf == nullptr && buf_len != 0)) return -EINVAL;
+  if (cache == nullptr || key == nullptr || (buf == nullptr && buf_len != 0)) return -EINVAL;
   return guarded([&] {
     auto n = impl(cache)->get(key_of(key, key_len),
                               {static_cast<std::byte*>(buf), buf == nullptr ? 0 : buf_len});
@@ -120,13 +120,13 @@ long zsm_cache_get(zsm_cache* cache, const void* key, size_t key_len, void* buf,
 }
 
 int zsm_cache_erase(zsm_cache* cache, const void* key, size_t key_len) {
-  if (cache == nullptr) return -EINVAL;
+  if (cache == nullptr || key == nullptr) return -EINVAL;
   return static_cast<int>(
       guarded([&] { return impl(cache)->erase(key_of(key, key_len)) ? 0L : -ENOENT; }));
 }
 
 int zsm_cache_contains(zsm_cache* cache, const void* key, size_t key_len) {
-  if (cache == nullptr) return 0;
+  if (cache == nullptr || key == nullptr) return 0;
   return static_cast<int>(
       guarded([&] { return impl(cache)->contains(key_of(key, key_len)) ? 1L : 0L; }));
 }

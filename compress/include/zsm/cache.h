@@ -7,7 +7,8 @@
  *   -ENAMETOOLONG  key empty or too long   -ENOMEM  no room even after evicting, or no heap
  *   -EBADMSG stored value corrupt (dropped) -ENOBUFS buffer smaller than the value
  *   -ENOENT  no such key
- * Keys are byte strings (key, key_len); a NULL key is the empty key. Every call may be made
+ * Keys are byte strings (key, key_len); a NULL key is a bad argument (-EINVAL; contains: 0),
+ * whatever key_len says, and an empty key (key_len 0) is -ENAMETOOLONG. Every call may be made
  * from any thread at once on one cache, except zsm_cache_destroy().
  */
 #ifndef ZSM_CACHE_H
@@ -94,11 +95,11 @@ int zsm_cache_put(struct zsm_cache *cache, const void *key, size_t key_len, cons
 long zsm_cache_get(struct zsm_cache *cache, const void *key, size_t key_len, void *buf,
 		   size_t buf_len);
 
-/* Remove the key's entry. Returns 0, -ENOENT when absent, -EINVAL for a NULL cache, or
+/* Remove the key's entry. Returns 0, -ENOENT when absent, -EINVAL for a NULL cache or key, or
  * -ENOMEM when the heap is short. */
 int zsm_cache_erase(struct zsm_cache *cache, const void *key, size_t key_len);
 
-/* 1 when the key has an entry, 0 when not or for a NULL cache, -ENOMEM when the heap is
+/* 1 when the key has an entry, 0 when not or for a NULL cache or key, -ENOMEM when the heap is
  * short. Counts no hit or miss. */
 int zsm_cache_contains(struct zsm_cache *cache, const void *key, size_t key_len);
 
