@@ -34,6 +34,7 @@ constexpr uint32_t kMagic = 0x465a534d;  // "MSZF"
 constexpr size_t kMinBatch = size_t{128} << 10, kMaxBatch = size_t{16} << 20;
 
 struct Header {
+  uint64_t checksum;  // XXH3-64 of everything after it: the rest of the header, key, stored
   uint32_t magic;
   uint16_t key_size;
   uint8_t kind;
@@ -41,7 +42,6 @@ struct Header {
   uint32_t value_size;
   uint32_t stored_size;
   uint64_t hash;
-  uint64_t checksum;  // XXH3-64 of the header (this field 0), the key and the stored bytes
 };
 static_assert(sizeof(Header) == 32);
 
@@ -50,16 +50,11 @@ size_t record_length(size_t key_size, size_t stored_size) {
   return round_up(sizeof(Header) + key_size + stored_size, 16);
 }
 
-uint64_t checksum_of(Header h, std::span<const std::byte> rest) {
-  h.checksum = 0;
-  XXH3_state_t* state = XXH3_createState();
-  if (state == nullptr) throw std::bad_alloc();
-  XXH3_64bits_reset(state);
-  XXH3_64bits_update(state, &h, sizeof h);
-  XXH3_64bits_update(state, rest.data(), rest.size());
-  uint64_t sum = XXH3_64bits_digest(state);
-  XXH3_freeState(state);
-  return sum;
+// The checksum of a record laid out at `at`: its bytes from after the checksum field to the
+// end of the stored bytes (padding excluded).
+uint64_t checksum_of(const std::byte* at, size_t key_size, size_t stored_size) {
+  constexpr size_t skip = sizeof(uint64_t);
+  return XXH3_64bits(at + skip, sizeof(Header) - skip + key_size + stored_size);
 }
 
 uint64_t now_ns() {
@@ -285,15 +280,16 @@ Staged BackingFile::stage(uint64_t hash, std::string_view key, FileRecordInfo in
       return busy ? Staged::queue_full : Staged::write_limit;
     }
   }
-  Header h{kMagic, static_cast<uint16_t>(key.size()), info.kind, 0, info.value_size,
-           static_cast<uint32_t>(stored.size()), hash, 0};
+  Header h{0, kMagic, static_cast<uint16_t>(key.size()), info.kind, 0, info.value_size,
+            static_cast<uint32_t>(stored.size()), hash};
   std::byte* at = current_.data + current_.fill;
+  std::memcpy(at, &h, sizeof h);
   std::memcpy(at + sizeof h, key.data(), key.size());
   if (!stored.empty()) std::memcpy(at + sizeof h + key.size(), stored.data(), stored.size());
   std::memset(at + sizeof h + key.size() + stored.size(), 0,
               length - sizeof h - key.size() - stored.size());
-  h.checksum = checksum_of(h, {at + sizeof h, key.size() + stored.size()});
-  std::memcpy(at, &h, sizeof h);
+  h.checksum = checksum_of(at, key.size(), stored.size());
+  std::memcpy(at, &h.checksum, sizeof h.checksum);
   const uint64_t offset = current_.segment * options_.batch_bytes + current_.fill;
   insert(hash, offset << 24 | length);
   if (release) current_.released.emplace_back(hash, token);
@@ -411,7 +407,7 @@ std::optional<FileRecordInfo> BackingFile::read(uint64_t hash, std::string_view 
   const std::span<const std::byte> rest(record.data() + sizeof h,
                                         fits ? h.key_size + size_t{h.stored_size} : 0);
   if (!fits || std::memcmp(rest.data(), key.data(), key.size()) != 0 ||
-      checksum_of(h, rest) != h.checksum) {
+      checksum_of(record.data(), h.key_size, h.stored_size) != h.checksum) {
     std::lock_guard guard(lock_);
     stats_.misses++;
     forget_if(hash, where, stats_.corrupt);

@@ -4,7 +4,7 @@
 // batch buffer of the current segment; a full batch goes to the writer thread, which writes
 // it whole at its segment's offset, and the next segment begins (its old records dropped from
 // the index first). A record is a 32-byte header (magic, key and stored sizes, the entry's
-// kind and value size, the key's hash and an XXH3-64 checksum over all of it) followed by the
+// kind and value size, the key's hash, and an XXH3-64 checksum over all that follows it) then the
 // key and the stored bytes, padded to 16 bytes.
 //
 // Index. Open addressing on the key's 64-bit hash, 16 bytes an entry (the hash, and the
