@@ -116,6 +116,7 @@ BackingFile::BackingFile(BackingFileOptions options, Released released)
                             "backing file " + options_.path + " cannot be opened");
   stats_.direct_io = direct_io_;
   segments_ = options_.capacity_bytes / options_.batch_bytes;
+  segment_hashes_.resize(segments_);
   current_.data = aligned_buffer(options_.batch_bytes);
   for (unsigned i = 0; i < options_.write_queue_batches; i++)
     spare_buffers_.push_back(aligned_buffer(options_.batch_bytes));
@@ -156,7 +157,7 @@ const BackingFile::Entry* BackingFile::find(uint64_t hash) const {
 }
 
 void BackingFile::count_memory() {
-  memory_bytes_ = index_.size() * sizeof(Entry) +
+  memory_bytes_ = index_.size() * sizeof(Entry) + listed_hashes_ * sizeof(uint64_t) +
                   (1 + options_.write_queue_batches) * options_.batch_bytes;
 }
 
@@ -206,21 +207,20 @@ void BackingFile::grow() {
   count_memory();
 }
 
-// Drops every record of a segment from the index. A removal shifts a later entry back into
-// slot i, so slot i is looked at again; an entry shifted from the table's start (wrapping) was
-// looked at already and kept.
+// Drops every record of a segment from the index: those its list names whose entry still
+// points into it (a later stage of the same key, elsewhere, keeps its entry).
 void BackingFile::forget_segment(uint64_t segment, uint64_t& counter) {
   const uint64_t begin = segment * options_.batch_bytes, end = begin + options_.batch_bytes;
-  for (size_t i = 0; i < index_.size();) {
-    const uint64_t where = index_[i].where;
-    const uint64_t off = offset_of(where);
-    if (where != 0 && off >= begin && off < end) {
-      remove_at(i);
-      counter++;
-    } else {
-      i++;
-    }
+  std::vector<uint64_t>& hashes = segment_hashes_[segment];
+  for (uint64_t hash : hashes) {
+    Entry* e = find(hash);
+    if (e == nullptr || offset_of(e->where) < begin || offset_of(e->where) >= end) continue;
+    remove_at(static_cast<size_t>(e - index_.data()));
+    counter++;
   }
+  listed_hashes_ -= hashes.size();
+  hashes.clear();
+  count_memory();
 }
 
 void BackingFile::forget_if(uint64_t hash, uint64_t where, uint64_t& counter) {
@@ -292,6 +292,9 @@ Staged BackingFile::stage(uint64_t hash, std::string_view key, FileRecordInfo in
   std::memcpy(at, &h.checksum, sizeof h.checksum);
   const uint64_t offset = current_.segment * options_.batch_bytes + current_.fill;
   insert(hash, offset << 24 | length);
+  segment_hashes_[current_.segment].push_back(hash);
+  listed_hashes_++;
+  count_memory();
   if (release) current_.released.emplace_back(hash, token);
   current_.fill += length;
   return Staged::taken;
@@ -433,6 +436,9 @@ void BackingFile::clear() {
   std::lock_guard guard(lock_);
   std::fill(index_.begin(), index_.end(), Entry{});
   index_used_ = 0;
+  for (std::vector<uint64_t>& hashes : segment_hashes_) hashes.clear();
+  listed_hashes_ = 0;
+  count_memory();
   stats_.bytes_on_file = 0;
   stats_.entries_on_file = 0;
 }

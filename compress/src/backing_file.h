@@ -9,7 +9,9 @@
 //
 // Index. Open addressing on the key's 64-bit hash, 16 bytes an entry (the hash, and the
 // record's offset and length): the key itself is on file and checked on every read. Two keys
-// with one hash share an entry, the later one winning: the earlier is a miss.
+// with one hash share an entry, the later one winning: the earlier is a miss. Each segment
+// also lists the hashes of the records staged into it (8 bytes each), so that reusing a
+// segment forgets its records without a walk over the whole index.
 //
 // Locks. One mutex for the index and the buffers. File I/O happens outside it: the writer
 // thread writes a queued batch buffer that nothing changes while it waits or is written, and
@@ -128,6 +130,8 @@ class BackingFile {
   std::condition_variable writer_wake_, writer_done_;
   std::vector<Entry> index_;
   size_t index_used_ = 0;
+  std::vector<std::vector<uint64_t>> segment_hashes_;  // per segment, in staging order
+  size_t listed_hashes_ = 0;                            // their sum
   Batch current_;
   std::deque<Batch> queue_;  // full batches in order; the writer writes the front one
   std::vector<std::byte*> spare_buffers_;
