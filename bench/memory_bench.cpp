@@ -46,6 +46,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "corpus.h"
 #include "live_set.h"
 #include "variants.h"
@@ -345,21 +346,34 @@ void print(const std::vector<Result>& results, size_t pages, bool json) {
 }  // namespace
 }  // namespace zsm_bench
 
-int main(int argc, char** argv) {
+namespace zsm_bench {
+namespace {
+
+const zsm_cli::Flag<Options> kFlags[] = {
+    {"--pages", "N", "pages read from the files (default 20000)",
+     [](Options& o, const std::string& v) { o.pages = zsm_cli::parse_count(v, "--pages", 1, UINT32_MAX); }},
+    {"--seed", "N", "order of the files and of the frees (default 1)",
+     [](Options& o, const std::string& v) { o.seed = zsm_cli::parse_count(v, "--seed"); }},
+    {"--chain", "4..16", "pages per zspage at most (default 8)",
+     [](Options& o, const std::string& v) {
+       o.chain = static_cast<unsigned>(zsm_cli::parse_count(v, "--chain", 4, 16));
+     }},
+    {"--json", nullptr, "print JSON instead of a table",
+     [](Options& o, const std::string&) { o.json = true; }},
+};
+constexpr const char* kSynopsis = "zsm_memory_bench [options] [DIR...]  (pages from the files "
+                                  "under DIR, default /usr/lib /usr/share)";
+
+}  // namespace
+}  // namespace zsm_bench
+
+int main(int argc, char** argv) try {
   using namespace zsm_bench;
   Options opt;
-  for (int i = 1; i < argc; i++) {
-    std::string arg = argv[i];
-    if (arg == "--json") opt.json = true;
-    else if (arg.rfind("--pages=", 0) == 0) opt.pages = std::stoul(arg.substr(8));
-    else if (arg.rfind("--seed=", 0) == 0) opt.seed = std::stoull(arg.substr(7));
-    else if (arg.rfind("--chain=", 0) == 0) opt.chain = static_cast<unsigned>(std::stoul(arg.substr(8)));
-    else if (arg.rfind("--", 0) == 0) {
-      std::fprintf(stderr, "usage: %s [--pages=N] [--seed=N] [--chain=4..16] [--json] [DIR...]\n", argv[0]);
-      return 2;
-    } else {
-      opt.roots.push_back(arg);
-    }
+  if (!zsm_cli::parse<Options>(argc, argv, kFlags, opt,
+                               [](Options& o, const std::string& dir) { o.roots.push_back(dir); })) {
+    zsm_cli::print_usage<Options>(stdout, kSynopsis, kFlags);
+    return 0;
   }
   if (opt.roots.empty()) opt.roots = default_corpus_roots();
   auto pages = read_pages(opt);
@@ -386,4 +400,8 @@ int main(int argc, char** argv) {
   }
   print(results, pages.size(), opt.json);
   return 0;
+} catch (const std::invalid_argument& e) {
+  std::fprintf(stderr, "zsm_memory_bench: %s\n", e.what());
+  zsm_cli::print_usage<zsm_bench::Options>(stderr, zsm_bench::kSynopsis, zsm_bench::kFlags);
+  return 2;
 }

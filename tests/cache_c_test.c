@@ -35,6 +35,12 @@ int main(void)
 	CHECK(zsm_cache_get(cache, "nope", 4, out, sizeof(out)) == -ENOENT);
 	CHECK(zsm_cache_put(cache, "big", 3, value, 4096) == 0);
 	CHECK(zsm_cache_put(cache, "", 0, value, 10) == -ENAMETOOLONG);
+	/* A NULL key is a bad pointer, as a NULL cache is: -EINVAL (contains: 0), any length. */
+	CHECK(zsm_cache_put(cache, NULL, 0, value, 10) == -EINVAL);
+	CHECK(zsm_cache_put(cache, NULL, 6, value, 10) == -EINVAL);
+	CHECK(zsm_cache_get(cache, NULL, 6, out, sizeof(out)) == -EINVAL);
+	CHECK(zsm_cache_erase(cache, NULL, 6) == -EINVAL);
+	CHECK(zsm_cache_contains(cache, NULL, 6) == 0);
 	static char huge[8192];
 	CHECK(zsm_cache_put(cache, "huge", 4, huge, sizeof(huge)) == -E2BIG);
 

@@ -35,7 +35,8 @@ if ((rocksdb)); then
   "$scratch/cmake-build/rocksdb_example_static" > /dev/null
 fi
 
-echo "== pkg-config"
+echo "== pkg-config (programs start without LD_LIBRARY_PATH: the .pc files carry an rpath)"
+unset LD_LIBRARY_PATH
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
 mkdir -p "$scratch/pc-build"
 cc -std=c11 "$here/consumer/pool_example.c" $(pkg-config --cflags --libs zsm) \
@@ -49,4 +50,17 @@ if ((rocksdb)); then
     -o "$scratch/pc-build/rocksdb_example"
   "$scratch/pc-build/rocksdb_example"
 fi
+
+echo "== pkg-config, static (zsm-static, zsm-cache-static: no libzsm*.so needed at run time)"
+cc -std=c11 "$here/consumer/pool_example.c" $(pkg-config --cflags --libs zsm-static) \
+  -o "$scratch/pc-build/pool_example_static"
+c++ -std=c++20 "$here/consumer/cache_example.cpp" \
+  $(pkg-config --cflags --libs zsm-cache-static) -o "$scratch/pc-build/cache_example_static"
+for program in pool_example_static cache_example_static; do
+  if ldd "$scratch/pc-build/$program" | grep -q 'libzsm'; then
+    echo "$program links a shared libzsm:"; ldd "$scratch/pc-build/$program"; exit 1
+  fi
+done
+"$scratch/pc-build/pool_example_static" > /dev/null
+"$scratch/pc-build/cache_example_static" > /dev/null
 echo "consumer builds ran: find_package (build tree, installed tree) and pkg-config"

@@ -6,6 +6,7 @@
 #include "test_support.h"
 
 #include <memory>
+#include <string>
 #include <type_traits>
 
 namespace {
@@ -222,6 +223,17 @@ TEST(CxxApi, LargerPages) {
   }
   pool.compact();
   EXPECT_EQ(pool.total_pages(), 0u);
+}
+
+// version.h is the one place the version is written: the macros agree with each other and
+// with the version CMake read from them (project(VERSION), the soname, the package files).
+TEST(Version, MacrosAgreeWithTheProject) {
+  const std::string spelled = std::to_string(ZSM_VERSION_MAJOR) + "." +
+                              std::to_string(ZSM_VERSION_MINOR) + "." +
+                              std::to_string(ZSM_VERSION_PATCH);
+  EXPECT_EQ(spelled, ZSM_VERSION_STRING);
+  EXPECT_EQ(spelled, ZSM_PROJECT_VERSION);
+  EXPECT_EQ(ZSM_VERSION, ZSM_VERSION_MAJOR * 10000 + ZSM_VERSION_MINOR * 100 + ZSM_VERSION_PATCH);
 }
 
 }  // namespace

@@ -266,6 +266,34 @@ TEST(RocksSecondaryCacheCodec, NoRecompressCodecRecompressesNothing) {
   EXPECT_TRUE(lookup(*tier, "k", false, nullptr));
 }
 
+// The adapter's cache with a backing file (CacheOptions::backing_file): RocksDB's compressed
+// tier and flash tier in one. Blocks the memory evicts are looked up from the file.
+TEST(RocksSecondaryCacheBackingFile, BlocksEvictedFromMemoryAreServedFromTheFile) {
+  zsm::CacheOptions options;
+  options.capacity_bytes = size_t{4} << 20;
+  zsm::BackingFileOptions file;
+  file.path = (std::filesystem::current_path() / "rocksdb_test.backing").string();
+  file.capacity_bytes = size_t{32} << 20;
+  file.batch_bytes = size_t{128} << 10;
+  options.backing_file = file;
+  auto tier = make_tier_with(options);
+  std::vector<Item> items;
+  for (uint32_t i = 0; i < 6000; ++i) items.push_back(Item{block_text(4000, 900 + i)});
+  for (size_t i = 0; i < items.size(); ++i)
+    ASSERT_TRUE(tier->Insert("b" + std::to_string(i), &items[i], &kHelper).ok());
+  size_t found = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    std::unique_ptr<Item> got = lookup(*tier, "b" + std::to_string(i), false, nullptr);
+    if (!got) continue;
+    ASSERT_EQ(got->data, items[i].data) << i;
+    found++;
+  }
+  const zsm::CacheStats s = tier->stats().cache;
+  EXPECT_GT(s.backing_file.hits, 0u);
+  EXPECT_GT(found, s.entries) << "more blocks served than memory holds";
+  EXPECT_LE(s.bytes_held, options.capacity_bytes);
+}
+
 TEST(RocksSecondaryCache, LookupAfterEraseMisses) {
   auto tier = make_tier();
   Item item{block_text(2000, 3)};

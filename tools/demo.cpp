@@ -1,13 +1,16 @@
 // zsm_demo: a small tour of the C++ API. Stores objects with sizes like those of compressed 4 KiB
 // pages, frees a random half, compacts, checks every remaining byte, and prints the pool's
-// class table. Usage: zsm_demo [objects] [seed]
+// class table. Usage: zsm_demo [OBJECTS [SEED]] (20000 and 1 by default); --help.
 #include <zsm/zsm.hpp>
 
 #include <cstdio>
 #include <algorithm>
 #include <cstdlib>
 #include <random>
+#include <stdexcept>
 #include <vector>
+
+#include "cli.h"
 
 namespace {
 
@@ -39,11 +42,40 @@ bool check(const Object& o, std::vector<std::byte>& buf) {
   return true;
 }
 
+struct Options {
+  size_t count = 20000;
+  unsigned long seed = 1;
+  int positionals = 0;
+};
+
+constexpr const char* kSynopsis =
+    "zsm_demo [OBJECTS [SEED]]  (store OBJECTS objects, default 20000, 1..10000000; random "
+    "sizes and frees from SEED, default 1)";
+
+void take_positional(Options& o, const std::string& arg) {
+  switch (o.positionals++) {
+    case 0: o.count = zsm_cli::parse_count(arg, "OBJECTS", 1, 10'000'000); break;
+    case 1: o.seed = zsm_cli::parse_count(arg, "SEED"); break;
+    default: throw std::invalid_argument("unexpected argument '" + arg + "'");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  size_t count = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 20000;
-  unsigned long seed = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 1;
+  Options opt;
+  try {
+    if (!zsm_cli::parse<Options>(argc, argv, {}, opt, take_positional)) {
+      zsm_cli::print_usage<Options>(stdout, kSynopsis, {});
+      return 0;
+    }
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "zsm_demo: %s\n", e.what());
+    zsm_cli::print_usage<Options>(stderr, kSynopsis, {});
+    return 2;
+  }
+  const size_t count = opt.count;
+  const unsigned long seed = opt.seed;
   std::mt19937_64 rng(seed);
   zsm::Pool pool("demo");
 

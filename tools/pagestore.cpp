@@ -2,8 +2,7 @@
 // stores a swap or block device's pages, reads every page back and checks it, then prints
 // zram's mm_stat line, the compression ratio, throughput and the pool's class table.
 //
-// Usage: zsm_pagestore [--pages=N] [--codec=lz4|lz4hc|zstd|none[:LEVEL]] [--level=N]
-//                      [--recompress=CODEC[:LEVEL]] [--capacity=BYTES] [--seed=N] [DIR...]
+// Usage: zsm_pagestore [options] [DIR...]; `zsm_pagestore --help` lists the options (kFlags).
 // Pages come from the regular files under DIR (default /usr/lib and /usr/share), up to 8 per
 // file, files in a shuffled order fixed by --seed. The key of a page is its number, 8 bytes,
 // as zram indexes pages by sector. With the default capacity every page fits; a smaller one
@@ -20,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "corpus.h"
 
 namespace {
@@ -35,20 +35,32 @@ struct Options {
   std::vector<std::string> roots;
 };
 
-Options parse(int argc, char** argv) {
+using zsm_cli::parse_count;
+
+const zsm_cli::Flag<Options> kFlags[] = {
+    {"--pages", "N", "pages to store (default 50000)",
+     [](Options& o, const std::string& v) { o.pages = parse_count(v, "--pages"); }},
+    {"--codec", "lz4|lz4hc|zstd|none[:LEVEL]", "codec (default lz4)",
+     [](Options& o, const std::string& v) { o.codec = zsm::parse_codec(v); }},
+    {"--level", "N", "the codec's level",
+     [](Options& o, const std::string& v) { o.codec.level = zsm_cli::parse_int(v, "--level"); }},
+    {"--recompress", "CODEC[:LEVEL]", "recompress every page with CODEC after storing",
+     [](Options& o, const std::string& v) { o.recompress = zsm::parse_codec(v); }},
+    {"--capacity", "BYTES", "cache capacity (default: room for every page uncompressed)",
+     [](Options& o, const std::string& v) { o.capacity = parse_count(v, "--capacity"); }},
+    {"--seed", "N", "order of the files (default 1)",
+     [](Options& o, const std::string& v) { o.seed = parse_count(v, "--seed"); }},
+};
+constexpr const char* kSynopsis =
+    "zsm_pagestore [options] [DIR...]  (pages from the files under DIR, default /usr/lib "
+    "/usr/share)";
+
+// Returns std::nullopt for --help.
+std::optional<Options> parse(int argc, char** argv) {
   Options opt;
-  for (int i = 1; i < argc; i++) {
-    std::string arg = argv[i];
-    auto value = [&](const char* flag) { return arg.substr(std::strlen(flag)); };
-    if (arg.rfind("--pages=", 0) == 0) opt.pages = std::stoul(value("--pages="));
-    else if (arg.rfind("--codec=", 0) == 0) opt.codec = zsm::parse_codec(value("--codec="));
-    else if (arg.rfind("--level=", 0) == 0) opt.codec.level = std::stoi(value("--level="));
-    else if (arg.rfind("--recompress=", 0) == 0) opt.recompress = zsm::parse_codec(value("--recompress="));
-    else if (arg.rfind("--capacity=", 0) == 0) opt.capacity = std::stoul(value("--capacity="));
-    else if (arg.rfind("--seed=", 0) == 0) opt.seed = std::stoull(value("--seed="));
-    else if (arg.rfind("--", 0) == 0) throw std::invalid_argument("unknown option " + arg);
-    else opt.roots.push_back(arg);
-  }
+  if (!zsm_cli::parse<Options>(argc, argv, kFlags, opt,
+                               [](Options& o, const std::string& dir) { o.roots.push_back(dir); }))
+    return std::nullopt;
   if (opt.roots.empty()) opt.roots = zsm_bench::default_corpus_roots();
   return opt;
 }
@@ -74,7 +86,12 @@ struct Where {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  Options opt = parse(argc, argv);
+  std::optional<Options> parsed = parse(argc, argv);
+  if (!parsed) {
+    zsm_cli::print_usage<Options>(stdout, kSynopsis, kFlags);
+    return 0;
+  }
+  const Options& opt = *parsed;
   auto files = zsm_bench::corpus_files(opt.roots, opt.seed);
 
   zsm::CacheOptions co;
@@ -143,5 +160,7 @@ int main(int argc, char** argv) try {
   return mismatches == 0 ? 0 : 1;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "zsm_pagestore: %s\n", e.what());
+  if (dynamic_cast<const std::invalid_argument*>(&e) != nullptr)
+    zsm_cli::print_usage<Options>(stderr, kSynopsis, kFlags);
   return 2;
 }

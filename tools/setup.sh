@@ -12,7 +12,7 @@ set -euo pipefail
 packages=(
   g++ cmake ninja-build pkg-config python3
   libgtest-dev libgmock-dev libbenchmark-dev
-  liblz4-dev libzstd-dev libmimalloc-dev libjemalloc-dev libgoogle-perftools-dev
+  liblz4-dev libzstd-dev libxxhash-dev libmimalloc-dev libjemalloc-dev libgoogle-perftools-dev
   librocksdb-dev
   rocksdb-tools  # db_bench, cache_bench: the ctest db_bench_plugin, tools/run-db-bench.sh
   valgrind clang-19 libclang-rt-19-dev
@@ -72,6 +72,7 @@ check_prerequisites() {
   need libbenchmark-dev /usr/lib/x86_64-linux-gnu/cmake/benchmark/benchmarkConfig.cmake
   need liblz4-dev /usr/include/lz4.h
   need libzstd-dev /usr/include/zstd.h
+  need libxxhash-dev /usr/include/xxhash.h
   need libmimalloc-dev /usr/include/mimalloc.h
   need libjemalloc-dev /usr/include/jemalloc/jemalloc.h
   need libgoogle-perftools-dev /usr/include/gperftools/tcmalloc.h

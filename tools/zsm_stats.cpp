@@ -40,11 +40,13 @@
 #include <system_error>
 #include <vector>
 
+#include "cli.h"
 #include "corpus.h"
 
 namespace {
 
 using zsm::stats::Sampler;
+using zsm_cli::parse_count;
 
 // When the tool itself calls zs_compact() (beside the workload's own "compact" lines and the
 // cache's compaction under pressure).
@@ -87,18 +89,6 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return parts;
 }
 
-uint64_t parse_count(const std::string& s, const char* what) {
-  size_t used = 0;
-  unsigned long long v = 0;
-  try {
-    v = std::stoull(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != s.size() || s[0] == '-')
-    throw std::invalid_argument(std::string("bad ") + what + " '" + s + "'");
-  return v;
-}
 
 CompactPolicy parse_compact(const std::string& spec) {
   CompactPolicy p;
@@ -110,24 +100,18 @@ CompactPolicy parse_compact(const std::string& spec) {
     p.kind = CompactPolicy::Kind::end;
   } else if (kind == "every") {
     p.kind = CompactPolicy::Kind::every;
-    p.every_ops = parse_count(arg, "compaction interval");
+    p.every_ops = parse_count(arg, "--compact=every");
     if (p.every_ops == 0) throw std::invalid_argument("--compact=every:N needs N > 0");
   } else if (kind == "free") {
     p.kind = CompactPolicy::Kind::free;
-    p.free_fraction = static_cast<double>(parse_count(arg, "freeable percentage")) / 100;
+    p.free_fraction = static_cast<double>(parse_count(arg, "--compact=free")) / 100;
   } else {
     throw std::invalid_argument("unknown compaction policy '" + spec + "'");
   }
   return p;
 }
 
-// One command-line option: "--name=VALUE" when value names its argument, else a switch.
-struct Flag {
-  const char* name;
-  const char* value;
-  const char* help;
-  void (*set)(Options&, const std::string&);
-};
+using Flag = zsm_cli::Flag<Options>;
 
 const Flag kFlags[] = {
     {"--sizes", "FILE", "workload: sizes and operations on a bare pool (format above)",
@@ -137,20 +121,20 @@ const Flag kFlags[] = {
     {"--class-table", nullptr, "no workload: print each class's zspage shape and tail waste",
      [](Options& o, const std::string&) { o.class_table = true; }},
     {"--pages", "N", "pages taken from --files (default 5000)",
-     [](Options& o, const std::string& v) { o.pages = parse_count(v, "page count"); }},
+     [](Options& o, const std::string& v) { o.pages = parse_count(v, "--pages"); }},
     {"--codec", "lz4|lz4hc|zstd|none[:LEVEL]", "codec of --files (default lz4)",
      [](Options& o, const std::string& v) { o.codec = zsm::parse_codec(v); }},
     {"--capacity", "BYTES", "cache capacity of --files (default: every page fits uncompressed)",
-     [](Options& o, const std::string& v) { o.capacity = parse_count(v, "capacity"); }},
+     [](Options& o, const std::string& v) { o.capacity = parse_count(v, "--capacity"); }},
     {"--page-size", "4096|16384|65536", "pool page size (default 4096)",
-     [](Options& o, const std::string& v) { o.pool.page_size = parse_count(v, "page size"); }},
+     [](Options& o, const std::string& v) { o.pool.page_size = parse_count(v, "--page-size"); }},
     {"--chain", "4..16", "pages per zspage at most (default 8)",
      [](Options& o, const std::string& v) {
-       o.pool.chain_size = static_cast<unsigned>(parse_count(v, "chain size"));
+       o.pool.chain_size = static_cast<unsigned>(parse_count(v, "--chain"));
      }},
     {"--shards", "N", "lock shards per class (default 1, the kernel's one lock per class)",
      [](Options& o, const std::string& v) {
-       o.pool.nr_shards = static_cast<unsigned>(parse_count(v, "shard count"));
+       o.pool.nr_shards = static_cast<unsigned>(parse_count(v, "--shards"));
      }},
     {"--compact", "never|end|every:N|free:PCT",
      "the tool's own zs_compact() calls: none (default), once at the end, every N operations, "
@@ -161,43 +145,25 @@ const Flag kFlags[] = {
      [](Options& o, const std::string& v) { o.trace = v; }},
     {"--sample-every", "N", "operations between two samples (default 100)",
      [](Options& o, const std::string& v) {
-       o.sample_every = std::max<uint64_t>(1, parse_count(v, "sample interval"));
+       o.sample_every = std::max<uint64_t>(1, parse_count(v, "--sample-every"));
      }},
     {"--seed", "N", "random frees (-PCT%) and file order (default 1)",
-     [](Options& o, const std::string& v) { o.seed = parse_count(v, "seed"); }},
+     [](Options& o, const std::string& v) { o.seed = parse_count(v, "--seed"); }},
     {"--allocinfo", nullptr, "turn allocation profiling on for the workload and print "
      "/proc/allocinfo lines (when profiling is built in: ZSM_PROFILING)",
      [](Options& o, const std::string&) { o.allocinfo = true; }},
-    {"--help", nullptr, "this text", [](Options& o, const std::string&) { o.help = true; }},
 };
 
-void print_usage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: zsm_stats --sizes=FILE | --files=DIR[,DIR] | --class-table [options]\n"
-               "sizes file, one operation a line: SIZE, +SIZE, +SIZExN (store), -ID (free the "
-               "ID-th object stored), -PCT%% (free PCT %% of the live objects at random), "
-               "compact; '#' comments\n");
-  for (const Flag& f : kFlags) {
-    std::string spelled = std::string(f.name) + (f.value ? std::string("=") + f.value : "");
-    std::fprintf(out, "  %-36s %s\n", spelled.c_str(), f.help);
-  }
-}
+constexpr const char* kSynopsis =
+    "zsm_stats --sizes=FILE | --files=DIR[,DIR] | --class-table [options]\n"
+    "sizes file, one operation a line: SIZE, +SIZE, +SIZExN (store), -ID (free the ID-th object "
+    "stored), -PCT% (free PCT % of the live objects at random), compact; '#' comments";
+
+void print_usage(std::FILE* out) { zsm_cli::print_usage<Options>(out, kSynopsis, kFlags); }
 
 Options parse_options(int argc, char** argv) {
   Options opt;
-  for (int i = 1; i < argc; i++) {
-    const std::string arg = argv[i];
-    const std::string name = arg.substr(0, arg.find('='));
-    const bool has_value = arg.find('=') != std::string::npos;
-    const Flag* flag = std::find_if(std::begin(kFlags), std::end(kFlags),
-                                    [&](const Flag& f) { return name == f.name; });
-    if (flag == std::end(kFlags)) throw std::invalid_argument("unknown option " + arg);
-    if (has_value != (flag->value != nullptr))
-      throw std::invalid_argument(std::string(flag->name) +
-                                  (flag->value ? " needs =" + std::string(flag->value)
-                                               : " takes no value"));
-    flag->set(opt, has_value ? arg.substr(arg.find('=') + 1) : "");
-  }
+  opt.help = !zsm_cli::parse<Options>(argc, argv, kFlags, opt);
   const int workloads = !opt.sizes_file.empty() + !opt.dirs.empty() + opt.class_table;
   if (!opt.help && workloads != 1)
     throw std::invalid_argument("give exactly one of --sizes, --files and --class-table");

@@ -4,6 +4,7 @@
 #include <zsm/cache.hpp>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <new>
 #include <type_traits>
@@ -23,6 +24,7 @@ int to_errno(const std::system_error& e) {
       case zsm::CacheError::bad_options: return -EINVAL;
     }
   }
+  if (e.code().category() == std::generic_category()) return -e.code().value();  // the file
   return -EINVAL;  // codec options
 }
 
@@ -59,7 +61,7 @@ zsm::CodecOptions codec_options(const zsm_codec& field, int level) {
 }
 
 std::string_view key_of(const void* key, size_t len) {
-  return {static_cast<const char*>(key), key == nullptr ? 0 : len};
+  return {static_cast<const char*>(key), len};
 }
 
 }  // namespace
@@ -79,6 +81,16 @@ zsm_cache* zsm_cache_create(const zsm_cache_config* cfg, int* err) {
     if (cfg->max_key_size != 0) o.max_key_size = cfg->max_key_size;
     if (cfg->shards != 0) o.shards = cfg->shards;
     o.pool = cfg->pool;
+    if (cfg->backing_file != nullptr) {
+      zsm::BackingFileOptions f;
+      f.path = cfg->backing_file;
+      if (cfg->backing_file_capacity != 0) f.capacity_bytes = cfg->backing_file_capacity;
+      f.write_limit_bytes = cfg->writeback_limit;
+      if (cfg->writeback_limit_ms != 0)
+        f.write_limit_period = std::chrono::milliseconds(cfg->writeback_limit_ms);
+      f.promote_on_read = cfg->backing_file_keep_on_read == 0;
+      o.backing_file = std::move(f);
+    }
     cache = new zsm::Cache(std::move(o));
     return 0L;
   });
@@ -90,7 +102,7 @@ void zsm_cache_destroy(zsm_cache* cache) { delete impl(cache); }
 
 int zsm_cache_put(zsm_cache* cache, const void* key, size_t key_len, const void* value,
                   size_t value_len) {
-  if (cache == nullptr || (value == nullptr && value_len != 0)) return -EINVAL;
+  if (cache == nullptr || key == nullptr || (value == nullptr && value_len != 0)) return -EINVAL;
   return static_cast<int>(guarded([&] {
     impl(cache)->put(key_of(key, key_len),
                      {static_cast<const std::byte*>(value), value == nullptr ? 0 : value_len});
@@ -99,7 +111,7 @@ int zsm_cache_put(zsm_cache* cache, const void* key, size_t key_len, const void*
 }
 
 long zsm_cache_get(zsm_cache* cache, const void* key, size_t key_len, void* buf, size_t buf_len) {
-  if (cache == nullptr || (buf == nullptr && buf_len != 0)) return -EINVAL;
+  if (cache == nullptr || key == nullptr || (buf == nullptr && buf_len != 0)) return -EINVAL;
   return guarded([&] {
     auto n = impl(cache)->get(key_of(key, key_len),
                               {static_cast<std::byte*>(buf), buf == nullptr ? 0 : buf_len});
@@ -108,13 +120,13 @@ long zsm_cache_get(zsm_cache* cache, const void* key, size_t key_len, void* buf,
 }
 
 int zsm_cache_erase(zsm_cache* cache, const void* key, size_t key_len) {
-  if (cache == nullptr) return -EINVAL;
+  if (cache == nullptr || key == nullptr) return -EINVAL;
   return static_cast<int>(
       guarded([&] { return impl(cache)->erase(key_of(key, key_len)) ? 0L : -ENOENT; }));
 }
 
 int zsm_cache_contains(zsm_cache* cache, const void* key, size_t key_len) {
-  if (cache == nullptr) return 0;
+  if (cache == nullptr || key == nullptr) return 0;
   return static_cast<int>(
       guarded([&] { return impl(cache)->contains(key_of(key, key_len)) ? 1L : 0L; }));
 }
@@ -137,9 +149,23 @@ void zsm_cache_stats(zsm_cache* cache, struct zsm_cache_stats* out) {
     zsm::CacheStats s = impl(cache)->stats();
     *out = {s.orig_data_size, s.compr_data_size, s.mem_used_total, s.mem_limit, s.mem_used_max,
             s.same_pages, s.pages_compacted, s.huge_pages, s.huge_pages_since, s.entries,
-            s.bytes_held, s.hits, s.misses, s.evictions, s.recompressed};
+            s.bytes_held, s.hits, s.misses, s.evictions, s.recompressed,
+            s.backing_file.bytes_on_file, s.backing_file.bytes_read, s.backing_file.bytes_written,
+            s.written_back, s.backing_file.hits, s.backing_file.misses};
     return 0L;
   });
+}
+
+void zsm_cache_mark_idle(zsm_cache* cache) {
+  if (cache != nullptr) guarded([&] {
+    impl(cache)->mark_idle();
+    return 0L;
+  });
+}
+
+long zsm_cache_writeback_idle(zsm_cache* cache) {
+  if (cache == nullptr) return -EINVAL;
+  return guarded([&] { return static_cast<long>(impl(cache)->writeback_idle()); });
 }
 
 zs_pool* zsm_cache_pool(zsm_cache* cache) { return cache != nullptr ? impl(cache)->pool() : nullptr; }

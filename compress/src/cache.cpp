@@ -32,6 +32,8 @@
 // advise_erase) never failed a store and kept a third of its pool as holes.
 #include <zsm/cache.hpp>
 
+#include "backing_file.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -65,6 +67,7 @@ class CacheCategory : public std::error_category {
 enum Kind : uint8_t { kCompressed, kRecompressed, kRaw, kSame };
 constexpr uint8_t kReferenced = 1;       // CLOCK: used since the hand last passed
 constexpr uint8_t kRecompressTried = 2;  // recompress() has looked at it
+constexpr uint8_t kIdle = 4;             // not read or written since mark_idle()
 constexpr size_t kTailLink = sizeof(unsigned long);
 constexpr size_t kLargestValue = size_t{1} << 20;  // CacheOptions::max_value_size's bound
 constexpr unsigned kAnyClass = UINT32_MAX;  // evict_one(): no class preferred
@@ -90,8 +93,11 @@ struct Slot {
 };
 static_assert(sizeof(Slot) == 24, "the index costs 24 bytes an entry");
 
-void set_flag(Slot& s, uint8_t flag) {
-  std::atomic_ref<uint8_t>(s.flags).fetch_or(flag, std::memory_order_relaxed);
+// A get's mark: referenced, and no longer idle.
+void mark_used(Slot& s) {
+  std::atomic_ref<uint8_t> flags(s.flags);
+  if (flags.fetch_or(kReferenced, std::memory_order_relaxed) & kIdle)
+    flags.fetch_and(static_cast<uint8_t>(~kIdle), std::memory_order_relaxed);
 }
 bool test_and_clear(Slot& s, uint8_t flag) {
   return std::atomic_ref<uint8_t>(s.flags).fetch_and(static_cast<uint8_t>(~flag),
@@ -157,7 +163,9 @@ struct Cache::Impl {
   std::atomic<size_t> holes_left{0};  // holes() after the last compaction
   std::atomic<size_t> next_victim{0};
   std::atomic<uint64_t> orig{0}, compr{0}, record_bytes{0}, same{0}, huge{0}, huge_since{0},
-      entries{0}, hits{0}, misses{0}, evictions{0}, recompressed{0}, mem_used_max{0};
+      entries{0}, hits{0}, misses{0}, evictions{0}, recompressed{0}, mem_used_max{0},
+      written_back{0};
+  std::unique_ptr<detail::BackingFile> file;  // with CacheOptions::backing_file
 
   explicit Impl(CacheOptions o);
   ~Impl();
@@ -166,7 +174,8 @@ struct Cache::Impl {
 
   size_t pool_bytes() const { return zs_get_total_pages(pool) * page_size; }
   size_t bytes_held() const {
-    return pool_bytes() + zs_pool_bookkeeping_bytes(pool) + index_bytes.load();
+    return pool_bytes() + zs_pool_bookkeeping_bytes(pool) + index_bytes.load() +
+           (file ? file->memory_bytes() : 0);
   }
 
   // --- records -------------------------------------------------------------------------
@@ -226,6 +235,19 @@ struct Cache::Impl {
   // decompress, another error when the codec could not run (no memory for its context).
   std::error_code decode(const Slot& s, std::span<const std::byte> record,
                          std::span<std::byte> out) const;
+
+  // --- the backing file ----------------------------------------------------------------
+
+  // Stages the entry's record for the file (shard lock held); with `release`, the entry is
+  // freed from memory once it is on file (release_written()).
+  detail::Staged write_back(const Slot& s, bool release);
+  void release_written(uint64_t hash, unsigned long token);
+  // A get that missed in memory: the value from the file into `out`, put back into the pool
+  // with promote_on_read. std::nullopt when the file does not have it.
+  std::optional<size_t> get_from_file(std::string_view key, uint64_t h, std::span<std::byte> out);
+  void promote(std::string_view key, uint64_t h, const detail::FileRecordInfo& info,
+               std::span<const std::byte> stored);
+  size_t writeback_idle_shard(Shard& sh, bool& queue_full);
 };
 
 Cache::Impl::Impl(CacheOptions o) : options(std::move(o)) {
@@ -247,12 +269,42 @@ Cache::Impl::Impl(CacheOptions o) : options(std::move(o)) {
     zs_destroy_pool(pool);
     fail(CacheError::bad_options);
   }
+  if (options.backing_file) {
+    const BackingFileOptions& f = *options.backing_file;
+    const char* bad = nullptr;
+    if (f.batch_bytes < options.max_key_size + options.max_value_size + 64)
+      bad = "backing_file.batch_bytes is below the largest record (max_key_size + max_value_size)";
+    else if ((1 + uint64_t{f.write_queue_batches}) * f.batch_bytes > options.capacity_bytes / 4)
+      bad = "backing_file buffers ((1 + write_queue_batches) x batch_bytes) are above a quarter "
+            "of capacity_bytes";
+    if (bad != nullptr) {
+      zs_destroy_pool(pool);
+      throw std::system_error(make_error_code(CacheError::bad_options), bad);
+    }
+  }
   shards = std::vector<Shard>(n);
   shard_shift = 64;
   while ((1u << (64 - shard_shift)) < n) shard_shift--;
+  if (options.backing_file) {
+    try {
+      file = std::make_unique<detail::BackingFile>(
+          *options.backing_file,
+          [this](uint64_t hash, unsigned long token) { release_written(hash, token); });
+    } catch (const std::invalid_argument& e) {
+      zs_destroy_pool(pool);
+      throw std::system_error(make_error_code(CacheError::bad_options), e.what());
+    } catch (...) {
+      zs_destroy_pool(pool);
+      throw;
+    }
+  }
 }
 
-Cache::Impl::~Impl() { zs_destroy_pool(pool); }
+// The file first: its writer may still be freeing written entries from the pool.
+Cache::Impl::~Impl() {
+  file.reset();
+  zs_destroy_pool(pool);
+}
 
 // A split record's pieces, first to last: page-sized objects of head_payload() bytes and the
 // link to the next piece, then one object of the rest (at most a page).
@@ -431,8 +483,10 @@ bool Cache::Impl::erase_entry(std::string_view key) {
   uint64_t h = hash_key(key);
   Shard& sh = shard_of(h);
   std::unique_lock guard(sh.lock);
+  const bool on_file = file && file->contains(h);
+  if (on_file) file->erase(h);
   Slot* s = find(sh, h, key);
-  if (s == nullptr) return false;
+  if (s == nullptr) return on_file;
   drop(sh, s);
   return true;
 }
@@ -465,6 +519,7 @@ bool Cache::Impl::evict_one(unsigned long keep, unsigned prefer_class) {
     Slot* victim = clock_hand(sh, keep);
     if (victim == nullptr) continue;
     if (prefer_class != kAnyClass) victim = of_class_near_hand(sh, victim, keep, prefer_class);
+    if (file && write_back(*victim, false) == detail::Staged::taken) written_back++;
     drop(sh, victim);
     evictions++;
     return true;
@@ -615,6 +670,103 @@ std::error_code Cache::Impl::decode(const Slot& s, std::span<const std::byte> re
   }
 }
 
+// --- the backing file ------------------------------------------------------------------------
+
+detail::Staged Cache::Impl::write_back(const Slot& s, bool release) {
+  return with_record(s, [&](std::span<const std::byte> record) {
+    std::string_view key(reinterpret_cast<const char*>(record.data()), s.key_size);
+    return file->stage(hash_key(key), key, {s.kind, s.value_size},
+                       record.subspan(s.key_size, s.stored_size), release, s.handle);
+  });
+}
+
+// On the writer thread: the entry staged with `token` (its handle then) is on file; frees it
+// from memory if it is still that record (no put or eviction replaced it meanwhile).
+void Cache::Impl::release_written(uint64_t hash, unsigned long token) {
+  Shard& sh = shard_of(hash);
+  std::unique_lock guard(sh.lock);
+  if (sh.slots.empty()) return;
+  const size_t mask = sh.slots.size() - 1;
+  for (size_t i = hash & mask; sh.slots[i].handle != 0; i = (i + 1) & mask) {
+    Slot& s = sh.slots[i];
+    if (s.handle != token || s.hash != static_cast<uint32_t>(hash)) continue;
+    drop(sh, &s);
+    written_back++;
+    return;
+  }
+}
+
+std::optional<size_t> Cache::Impl::get_from_file(std::string_view key, uint64_t h,
+                                                 std::span<std::byte> out) {
+  std::vector<std::byte> stored;
+  std::optional<detail::FileRecordInfo> info = file->read(h, key, stored);
+  if (!info) return std::nullopt;
+  if (out.size() < info->value_size) fail(CacheError::buffer_too_small);
+  Slot s;
+  s.kind = info->kind;
+  s.value_size = info->value_size;
+  s.stored_size = static_cast<uint32_t>(stored.size());
+  if (std::error_code ec = decode(s, stored, out.first(s.value_size))) {
+    file->erase(h);
+    if (ec == CodecError::corrupt) fail(CacheError::corrupt);
+    fail(CacheError::no_memory);
+  }
+  if (options.backing_file->promote_on_read) promote(key, h, *info, stored);
+  return s.value_size;
+}
+
+// Puts a record read from the file back into the pool, as it was (no recompression), unless
+// a put got there first; the file then forgets it.
+void Cache::Impl::promote(std::string_view key, uint64_t h, const detail::FileRecordInfo& info,
+                          std::span<const std::byte> stored) {
+  std::vector<std::byte>& record = scratch(0, key.size() + stored.size());
+  std::memcpy(record.data(), key.data(), key.size());
+  if (!stored.empty()) std::memcpy(record.data() + key.size(), stored.data(), stored.size());
+  Slot s;
+  s.hash = static_cast<uint32_t>(h);
+  s.key_size = static_cast<uint16_t>(key.size());
+  s.value_size = info.value_size;
+  s.stored_size = static_cast<uint32_t>(stored.size());
+  s.kind = info.kind;
+  s.flags = kReferenced;
+  s.handle = store_making_room(std::span(record).first(s.record_size()));
+  if (s.handle == 0) return;  // no room: it stays on file
+  {
+    Shard& sh = shard_of(h);
+    std::unique_lock guard(sh.lock);
+    if (find(sh, h, key) != nullptr) {
+      free_record(s);
+      return;
+    }
+    insert(sh, s);
+    account(s, +1);
+    file->erase(h);
+  }
+  file->count_promoted();
+  make_room(options.capacity_bytes, s.handle);
+}
+
+// Stages the shard's idle entries, clearing their mark; stops when the writer's queue is full
+// (queue_full then says so) or the write limit is reached. Returns how many it staged.
+size_t Cache::Impl::writeback_idle_shard(Shard& sh, bool& queue_full) {
+  std::unique_lock guard(sh.lock);
+  size_t staged = 0;
+  for (Slot& s : sh.slots) {
+    if (s.handle == 0 || (s.flags & (kIdle | kReferenced)) != kIdle) continue;
+    detail::Staged r = write_back(s, true);
+    if (r == detail::Staged::queue_full) {
+      queue_full = true;
+      return staged;
+    }
+    if (r == detail::Staged::write_limit) return staged;
+    if (r == detail::Staged::taken) {
+      s.flags &= static_cast<uint8_t>(~kIdle);
+      staged++;
+    }
+  }
+  return staged;
+}
+
 // --- the API ---------------------------------------------------------------------------------
 
 Cache::Cache(CacheOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
@@ -662,6 +814,12 @@ void Cache::put(std::string_view key, std::span<const std::byte> value) {
     m.insert(sh, s);
     m.account(s, +1);
     if (s.kind == kRaw) m.huge_since++;
+    if (m.file) {
+      m.file->erase(h);  // an older value on file must not come back
+      if (s.kind == kRaw && m.options.backing_file->write_huge)
+        m.file->stage(h, key, {s.kind, s.value_size},
+                      std::span(record).subspan(key.size(), s.stored_size), true, s.handle);
+    }
   }
   uint64_t used = m.pool_bytes(), max = m.mem_used_max.load();
   while (used > max && !m.mem_used_max.compare_exchange_weak(max, used)) {
@@ -702,7 +860,7 @@ std::optional<size_t> Cache::get(std::string_view key, std::span<std::byte> out)
       if (found == -1) fail(CacheError::buffer_too_small);
       if (found == -3) fail(CacheError::no_memory);  // the value is fine: keep it
       if (found == 1) {
-        set_flag(s, kReferenced);
+        mark_used(s);
         m.hits++;
         return s.value_size;
       }
@@ -711,6 +869,12 @@ std::optional<size_t> Cache::get(std::string_view key, std::span<std::byte> out)
     }
   }
   if (!corrupt) {
+    if (m.file) {
+      if (std::optional<size_t> n = m.get_from_file(key, h, out)) {
+        m.hits++;
+        return n;
+      }
+    }
     m.misses++;
     return std::nullopt;
   }
@@ -728,11 +892,11 @@ std::optional<std::vector<std::byte>> Cache::get(std::string_view key) {
     Shard& sh = m.shard_of(h);
     std::shared_lock guard(sh.lock);
     Slot* s = m.find(sh, h, key);
-    if (s == nullptr) {
+    if (s == nullptr && !m.file) {
       m.misses++;
       return std::nullopt;
     }
-    size = s->value_size;
+    size = s != nullptr ? s->value_size : m.options.max_value_size;  // on file, perhaps
   }
   std::vector<std::byte> value(size);
   // The value may change between the two looks: retry with its new size.
@@ -760,7 +924,7 @@ bool Cache::contains(std::string_view key) const {
   uint64_t h = hash_key(key);
   Shard& sh = m.shard_of(h);
   std::shared_lock guard(sh.lock);
-  return m.find(sh, h, key) != nullptr;
+  return m.find(sh, h, key) != nullptr || (m.file && m.file->contains(h));
 }
 
 void Cache::for_each_key(const std::function<void(std::string_view)>& fn) const {
@@ -790,7 +954,35 @@ void Cache::clear() {
     sh.used = 0;
     sh.hand = 0;
   }
+  if (m.file) m.file->clear();
   m.compact();
+}
+
+void Cache::mark_idle() {
+  for (Shard& sh : impl_->shards) {
+    std::unique_lock guard(sh.lock);
+    for (Slot& s : sh.slots)
+      if (s.handle != 0) s.flags = static_cast<uint8_t>((s.flags | kIdle) & ~kReferenced);
+  }
+}
+
+size_t Cache::writeback_idle() {
+  Impl& m = *impl_;
+  if (!m.file) return 0;
+  size_t staged = 0;
+  for (Shard& sh : m.shards) {
+    for (bool queue_full = true; queue_full;) {
+      queue_full = false;
+      staged += m.writeback_idle_shard(sh, queue_full);
+      if (queue_full) m.file->flush();  // without the shard's lock: the writer takes it
+    }
+  }
+  m.file->flush();
+  return staged;
+}
+
+void Cache::flush_backing_file() {
+  if (impl_->file) impl_->file->flush();
 }
 
 size_t Cache::recompress(size_t max_entries) {
@@ -856,7 +1048,18 @@ CacheStats Cache::stats() const {
   s.misses = m.misses.load();
   s.evictions = m.evictions.load();
   s.recompressed = m.recompressed.load();
+  s.written_back = m.written_back.load();
+  if (m.file) s.backing_file = m.file->stats();
   return s;
+}
+
+std::string Cache::bd_stat() const {
+  const BackingFileStats f = stats().backing_file;
+  auto pages = [](uint64_t bytes) { return static_cast<unsigned long long>((bytes + 4095) / 4096); };
+  char line[96];
+  std::snprintf(line, sizeof line, "%8llu %8llu %8llu", pages(f.bytes_on_file),
+                pages(f.bytes_read), pages(f.bytes_written));
+  return line;
 }
 
 std::string Cache::mm_stat() const {

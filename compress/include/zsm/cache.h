@@ -7,7 +7,8 @@
  *   -ENAMETOOLONG  key empty or too long   -ENOMEM  no room even after evicting, or no heap
  *   -EBADMSG stored value corrupt (dropped) -ENOBUFS buffer smaller than the value
  *   -ENOENT  no such key
- * Keys are byte strings (key, key_len); a NULL key is the empty key. Every call may be made
+ * Keys are byte strings (key, key_len); a NULL key is a bad argument (-EINVAL; contains: 0),
+ * whatever key_len says, and an empty key (key_len 0) is -ENAMETOOLONG. Every call may be made
  * from any thread at once on one cache, except zsm_cache_destroy().
  */
 #ifndef ZSM_CACHE_H
@@ -43,6 +44,13 @@ struct zsm_cache_config {
 	size_t max_key_size;           /* 0 = 256; at most half a page */
 	unsigned int shards;           /* 0 = 16; a power of two up to 1024 */
 	struct zs_pool_config pool;    /* max_pages is ignored: capacity_bytes sets it */
+	/* A backing file (zsm/backing_file.hpp): NULL = none; else its path, created (or
+	 * truncated) here and removed by zsm_cache_destroy(). */
+	const char *backing_file;
+	uint64_t backing_file_capacity;   /* 0 = 256 MiB; at least four 256 KiB batches */
+	uint64_t writeback_limit;         /* bytes written per writeback_limit_ms; 0 = no limit */
+	unsigned int writeback_limit_ms;  /* 0 = 1000 */
+	int backing_file_keep_on_read;    /* nonzero: a hit on file is not put back in memory */
 };
 
 /* zram's mm_stat columns, then the cache's own counters: those of zsm::CacheStats. */
@@ -50,6 +58,9 @@ struct zsm_cache_stats {
 	uint64_t orig_data_size, compr_data_size, mem_used_total, mem_limit, mem_used_max;
 	uint64_t same_pages, pages_compacted, huge_pages, huge_pages_since;
 	uint64_t entries, bytes_held, hits, misses, evictions, recompressed;
+	/* The backing file (zeros without one): zram's bd_stat in bytes, then its own counters. */
+	uint64_t bd_bytes_on_file, bd_bytes_read, bd_bytes_written;
+	uint64_t written_back, file_hits, file_misses;
 };
 
 /*
@@ -84,11 +95,11 @@ int zsm_cache_put(struct zsm_cache *cache, const void *key, size_t key_len, cons
 long zsm_cache_get(struct zsm_cache *cache, const void *key, size_t key_len, void *buf,
 		   size_t buf_len);
 
-/* Remove the key's entry. Returns 0, -ENOENT when absent, -EINVAL for a NULL cache, or
+/* Remove the key's entry. Returns 0, -ENOENT when absent, -EINVAL for a NULL cache or key, or
  * -ENOMEM when the heap is short. */
 int zsm_cache_erase(struct zsm_cache *cache, const void *key, size_t key_len);
 
-/* 1 when the key has an entry, 0 when not or for a NULL cache, -ENOMEM when the heap is
+/* 1 when the key has an entry, 0 when not or for a NULL cache or key, -ENOMEM when the heap is
  * short. Counts no hit or miss. */
 int zsm_cache_contains(struct zsm_cache *cache, const void *key, size_t key_len);
 
@@ -104,6 +115,15 @@ long zsm_cache_recompress(struct zsm_cache *cache, size_t max_entries);
 
 /* Copy the cache's counters into `out`. Does nothing when cache or out is NULL. */
 void zsm_cache_stats(struct zsm_cache *cache, struct zsm_cache_stats *out);
+
+/*
+ * zram's idle writeback: mark every entry idle (a put or get of an entry clears its mark),
+ * then write the entries still idle, and not referenced since CLOCK last passed them, to the
+ * backing file and free them from memory. zsm_cache_writeback_idle() returns how many it
+ * wrote (0 without a backing file) or -EINVAL for a NULL cache.
+ */
+void zsm_cache_mark_idle(struct zsm_cache *cache);
+long zsm_cache_writeback_idle(struct zsm_cache *cache);
 
 /*
  * The pool behind the cache, for zs_print_classes() and friends (NULL for a NULL cache); owned

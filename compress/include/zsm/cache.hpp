@@ -17,6 +17,10 @@
 // - Sharded: each shard has a reader/writer lock; get takes only its shard's read lock.
 // - recompress() re-encodes stored values with a stronger codec and keeps the result only
 //   when it moves the value to a smaller size class (zram's recompress).
+// - A backing file, when configured (CacheOptions::backing_file, zsm/backing_file.hpp), keeps
+//   what memory evicts, compressed as it was in the pool (zram's writeback); a get that
+//   misses in memory reads it back. What it holds is never counted as memory (mm_stat), only
+//   its index and buffers are (bytes_held); bd_stat() and CacheStats::backing_file count it.
 // Every method may be called from any thread at once, except the destructor; no call holds
 // two shard locks. Errors are std::system_error with a CacheError code (the constructor also
 // throws CodecError ones), and std::bad_alloc when the heap is short. A failed call changes
@@ -24,6 +28,7 @@
 // evicted entries, and a get that finds a corrupt value drops it.
 #pragma once
 
+#include <zsm/backing_file.hpp>
 #include <zsm/codec.hpp>
 #include <zsm/zsmalloc.h>
 
@@ -74,6 +79,9 @@ struct CacheOptions {
   // The pool: page size, chain size, page source, lock shards, flags. max_pages is ignored:
   // the cache sets it to capacity_bytes / page size. The pool is named "zsm-cache".
   zs_pool_config pool = {};
+  // A backing file (zsm/backing_file.hpp): entries evicted from memory, and raw ones, go to
+  // it instead of being lost, and a get reads them back. std::nullopt (the default): none.
+  std::optional<BackingFileOptions> backing_file;
 };
 
 // Counters in the spirit of zram's mm_stat, plus the cache's own.
@@ -93,6 +101,9 @@ struct CacheStats {
   uint64_t hits = 0, misses = 0;  // get() calls that found / did not find the key
   uint64_t evictions = 0;         // entries evicted to make room (not erased, not dropped)
   uint64_t recompressed = 0;      // values moved to a smaller class by recompress()
+  uint64_t written_back = 0;      // entries moved from memory to the backing file (evicted,
+                                  // raw, or idle on writeback_idle()); none without a file
+  BackingFileStats backing_file;  // zeros without a backing file
 };
 
 // The cache (see the top of this header). Neither copyable nor movable.
@@ -101,7 +112,9 @@ class Cache {
   // Makes an empty cache and its pool. Throws std::system_error with CacheError::bad_options
   // for options out of range (see CacheOptions) or a pool configuration zs_create_pool_ex()
   // refuses, CacheError::no_memory when the pool cannot be created for want of memory, or
-  // CodecError::bad_options for codec options Codec::create() refuses.
+  // CodecError::bad_options for codec options Codec::create() refuses; with a backing file,
+  // CacheError::bad_options (naming the option) for its options out of range, or a
+  // std::generic_category() error (errno) when the file cannot be opened.
   explicit Cache(CacheOptions options = {});
   // Destroys every entry and the pool. Must not overlap any other call; pool() dies with it.
   ~Cache();
@@ -145,12 +158,28 @@ class Cache {
   // Holds each shard's write lock while it works through that shard.
   size_t recompress(size_t max_entries = SIZE_MAX);
 
+  // zram's idle writeback, in two steps. mark_idle() marks every entry idle and clears its
+  // CLOCK reference bit (zram's `echo all > idle`); a get of an entry sets the bit again and
+  // clears the mark, and a put makes a new, unmarked entry. writeback_idle() then writes to
+  // the backing file every entry still marked, so unreferenced since mark_idle() (zram's
+  // `echo idle > writeback`), frees it from memory once it is on file, and returns how many
+  // it wrote. The age of "idle" is the time since mark_idle(). Without a backing file,
+  // mark_idle() still marks and writeback_idle() returns 0. Entries past the write limit
+  // stay in memory, marked.
+  void mark_idle();
+  size_t writeback_idle();
+  // Waits until everything staged for the backing file is on it (a no-op without one).
+  void flush_backing_file();
+
   // The counters, each read atomically but not all at one instant.
   [[nodiscard]] CacheStats stats() const;
   // zram's mm_stat line: orig_data_size compr_data_size mem_used_total mem_limit
   // mem_used_max same_pages pages_compacted huge_pages huge_pages_since: space-separated,
   // each right-aligned in at least 8 characters, without a newline.
   [[nodiscard]] std::string mm_stat() const;
+  // zram's bd_stat line: bd_count bd_reads bd_writes, in 4 KiB pages (the bytes on the
+  // backing file now, read from it and written to it, rounded up), as mm_stat is laid out.
+  [[nodiscard]] std::string bd_stat() const;
   // The cache's pool, for reading (zs_print_classes(), zsm::stats); owned by the cache and
   // valid until it is destroyed. Objects allocated in it count against the capacity, and
   // freeing the cache's objects corrupts the cache.

@@ -30,6 +30,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include <zsm/version.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
