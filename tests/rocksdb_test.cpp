@@ -666,4 +666,26 @@ TEST(ZsmUri, ParsesEveryKeyAndSuffix) {
   EXPECT_GT(tier->stats().admission_bytes, 0u);
 }
 
+TEST(ZsmUri, TheBackingFileKeys) {
+  const std::string path = (std::filesystem::current_path() / "rocksdb_test.uri-file").string();
+  zsm::RocksTierConfig c;
+  ASSERT_TRUE(zsm::ParseZsmUri("zsm://32M;file=" + path + ";file_size=64M;writeback_limit=8M", &c)
+                  .ok());
+  ASSERT_TRUE(c.cache.backing_file);
+  EXPECT_EQ(c.cache.backing_file->path, path);
+  EXPECT_EQ(c.cache.backing_file->capacity_bytes, uint64_t{64} << 20);
+  EXPECT_EQ(c.cache.backing_file->write_limit_bytes, uint64_t{8} << 20);
+  for (const char* bad : {"zsm://32M;file_size=64M", "zsm://32M;file=", "zsm://32M;file=x;file_size=1K",
+                          "zsm://32M;file=x;writeback_limit=lots"}) {
+    Status s = zsm::ParseZsmUri(bad, &c);
+    EXPECT_TRUE(s.IsInvalidArgument()) << bad;
+    EXPECT_NE(s.ToString().find("file"), std::string::npos) << s.ToString();
+  }
+  std::shared_ptr<RocksSecondaryCache> tier;
+  ASSERT_TRUE(RocksSecondaryCache::CreateFromUri("zsm://8M;file=" + path, &tier).ok());
+  EXPECT_TRUE(std::filesystem::exists(path));
+  tier.reset();
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
 }  // namespace

@@ -120,6 +120,11 @@ class PluginTier : public rocksdb::SecondaryCache {
                  static_cast<unsigned long long>(s.cache.mem_used_total),
                  static_cast<unsigned long long>(s.cache.compr_data_size));
     std::fprintf(stderr, "zsm tier %s: mm_stat %s\n", uri_.c_str(), tier_->mm_stat().c_str());
+    if (s.cache.backing_file.memory_bytes != 0)  // a backing file: zram's bd_stat, and its hits
+      std::fprintf(stderr, "zsm tier %s: bd_stat %s file_hits %llu file_misses %llu\n",
+                   uri_.c_str(), tier_->bd_stat().c_str(),
+                   static_cast<unsigned long long>(s.cache.backing_file.hits),
+                   static_cast<unsigned long long>(s.cache.backing_file.misses));
   }
 
  protected:

@@ -153,6 +153,20 @@ std::optional<std::string> apply_option(std::string_view key, std::string_view v
     auto n = parse_size(value);
     if (!n || *n < 4 || *n > 16) return "bad chain in '" + quoted + "': want 4 .. 16";
     config.cache.pool.chain_size = static_cast<unsigned>(*n);
+  } else if (key == "file") {
+    if (value.empty()) return "bad file in '" + quoted + "': want a path";
+    if (!config.cache.backing_file) config.cache.backing_file.emplace();
+    config.cache.backing_file->path = std::string(value);
+  } else if (key == "file_size") {
+    auto size = parse_size(value);
+    if (!size || *size < (size_t{2} << 20)) return "bad file_size in '" + quoted + "': want a size of at least 2M";
+    if (!config.cache.backing_file) config.cache.backing_file.emplace();
+    config.cache.backing_file->capacity_bytes = *size;
+  } else if (key == "writeback_limit") {
+    auto size = parse_size(value);
+    if (!size) return "bad writeback_limit in '" + quoted + "': want a size (bytes a second)";
+    if (!config.cache.backing_file) config.cache.backing_file.emplace();
+    config.cache.backing_file->write_limit_bytes = *size;
   } else if (key == "shards") {
     auto n = parse_size(value);
     if (!n || *n == 0 || *n > 1024 || (*n & (*n - 1)) != 0)
@@ -160,7 +174,8 @@ std::optional<std::string> apply_option(std::string_view key, std::string_view v
     config.cache.shards = static_cast<unsigned>(*n);
   } else {
     return "unknown option '" + std::string(key) +
-           "': want codec, admission, max_value, page, chain or shards";
+           "': want codec, admission, max_value, page, chain, shards, file, file_size or "
+           "writeback_limit";
   }
   return std::nullopt;
 }
@@ -194,6 +209,8 @@ rocksdb::Status ParseZsmUri(const std::string& uri, RocksTierConfig* out) {
     seen.push_back(key);
     if (auto why = apply_option(key, option.substr(equals + 1), config)) return bad_uri(uri, *why);
   }
+  if (config.cache.backing_file && config.cache.backing_file->path.empty())
+    return bad_uri(uri, "file_size or writeback_limit without file=PATH");
   const size_t page = config.cache.pool.page_size != 0 ? config.cache.pool.page_size : 4096;
   if (config.cache.capacity_bytes < page)
     return bad_uri(uri, "capacity '" + std::string(capacity) + "' below the pool's page (" +
@@ -409,6 +426,11 @@ RocksSecondaryCacheStats RocksSecondaryCache::stats() const {
 std::string RocksSecondaryCache::mm_stat() const {
   std::shared_lock lock(cache_lock_);
   return cache_->mm_stat();
+}
+
+std::string RocksSecondaryCache::bd_stat() const {
+  std::shared_lock lock(cache_lock_);
+  return cache_->bd_stat();
 }
 
 zs_pool* RocksSecondaryCache::pool() const {

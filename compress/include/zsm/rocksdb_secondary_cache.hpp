@@ -89,7 +89,13 @@ struct RocksTierConfig {
 //                     blocks; it makes fewer, larger objects (and zspages up to chain pages).
 //   chain=N           pages per zspage, 4..16 (default 8)
 //   shards=N          index shards, a power of two 1..1024 (default 16)
-// E.g. zsm://32M, zsm://1G;codec=zstd:3;admission=second. A bad URI is
+//   file=PATH         a backing file (docs/cold-tier.md): blocks the tier's memory evicts go
+//                     to it compressed and lookups read them back, so the tier is RocksDB's
+//                     compressed tier and flash tier in one; created, and removed at exit
+//   file_size=SIZE    the file's capacity, at least 2M (default 256M)
+//   writeback_limit=SIZE  bytes written to the file a second at most (default: no limit)
+// E.g. zsm://32M, zsm://1G;codec=zstd:3;admission=second,
+// zsm://32M;file=/mnt/ssd/zsm.cold;file_size=1G. A bad URI is
 // Status::InvalidArgument whose message names the bad part and quotes the URI.
 rocksdb::Status ParseZsmUri(const std::string& uri, RocksTierConfig* out);
 
@@ -136,6 +142,8 @@ class RocksSecondaryCache : public rocksdb::SecondaryCache {
   [[nodiscard]] RocksSecondaryCacheStats stats() const;
   // zram's mm_stat line of the cache underneath (Cache::mm_stat()).
   [[nodiscard]] std::string mm_stat() const;
+  // zram's bd_stat line of its backing file (Cache::bd_stat(); zeros without one).
+  [[nodiscard]] std::string bd_stat() const;
   // The cache's pool, for reading (zsm::stats); valid until SetCapacity() replaces the cache
   // or the tier is destroyed.
   [[nodiscard]] zs_pool* pool() const;
