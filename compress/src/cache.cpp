@@ -257,14 +257,14 @@ void Cache::Impl::read_record(const Slot& s, std::span<std::byte> out) const {
   std::vector<std::byte>& copy = scratch(1, page_size);
   void* mem = zs_obj_read_begin(pool, s.handle, first, copy.data());
   size_t in_head = split(size) ? head_payload() : size;
-  std::memcpy(out.data(), mem, in_head);
+  zs_memcpy(out.data(), mem, in_head);
   unsigned long tail = 0;
   if (split(size)) std::memcpy(&tail, static_cast<std::byte*>(mem) + head_payload(), kTailLink);
   zs_obj_read_end(pool, s.handle, first, mem);
   if (tail == 0) return;
   size_t rest = size - in_head;
   mem = zs_obj_read_begin(pool, tail, rest, copy.data());
-  std::memcpy(out.data() + in_head, mem, rest);
+  zs_memcpy(out.data() + in_head, mem, rest);
   zs_obj_read_end(pool, tail, rest, mem);
 }
 
@@ -542,7 +542,7 @@ std::error_code Cache::Impl::decode(const Slot& s, std::span<const std::byte> re
       return {};
     }
     case kRaw:
-      if (!out.empty()) std::memcpy(out.data(), stored.data(), out.size());
+      zs_memcpy(out.data(), stored.data(), out.size());
       return {};
     default: {
       const Codec& c = s.kind == kRecompressed ? *recodec : *codec;
@@ -745,7 +745,7 @@ size_t Cache::recompress(size_t max_entries) {
       value.resize(s.value_size);
       std::vector<std::byte>& record = scratch(0, s.key_size + m.recodec->bound(s.value_size));
       bool ok = m.with_record(s, [&](std::span<const std::byte> old) {
-        std::memcpy(record.data(), old.data(), s.key_size);
+        zs_memcpy(record.data(), old.data(), s.key_size);
         return !m.decode(s, old, value);
       });
       if (!ok) continue;
