@@ -55,23 +55,20 @@ inline namespace ZSM_VARIANT_NS {
 #if defined(__x86_64__)
 namespace {
 
-// Unaligned scalar moves: types the compiler may not assume aligned or unaliased.
-using U16 = uint16_t __attribute__((aligned(1), may_alias));
-using U32 = uint32_t __attribute__((aligned(1), may_alias));
-using U64 = uint64_t __attribute__((aligned(1), may_alias));
-
 __m128i load16(const char* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
 void store16(char* p, __m128i v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v); }
 void store16_aligned(char* p, __m128i v) { _mm_store_si128(reinterpret_cast<__m128i*>(p), v); }
 
 // n in [sizeof(T), 2 * sizeof(T)]: the first and the last sizeof(T) bytes, which overlap
-// unless n is exactly 2 * sizeof(T). Both loads come before both stores.
+// unless n is exactly 2 * sizeof(T). Both loads come before both stores. Fixed-size
+// __builtin_memcpy: one unaligned move each, never a call.
 template <typename T>
 inline __attribute__((always_inline)) void copy_payload_two(char* d, const char* s, size_t n) {
-  T head = *reinterpret_cast<const T*>(s);
-  T tail = *reinterpret_cast<const T*>(s + n - sizeof(T));
-  *reinterpret_cast<T*>(d) = head;
-  *reinterpret_cast<T*>(d + n - sizeof(T)) = tail;
+  T head, tail;
+  __builtin_memcpy(&head, s, sizeof(T));
+  __builtin_memcpy(&tail, s + n - sizeof(T), sizeof(T));
+  __builtin_memcpy(d, &head, sizeof(T));
+  __builtin_memcpy(d + n - sizeof(T), &tail, sizeof(T));
 }
 
 // n <= 64: overlapping moves of 1, 2, 4, 8 or 16 bytes from both ends; no loop.
@@ -87,11 +84,11 @@ inline __attribute__((always_inline)) void copy_payload_upto_64(char* d, const c
     store16(d, a);
     store16(d + n - 16, z);
   } else if (n >= 8) {
-    copy_payload_two<U64>(d, s, n);
+    copy_payload_two<uint64_t>(d, s, n);
   } else if (n >= 4) {
-    copy_payload_two<U32>(d, s, n);
+    copy_payload_two<uint32_t>(d, s, n);
   } else if (n >= 2) {
-    copy_payload_two<U16>(d, s, n);
+    copy_payload_two<uint16_t>(d, s, n);
   } else if (n == 1) {
     *d = *s;
   }
