@@ -33,7 +33,8 @@
 // The n > 128 form comes in two widths: SSE2 (16-byte vectors, all baseline x86-64 has; the
 // library is built without -march) and AVX2 (32-byte vectors), chosen at each call by
 // __builtin_cpu_supports("avx2"), one load and test of the flags libgcc's constructor
-// fills in at start-up (before any constructor of a user's). AVX2 pays: in zsm_copy_bench
+// fills in at start-up (before any constructor of a user's; were they not filled in yet,
+// the SSE2 form would run, which is as correct). AVX2 pays: in zsm_copy_bench
 // on the machine above, the SSE2 form took 1.2-1.7x the time of the AVX2 form from 1168 B up
 // (e.g. 3136 B into a page, L1-resident: 58.6 ns against 35.7) and was slower than glibc's
 // AVX2 memcpy below the rep movsb threshold; the AVX2 form took 0.61-1.06x memcpy's time at
