@@ -39,7 +39,8 @@
 // (e.g. 3136 B into a page, L1-resident: 58.6 ns against 35.7) and was slower than glibc's
 // AVX2 memcpy below the rep movsb threshold; the AVX2 form took 0.61-1.06x memcpy's time at
 // every size and place of bench/copy_bench.cpp (the README's copy table; the two cells
-// above 1.0 lie within that run's spread of 30-99 %), 0.12-0.23x where memcpy used rep movsb. 64-byte AVX-512 vectors were not tried: Zen 4 splits them in two.
+// above 1.0 lie within that run's spread of 30-99 %), 0.12-0.23x where memcpy used rep
+// movsb. 64-byte AVX-512 vectors were not tried: Zen 4 splits them in two.
 //
 // Other architectures use the C library's memcpy: nothing there was measured slow.
 //
@@ -61,15 +62,23 @@ inline namespace ZSM_VARIANT_NS {
 #if defined(__x86_64__)
 namespace {
 
-__m128i load16(const char* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
-void store16(char* p, __m128i v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v); }
-void store16_aligned(char* p, __m128i v) { _mm_store_si128(reinterpret_cast<__m128i*>(p), v); }
+// Every helper here is always inlined: the instruction counts leave out the functions named
+// copy_payload*, and these are not.
+ZSM_ALWAYS_INLINE __m128i load16(const char* p) {
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+}
+ZSM_ALWAYS_INLINE void store16(char* p, __m128i v) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v);
+}
+ZSM_ALWAYS_INLINE void store16_aligned(char* p, __m128i v) {
+  _mm_store_si128(reinterpret_cast<__m128i*>(p), v);
+}
 
 // n in [sizeof(T), 2 * sizeof(T)]: the first and the last sizeof(T) bytes, which overlap
 // unless n is exactly 2 * sizeof(T). Both loads come before both stores. Fixed-size
 // __builtin_memcpy: one unaligned move each, never a call.
 template <typename T>
-inline __attribute__((always_inline)) void copy_payload_two(char* d, const char* s, size_t n) {
+ZSM_ALWAYS_INLINE void copy_payload_two(char* d, const char* s, size_t n) {
   T head, tail;
   __builtin_memcpy(&head, s, sizeof(T));
   __builtin_memcpy(&tail, s + n - sizeof(T), sizeof(T));
@@ -78,7 +87,7 @@ inline __attribute__((always_inline)) void copy_payload_two(char* d, const char*
 }
 
 // n <= 64: overlapping moves of 1, 2, 4, 8 or 16 bytes from both ends; no loop.
-inline __attribute__((always_inline)) void copy_payload_upto_64(char* d, const char* s, size_t n) {
+ZSM_ALWAYS_INLINE void copy_payload_upto_64(char* d, const char* s, size_t n) {
   if (n >= 32) {
     __m128i a = load16(s), b = load16(s + 16), y = load16(s + n - 32), z = load16(s + n - 16);
     store16(d, a);
@@ -101,7 +110,7 @@ inline __attribute__((always_inline)) void copy_payload_upto_64(char* d, const c
 }
 
 // 64 < n <= 128: the first and the last 64 bytes, four 16-byte moves each.
-inline __attribute__((always_inline)) void copy_payload_65_to_128(char* d, const char* s, size_t n) {
+ZSM_ALWAYS_INLINE void copy_payload_65_to_128(char* d, const char* s, size_t n) {
   __m128i a = load16(s), b = load16(s + 16), c = load16(s + 32), e = load16(s + 48);
   __m128i w = load16(s + n - 64), x = load16(s + n - 48), y = load16(s + n - 32),
           z = load16(s + n - 16);
@@ -143,7 +152,7 @@ void copy_payload_large_sse2(char* d, const char* s, size_t n) {
 #define ZSM_LOAD32(p) _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))
 #define ZSM_STORE32(p, v) _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v)
 #define ZSM_STORE32_ALIGNED(p, v) _mm256_store_si256(reinterpret_cast<__m256i*>(p), v)
-__attribute__((target("avx2"))) void copy_payload_large_avx2(char* d, const char* s, size_t n) {
+ZSM_TARGET_AVX2 void copy_payload_large_avx2(char* d, const char* s, size_t n) {
   __m256i head = ZSM_LOAD32(s);
   __m256i w = ZSM_LOAD32(s + n - 128), x = ZSM_LOAD32(s + n - 96), y = ZSM_LOAD32(s + n - 64),
           z = ZSM_LOAD32(s + n - 32);

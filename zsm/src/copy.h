@@ -16,7 +16,7 @@ namespace zsm {
 inline namespace ZSM_VARIANT_NS {
 
 // Copies n bytes from src to dst (n may be 0). Writes nothing outside [dst, dst + n).
-__attribute__((noinline)) void copy_payload(void* dst, const void* src, size_t n);
+ZSM_COPY_FUNCTION void copy_payload(void* dst, const void* src, size_t n);
 
 #if defined(__x86_64__)
 // The two forms copy_payload() chooses between for n > 128, exposed for the tests and the
