@@ -2,7 +2,7 @@
 // through zs_malloc()+zs_obj_write(), byte-exact, including objects that span two pages (read
 // into local_copy) and huge ones; the zspage layout decides which reads are copies; 16K and
 // 64K page pools on a subset of sizes; argument errors (size 0, > page, NULL pool, handle 0,
-// mem_len or write beyond capacity).
+// mem_len or write beyond capacity); zs_memcpy(), the public face of the pool's copy.
 #include "test_support.h"
 
 #include <algorithm>
@@ -333,6 +333,22 @@ TEST_F(RoundTripErrors, WriteBeyondCapacityWritesNothing) {
   }
   // Neighbours were not touched either.
   for (auto& [h, bytes] : live_) EXPECT_TRUE(check_object(pool_, h, bytes));
+}
+
+// zs_memcpy() copies as memcpy does, at every length 0..4200 (all of the copy's thresholds
+// and a page and more) with src and dst alignments cycling through 0..63, without touching
+// the bytes around dst (copy_test checks the copy itself exhaustively).
+TEST(ZsMemcpy, CopiesAsMemcpy) {
+  std::vector<uint8_t> src(4200 + 64), dst(4200 + 64 + 2), want(dst.size());
+  for (size_t i = 0; i < src.size(); i++) src[i] = static_cast<uint8_t>(i * 131 + 7);
+  for (size_t n = 0; n <= 4200; n++) {
+    size_t sa = n % 64, da = (n * 7) % 64;
+    std::fill(dst.begin(), dst.end(), uint8_t{0xEE});
+    want = dst;
+    std::memcpy(want.data() + 1 + da, src.data() + sa, n);
+    zs_memcpy(dst.data() + 1 + da, src.data() + sa, n);
+    ASSERT_EQ(dst, want) << "n=" << n << " src%64=" << sa << " dst%64=" << (1 + da) % 64;
+  }
 }
 
 }  // namespace

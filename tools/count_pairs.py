@@ -5,7 +5,8 @@ Runs bench/zsm_pair_count under `valgrind --tool=callgrind --instr-atstart=no` (
 only around the measured loop) for every allocator, family and size, and splits each run's
 instruction count into:
   total       everything in the measured loop, divided by the number of pairs
-  no_memcpy   total less the memcpy/memmove bodies (the copy itself)
+  no_memcpy   total less the copy itself: the bodies of memcpy/memmove and of zsm's own copy
+              (zsm/src/copy.cpp: every function named copy_payload*)
   allocator   no_memcpy less the benchmark's own loop (victim choice, array update)
 Prints a table and, with --json FILE, writes every figure. Where the machine has hardware
 counters (`perf stat -e instructions true` prints a count), each run is also measured with
@@ -47,6 +48,9 @@ OVERHEAD = {v: ["store"] for v in ("hardened", "prof_inline_off", "prof_outline_
 # (tools/ab.py); measured on request.
 CACHED_AB = {"cached_baseline": ["store", "write"]}
 ALL = {**FAMILIES, **OVERHEAD, **CACHED_AB}
+# The copy, left out of the allocator's count: the C library's memcpy/memmove and zsm's
+# copy_payload() with its helpers (zsm/src/copy.cpp), which zsm calls where it called memcpy.
+COPY = re.compile(r"mem(cpy|move)|::copy_payload")
 LINE = re.compile(r"^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S.*)$")
 LIVE_SET_H = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           "bench", "live_set.h")
@@ -86,7 +90,7 @@ def parse_annotate(text):
             continue
         count = int(m.group(1).replace(",", ""))
         name = m.group(2)
-        if re.search(r"mem(cpy|move)", name):
+        if COPY.search(name):
             memcpy += count
         elif re.search(r"(store|write)_pairs", name):
             harness += count

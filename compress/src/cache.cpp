@@ -356,7 +356,7 @@ void Cache::Impl::read_record(const Slot& s, std::span<std::byte> out) const {
   size_t done = 0, size = s.record_size();
   while (split(size - done)) {
     void* mem = zs_obj_read_begin(pool, handle, page_size, copy.data());
-    std::memcpy(out.data() + done, mem, head_payload());
+    zs_memcpy(out.data() + done, mem, head_payload());
     unsigned long next;
     std::memcpy(&next, static_cast<std::byte*>(mem) + head_payload(), kTailLink);
     zs_obj_read_end(pool, handle, page_size, mem);
@@ -364,7 +364,7 @@ void Cache::Impl::read_record(const Slot& s, std::span<std::byte> out) const {
     done += head_payload();
   }
   void* mem = zs_obj_read_begin(pool, handle, size - done, copy.data());
-  std::memcpy(out.data() + done, mem, size - done);
+  zs_memcpy(out.data() + done, mem, size - done);
   zs_obj_read_end(pool, handle, size - done, mem);
 }
 
@@ -661,7 +661,7 @@ std::error_code Cache::Impl::decode(const Slot& s, std::span<const std::byte> re
       return {};
     }
     case kRaw:
-      if (!out.empty()) std::memcpy(out.data(), stored.data(), out.size());
+      zs_memcpy(out.data(), stored.data(), out.size());
       return {};
     default: {
       const Codec& c = s.kind == kRecompressed ? *recodec : *codec;
@@ -1001,7 +1001,7 @@ size_t Cache::recompress(size_t max_entries) {
       value.resize(s.value_size);
       std::vector<std::byte>& record = scratch(0, s.key_size + m.recodec->bound(s.value_size));
       bool ok = m.with_record(s, [&](std::span<const std::byte> old) {
-        std::memcpy(record.data(), old.data(), s.key_size);
+        zs_memcpy(record.data(), old.data(), s.key_size);
         return !m.decode(s, old, value);
       });
       if (!ok) continue;

@@ -2,6 +2,7 @@
 // built with. struct zs_pool is the opaque face of zsm::ZsPool.
 #include <cerrno>
 
+#include "copy.h"
 #include "pool.h"
 #include "vm_source.h"
 
@@ -21,6 +22,8 @@ ZSM_API zs_pool* zs_create_pool_ex(const char* name, const zs_pool_config* cfg) 
 ZSM_API void zs_destroy_pool(zs_pool* pool) { zsm::zs_destroy_pool(impl(pool)); }
 
 ZSM_API const char* zs_pool_name(zs_pool* pool) { return zsm::zs_pool_name(impl(pool)); }
+
+ZSM_API void zs_memcpy(void* dst, const void* src, size_t n) { zsm::copy_payload(dst, src, n); }
 
 ZSM_API unsigned long zs_malloc(zs_pool* pool, size_t size) {
   return zsm::zs_malloc_entry(impl(pool), size);

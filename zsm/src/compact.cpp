@@ -10,9 +10,9 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "check.h"
+#include "copy.h"
 #include "thread_cache.h"
 #include "zspage.h"
 
@@ -103,7 +103,7 @@ void copy_object(ClassGeometry g, const ZsPage* dst, uint32_t dst_idx, const ZsP
   while (left > 0) {
     Location to = zspage_location(g, dst, d), from = zspage_location(g, src, s);
     size_t n = std::min({left, g.page_size() - to.offset, g.page_size() - from.offset});
-    std::memcpy(to.page + to.offset, from.page + from.offset, n);
+    copy_payload(to.page + to.offset, from.page + from.offset, n);
     d += n;
     s += n;
     left -= n;

@@ -44,6 +44,10 @@
 //   ZSM_COLD_PATH      rare and cold: refills, shard moves, fatal reports
 //   ZSM_OFF_FAST_PATH  kept out of its caller's fast path but not cold (not optimised for
 //                      size): the stores of hardened pools, the locked path behind a cache
+//   ZSM_COPY_FUNCTION  the payload copy (copy.h): never inlined, so that the instruction
+//                      counts can leave it out by name, as they leave memcpy out
+//   ZSM_TARGET_AVX2    compiled for AVX2 in a library built for baseline x86-64; called
+//                      only where the CPU has it
 #ifndef ZSM_ALWAYS_INLINE
 #define ZSM_ALWAYS_INLINE inline __attribute__((always_inline))
 #endif
@@ -53,6 +57,8 @@
 #ifndef ZSM_OFF_FAST_PATH
 #define ZSM_OFF_FAST_PATH __attribute__((noinline))
 #endif
+#define ZSM_COPY_FUNCTION __attribute__((noinline))
+#define ZSM_TARGET_AVX2 __attribute__((target("avx2")))
 
 // A printf-like function whose format is argument `fmt` and whose arguments start at `args`.
 #define ZSM_PRINTF_FORMAT(fmt, args) __attribute__((format(printf, fmt, args)))

@@ -121,9 +121,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 
 #include "check.h"
+#include "copy.h"
 #include "obj.h"
 #include "open_reads.h"
 #include "profile.h"
@@ -181,8 +181,8 @@ ZSM_OFF_FAST_PATH void write_across_pages(unsigned long obj, char* payload, cons
   const ClassGeometry g = zspage->cls.load(std::memory_order_relaxed)->geom;
   size_t first = g.page_size() - (reinterpret_cast<uintptr_t>(payload) & g.page_mask);
   char* next_page = zspage_location(g, zspage, (obj_to_idx(obj) + 1) * size_t{g.size}).page;
-  std::memcpy(next_page, static_cast<const char*>(src) + first, len - first);
-  std::memcpy(payload, src, first);
+  copy_payload(next_page, static_cast<const char*>(src) + first, len - first);
+  copy_payload(payload, src, first);
 }
 
 // obj_write(): copies `len` bytes into the payload of object `obj`, which starts at `payload`,
@@ -192,7 +192,7 @@ ZSM_OFF_FAST_PATH void write_across_pages(unsigned long obj, char* payload, cons
 static ZSM_WRITE_HELPER void obj_write(ClassGeometry g, unsigned long obj, char* payload,
                                      const void* src, size_t len) {
   if (ZSM_LIKELY((reinterpret_cast<uintptr_t>(payload) & g.page_mask) + len <= g.page_size()))
-    std::memcpy(payload, src, len);
+    copy_payload(payload, src, len);
   else
     write_across_pages(obj, payload, src, len);
 }
@@ -212,8 +212,8 @@ static ZSM_WRITE_HELPER void obj_write(ClassGeometry g, unsigned long obj, const
 ZSM_OFF_FAST_PATH void copy_across_pages(char* const* pages, const void* src, size_t len,
                                          size_t first, size_t offset) {
   char* payload = pages[0] + offset;
-  std::memcpy(pages[1], static_cast<const char*>(src) + first, len - first);
-  std::memcpy(payload, src, first);
+  copy_payload(pages[1], static_cast<const char*>(src) + first, len - first);
+  copy_payload(payload, src, first);
 }
 
 // --- lookups -------------------------------------------------------------------------------
@@ -601,7 +601,7 @@ struct CopyFill {
   // into pages[1] (it starts at least 8 bytes before the page ends).
   ZSM_ALWAYS_INLINE void into_pages(uint32_t page_mask, char* const* pages, size_t offset) const {
     if (ZSM_LIKELY(offset + size <= size_t{page_mask} + 1))
-      std::memcpy(pages[0] + offset, src, size);
+      copy_payload(pages[0] + offset, src, size);
     else
       copy_across_pages(pages, src, size, size_t{page_mask} + 1 - offset, offset);
   }
@@ -876,8 +876,8 @@ void* zs_obj_read_begin(ZsPool* pool, unsigned long handle, size_t mem_len, void
   Location loc = payload_location(geom, zspage, obj_to_idx(obj));
   if (ZSM_LIKELY(loc.offset + mem_len <= geom.page_size())) return loc.page + loc.offset;
   size_t first = geom.page_size() - loc.offset;
-  std::memcpy(local_copy, loc.page + loc.offset, first);
-  std::memcpy(static_cast<char*>(local_copy) + first,
+  copy_payload(local_copy, loc.page + loc.offset, first);
+  copy_payload(static_cast<char*>(local_copy) + first,
               zspage_location(geom, zspage, (obj_to_idx(obj) + 1) * size_t{geom.size}).page,
               mem_len - first);
   return local_copy;

@@ -187,6 +187,16 @@ void *zs_obj_read_begin(struct zs_pool *pool, unsigned long handle, size_t mem_l
  */
 void zs_obj_read_end(struct zs_pool *pool, unsigned long handle, size_t mem_len, void *mem);
 
+/*
+ * Copy `n` bytes from `src` to `dst` (which must not overlap) as the pool copies object bytes
+ * into and out of its pages: on x86-64 with vector moves stored aligned to `dst`, never with
+ * `rep movsb`, which some C libraries choose from about 2 KiB up and which is several times
+ * slower on AMD Zen when `dst` and `src` are misaligned to each other, as object payloads
+ * are (8 bytes past a 16-byte boundary); the C library's memcpy on other architectures. For
+ * a caller's copy out of the pointer zs_obj_read_begin() returns.
+ */
+void zs_memcpy(void *dst, const void *src, size_t n);
+
 /* Bytes the object can hold: its class size less the 8-byte header (huge objects: the page). */
 size_t zs_obj_capacity(struct zs_pool *pool, unsigned long handle);
 
