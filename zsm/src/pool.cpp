@@ -264,6 +264,15 @@ uint32_t own_shard_hint() {
   return kPlaced | hints_past_bitmap.fetch_add(1, std::memory_order_relaxed);
 }
 
+}  // namespace
+
+void forget_other_threads_shard_hints() {
+  uint64_t mine = held_hint.bit != 0 ? uint64_t{1} << held_hint.bit : 0;
+  hints_in_use.store(1 | mine, std::memory_order_relaxed);
+}
+
+namespace {
+
 // Gives this thread a shard of its own if it has none yet. A thread's first cached call
 // does: stores that reuse their cache's slots never find a shard busy, so without this
 // every thread would stay on shard 0, and threads' objects would share zspages and cache
@@ -524,9 +533,11 @@ ZSM_ALWAYS_INLINE void place_object(ZsPool* pool, ClassShard* cls, ZsPage* zspag
 ZSM_COLD_PATH ZsPage* make_new_zspage_hot(ZsPool* pool, ClassShard* cls, unsigned long handle)
     ZSM_NO_THREAD_SAFETY_ANALYSIS {
   cls->lock.unlock();
+  pool->zspages_being_added.fetch_add(1, std::memory_order_relaxed);
   ZsPage* zspage = alloc_zspage(pool, cls);
   lock_shard(cls);
   if (ZSM_UNLIKELY(zspage == nullptr)) {
+    pool->zspages_being_added.fetch_sub(1, std::memory_order_relaxed);
     cache_free_handle(pool, cls, handle);
     cls->lock.unlock();
     errno = ENOMEM;
@@ -535,6 +546,7 @@ ZSM_COLD_PATH ZsPage* make_new_zspage_hot(ZsPool* pool, ClassShard* cls, unsigne
   zspage->cls.store(cls, std::memory_order_relaxed);
   insert_zspage(cls, zspage, ZS_INUSE_RATIO_0);
   cls->stats[ZS_OBJS_ALLOCATED] += cls->objs_per_zspage;
+  pool->zspages_being_added.fetch_sub(1, std::memory_order_relaxed);
   return cls->hot != nullptr ? cls->hot : make_fullest_hot(cls);
 }
 

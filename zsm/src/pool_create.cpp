@@ -111,23 +111,35 @@ bool init_classes(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   return true;
 }
 
-// Returns every page of every zspage to the source (zs_destroy_pool with live objects):
-// a live zspage is a metadata record with a class.
-void free_all_zspages(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+// Calls `visit(zspage)` for every live zspage of the pool: a metadata record with a class.
+template <typename Visit>
+void for_each_zspage(ZsPool* pool, Visit visit) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   if (pool->arenas == nullptr) return;
   for (uint32_t shard = 0; shard <= pool->shard_mask; shard++) {
     for (RecordArena* arena : pool->arenas[shard].meta) {
       if (arena == nullptr) continue;
-      arena->for_each_record([pool](void* record) {
+      arena->for_each_record([&visit](void* record) {
         auto* zspage = static_cast<ZsPage*>(record);
-        if (zspage->cls.load(std::memory_order_relaxed) != nullptr)
-          free_pages(pool, zspage->pages(), zspage->nr_pages);
+        if (zspage->cls.load(std::memory_order_relaxed) != nullptr) visit(zspage);
       });
     }
   }
 }
 
+// Returns every page of every zspage to the source (zs_destroy_pool with live objects).
+void free_all_zspages(ZsPool* pool) {
+  for_each_zspage(pool, [pool](ZsPage* zspage) {
+    free_pages(pool, zspage->pages(), zspage->nr_pages);
+  });
+}
+
 }  // namespace
+
+unsigned long count_zspage_pages(ZsPool* pool) {
+  unsigned long pages = 0;
+  for_each_zspage(pool, [&pages](const ZsPage* zspage) { pages += zspage->nr_pages; });
+  return pages;
+}
 
 ZsPool* zs_create_pool(const char* name, const zs_pool_config* cfg) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   zs_pool_config defaults{};
@@ -179,12 +191,17 @@ ZsPool* zs_create_pool(const char* name, const zs_pool_config* cfg) ZSM_NO_THREA
     errno = err;
     return nullptr;
   }
+  if (!register_pool(pool)) {
+    zs_destroy_pool(pool);
+    errno = ENOMEM;
+    return nullptr;
+  }
   return pool;
 }
 
 void zs_destroy_pool(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   if (pool == nullptr) return;
-  detach_thread_caches(pool);
+  unregister_pool(pool);
   free_all_zspages(pool);
   delete[] pool->class_shards;
   delete[] pool->first_shard_by_granule;

@@ -162,6 +162,14 @@ struct ZsPool {
   size_t cache_bytes_per_thread = 0;             // the most one thread's cache reserves
   ThreadCache* caches = nullptr;                 // every thread's cache for this pool (registry lock)
 
+  // The process-wide registry of pools (thread_cache.cpp), which fork() handling walks.
+  ZsPool* prev_pool = nullptr;                   // registry lock
+  ZsPool* next_pool = nullptr;
+  bool registered = false;
+  // Threads between charging pages for a new zspage and listing it (alloc_zspage() ..
+  // make_new_zspage_hot()): a child forked while one is there recounts the pool's pages.
+  std::atomic<uint32_t> zspages_being_added{0};
+
   CellRegion cells;                              // where every handle cell lies
   ShardArenas* arenas = nullptr;                 // nr_shards of them
 

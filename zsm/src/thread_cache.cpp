@@ -4,13 +4,16 @@
 #include "thread_cache.h"
 
 #include <linux/membarrier.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <new>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -29,9 +32,14 @@ namespace {
 ThreadCache no_cache;
 
 // Guards every pool's list of caches and the caches' `pool` fields against a thread
-// exiting, a pool being destroyed and a drain, which may happen at once. Taken off the
-// fast path only, never under a shard lock (a drain takes shard locks under it).
+// exiting, a pool being destroyed and a drain, which may happen at once, and the list of
+// every pool. Taken off the fast path only, never under a shard lock (a drain takes shard
+// locks under it).
 Mutex registry_lock;
+ZsPool* all_pools ZSM_GUARDED_BY(registry_lock) = nullptr;
+
+// Serialises the mprotect() barrier (a leaf: nothing is taken under it).
+Mutex barrier_lock;
 
 // --- the heavy barrier ----------------------------------------------------------------------
 
@@ -41,13 +49,12 @@ long membarrier(int cmd) { return syscall(SYS_membarrier, cmd, 0, 0); }
 // mprotect() on a page of our own, which makes the kernel interrupt every CPU that may hold
 // a translation of it: the stand-in for membarrier where that is refused.
 void mprotect_barrier() {
-  static Mutex lock;
   static char* page = [] {
     void* p = mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return p == MAP_FAILED ? nullptr : static_cast<char*>(p);
   }();
   if (page == nullptr) report_fatal("thread caches: no page for the mprotect() barrier");
-  MutexGuard guard(lock);
+  MutexGuard guard(barrier_lock);
   if (mprotect(page, 4096, PROT_READ | PROT_WRITE) != 0)
     report_fatal("thread caches: mprotect() failed");
   *static_cast<volatile char*>(page) = 0;  // make it present, so that narrowing it shoots down
@@ -120,6 +127,13 @@ void free_reserved_slots(ZsPool* pool, ThreadCache* tc) {
     while (uint32_t n = m->size()) free_reserved(pool, m->pop(n));
 }
 
+// A drain has taken an orphaned cache's slots (see ThreadCache::orphaned): nothing else will.
+void release_if_orphaned(ZsPool* pool, ThreadCache* tc) ZSM_REQUIRES(registry_lock) {
+  if (!tc->orphaned) return;
+  unlink_cache(pool, tc);
+  destroy_cache(tc);
+}
+
 // --- a thread's caches ----------------------------------------------------------------------
 
 // The caches this thread has made, one per pool it used; given back when the thread exits.
@@ -141,6 +155,7 @@ class ThreadCaches {
     }
     ThreadCache* tc = make_cache(pool);
     if (tc == nullptr) return nullptr;
+    tc->owner = this;
     MutexGuard guard(registry_lock);
     link_cache(pool, tc);
     caches_.push_back(tc);
@@ -193,6 +208,126 @@ uint32_t magazine_capacity(const ClassShard& cls) {
   return std::min(kMaxMagazine, kMagazineBytes / cls.geom.size);
 }
 
+// --- fork() ---------------------------------------------------------------------------------
+//
+// A child of fork() has one thread, the one that forked, and a copy of every pool as the
+// parent's threads left it. So that the child can go on using its pools (zsmalloc.h,
+// "fork()"), the prepare handler brings every pool to a state no thread is inside: it takes
+// the registry, blocks every pool's caches and waits until no owner is inside its fast path,
+// then takes every lock of every pool (its shards', record arenas' and page source's) and
+// the barrier's. Every change to a pool is made under those, so the child's copy is
+// consistent, but for what a vanished thread kept to itself: the slots its caches reserve
+// (they are orphaned, and the pool's next drain gives them back), a zspage it was adding
+// between two of those locks (lost to the child, which recounts the pool's pages), a read it
+// had begun (that zspage stays read-locked; compaction passes it by). The parent's handler
+// unlocks everything; the child's also clears what vanished threads held: blocked caches,
+// in-fast-path flags, a compaction in progress, lock waiters and shard hints.
+//
+// A page source's callback runs under its pool's locks and may call into another pool,
+// whose locks the prepare may hold already. So the prepare never waits long for one lock
+// while it holds others: it gives them all back, sleeps a moment and starts again.
+
+constexpr int kForkLockPatience = 4096;  // Backoff pauses on one lock before starting again
+
+bool lock_patiently(Mutex& m) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  Backoff backoff;
+  for (int i = 0; i < kForkLockPatience; i++) {
+    if (m.try_lock()) return true;
+    backoff.pause();
+  }
+  return false;
+}
+
+// Calls `visit(lock)` for every lock of a registered pool, in the lock order of pool.cpp.
+template <typename Visit>
+void for_each_pool_lock(ZsPool* pool, Visit visit) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  for (uint32_t c = 0; c < pool->nr_class_shards; c++) visit(pool->class_shards[c].lock);
+  for (uint32_t shard = 0; shard <= pool->shard_mask; shard++) visit(pool->arenas[shard].lock);
+  visit(pool->source_lock);
+}
+
+// Blocks every pool's caches and waits until no owner is inside its fast path.
+void block_all_caches() ZSM_REQUIRES(registry_lock) {
+  for (ZsPool* pool = all_pools; pool != nullptr; pool = pool->next_pool)
+    pool->caches_blocked.fetch_add(1, std::memory_order_seq_cst);
+  heavy_barrier();
+  for (ZsPool* pool = all_pools; pool != nullptr; pool = pool->next_pool)
+    for (const ThreadCache* tc = pool->caches; tc != nullptr; tc = tc->next) wait_for_owner(tc);
+}
+
+void unblock_all_caches() ZSM_REQUIRES(registry_lock) {
+  for (ZsPool* pool = all_pools; pool != nullptr; pool = pool->next_pool)
+    unblock_thread_caches(pool);
+}
+
+// Takes every lock of every pool; false, with none of them held, when one stays busy.
+bool lock_all_pools() ZSM_REQUIRES(registry_lock) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  size_t taken = 0;
+  bool ok = true;
+  for (ZsPool* pool = all_pools; ok && pool != nullptr; pool = pool->next_pool) {
+    for_each_pool_lock(pool, [&](Mutex& m) {
+      if (ok && (ok = lock_patiently(m))) taken++;
+    });
+  }
+  if (ok) return true;
+  for (ZsPool* pool = all_pools; taken > 0; pool = pool->next_pool) {
+    for_each_pool_lock(pool, [&](Mutex& m) {
+      if (taken > 0 && taken--) m.unlock();
+    });
+  }
+  return false;
+}
+
+void prepare_fork() ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  for (unsigned round = 1;; round++) {
+    registry_lock.lock();
+    block_all_caches();
+    if (lock_all_pools()) {
+      barrier_lock.lock();
+      return;
+    }
+    unblock_all_caches();
+    registry_lock.unlock();
+    std::this_thread::sleep_for(std::chrono::microseconds(std::min(round, 1000u)));
+  }
+}
+
+void after_fork_in_parent() ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  barrier_lock.unlock();
+  for (ZsPool* pool = all_pools; pool != nullptr; pool = pool->next_pool)
+    for_each_pool_lock(pool, [](Mutex& m) { m.unlock(); });
+  unblock_all_caches();
+  registry_lock.unlock();
+}
+
+// The child's copy of a pool, whose users other than this thread have vanished.
+void forget_vanished_threads(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  pool->caches_blocked.store(0, std::memory_order_relaxed);
+  pool->compaction_in_progress.store(false, std::memory_order_relaxed);
+  for (ThreadCache* tc = pool->caches; tc != nullptr; tc = tc->next) {
+    tc->in_fast.store(0, std::memory_order_relaxed);
+    if (tc->owner != &thread_caches) tc->orphaned = true;
+  }
+  if (pool->zspages_being_added.load(std::memory_order_relaxed) != 0) {
+    pool->pages_allocated.store(count_zspage_pages(pool), std::memory_order_relaxed);
+    pool->zspages_being_added.store(0, std::memory_order_relaxed);
+  }
+  for_each_pool_lock(pool, [](Mutex& m) {
+    m.forget_waiters();
+    m.unlock();
+  });
+}
+
+void after_fork_in_child() ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  barrier_lock.forget_waiters();
+  barrier_lock.unlock();
+  for (ZsPool* pool = all_pools; pool != nullptr; pool = pool->next_pool)
+    forget_vanished_threads(pool);
+  forget_other_threads_shard_hints();
+  registry_lock.forget_waiters();
+  registry_lock.unlock();
+}
+
 }  // namespace
 
 constinit thread_local ThreadCache* current_cache = &no_cache;
@@ -235,9 +370,11 @@ unsigned long block_and_drain_thread_caches(ZsPool* pool) {
   heavy_barrier();
   unsigned long freed_before = pages_freed_by_this_thread();
   MutexGuard guard(registry_lock);
-  for (ThreadCache* tc = pool->caches; tc != nullptr; tc = tc->next) {
+  for (ThreadCache *tc = pool->caches, *next; tc != nullptr; tc = next) {
+    next = tc->next;
     wait_for_owner(tc);
     free_reserved_slots(pool, tc);
+    release_if_orphaned(pool, tc);
   }
   return pages_freed_by_this_thread() - freed_before;
 }
@@ -255,12 +392,34 @@ void zs_drain_thread_caches(ZsPool* pool) {
   if (pool != nullptr) drain_thread_caches(pool);
 }
 
-void detach_thread_caches(ZsPool* pool) {
+bool register_pool(ZsPool* pool) {
+  static const bool fork_handled = pthread_atfork(prepare_fork, after_fork_in_parent,
+                                                  after_fork_in_child) == 0;
+  if (!fork_handled) return false;
+  MutexGuard guard(registry_lock);
+  pool->next_pool = all_pools;
+  if (all_pools != nullptr) all_pools->prev_pool = pool;
+  all_pools = pool;
+  pool->registered = true;
+  return true;
+}
+
+void unregister_pool(ZsPool* pool) {
   MutexGuard guard(registry_lock);
   while (ThreadCache* tc = pool->caches) {
     unlink_cache(pool, tc);
-    tc->pool_key.store(kNoPool, std::memory_order_relaxed);
+    if (tc->orphaned)
+      destroy_cache(tc);
+    else
+      tc->pool_key.store(kNoPool, std::memory_order_relaxed);
   }
+  if (!pool->registered) return;
+  if (pool->prev_pool != nullptr)
+    pool->prev_pool->next_pool = pool->next_pool;
+  else
+    all_pools = pool->next_pool;
+  if (pool->next_pool != nullptr) pool->next_pool->prev_pool = pool->prev_pool;
+  pool->registered = false;
 }
 
 ThreadCacheFigures thread_cache_figures(const ZsPool* pool) {

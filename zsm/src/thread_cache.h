@@ -45,7 +45,10 @@
 // last; a call on another pool looks its cache up or makes one. When the thread exits, its
 // caches go back to their pools. zs_destroy_pool() detaches the caches of other threads
 // (their slots die with the pool; the threads must not be using the pool, as for any call
-// racing with destroy), and a detached cache never matches a pool again.
+// racing with destroy), and a detached cache never matches a pool again. Every pool is
+// also in a process-wide list under the same lock, which the fork() handlers walk
+// (thread_cache.cpp, "fork()"): in a child, a cache whose thread the child does not have is
+// orphaned, and the pool's next drain takes its slots and frees it.
 //
 // Not cached: hardened pools (their checks of a free need the class lock, so that two frees
 // of one handle cannot both pass), stores while allocation profiling is on and frees of
@@ -121,6 +124,10 @@ struct ThreadCache {
   std::atomic<uint32_t> in_fast{0};    // the owner is inside its fast path
   ThreadCache* prev = nullptr;         // the pool's caches (registry lock)
   ThreadCache* next = nullptr;
+  const void* owner = nullptr;         // the owning thread's list of caches (ThreadCaches)
+  // The owner vanished: the cache was inherited by a child of fork() from a thread that the
+  // child does not have. The pool's next drain takes its slots and frees it (registry lock).
+  bool orphaned = false;
   size_t bytes = 0;                    // this allocation, magazines and handle arrays included
   uint32_t nr_magazines = 0;
   // The magazines follow the struct in the same allocation, each with its handles.
@@ -191,8 +198,12 @@ unsigned long block_and_drain_thread_caches(ZsPool* pool);
 void unblock_thread_caches(ZsPool* pool);
 // Both: afterwards the pool's figures count no reserved slot (until the next free).
 void drain_thread_caches(ZsPool* pool);
-// zs_destroy_pool(): detaches every thread's cache from the pool.
-void detach_thread_caches(ZsPool* pool);
+// zs_create_pool(): enters the pool in the process-wide registry (false: no memory), which
+// fork() handling walks (thread_cache.cpp, "fork()").
+bool register_pool(ZsPool* pool);
+// zs_destroy_pool(): detaches every thread's cache from the pool and takes it out of the
+// registry.
+void unregister_pool(ZsPool* pool);
 // What the caches of the pool reserve now, and what they take themselves.
 struct ThreadCacheFigures {
   unsigned long objs = 0;
@@ -203,6 +214,8 @@ ThreadCacheFigures thread_cache_figures(const ZsPool* pool);
 
 // pool.cpp: frees a reserved slot as zs_free() does without a cache (the class lock taken).
 void free_reserved(ZsPool* pool, unsigned long handle);
+// pool.cpp, in a child of fork(): the shard hints of the parent's other threads are free.
+void forget_other_threads_shard_hints();
 
 }  // namespace ZSM_VARIANT_NS
 }  // namespace zsm

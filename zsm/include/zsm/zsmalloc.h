@@ -22,6 +22,19 @@
  * waits for ever) or let compaction move an object that is being read. A hardened pool
  * (ZS_POOL_HARDENED) reports each of these and aborts.
  *
+ * fork(): a child may go on using every pool it inherited, from its one thread (store, read,
+ * write, free, drain, compact, check, statistics, destroy), whatever the parent's other
+ * threads were doing with the pools at the fork: the library's fork handlers let no thread
+ * be inside a pool's critical sections at the fork, and the child forgets the other
+ * threads. What they held: their objects and handles stay as they were; the slots their
+ * caches reserved go back to the pool at the child's next drain (zs_compact(),
+ * zs_drain_thread_caches(), zs_check_pool(), a store at the memory limit) or destroy; a
+ * zspage one of them was adding at that moment is lost to the child (its pages stay in use
+ * at the page source, not counted by zs_get_total_pages()); a read one had begun never
+ * ends, so compaction leaves that zspage where it is. fork() must not be called from inside
+ * a page source's callback. A page source of the caller's must itself be fit for the child
+ * (the library's zs_vm_source is, when only pools call it).
+ *
  * Differences from the kernel are listed in README.md ("What differs from the kernel").
  */
 #ifndef ZSM_ZSMALLOC_H
