@@ -136,6 +136,87 @@ TEST(ThreadCache, APoolAtItsLimitTakesBackReservedSlots) {
     EXPECT_TRUE(check_object(pool.get(), small[i], make_pattern(100, i)));
 }
 
+// Stores `size`-byte objects until one fails; returns them (the pool is then at its limit,
+// every zspage of the class full).
+std::vector<unsigned long> fill_to_the_limit(zs_pool* pool, size_t size) {
+  std::vector<unsigned long> hs;
+  for (;;) {
+    unsigned long h = store_pattern(pool, size, hs.size());
+    if (h == 0) break;
+    hs.push_back(h);
+  }
+  EXPECT_EQ(errno, ENOMEM);
+  return hs;
+}
+
+PoolPtr make_limited_pool(unsigned long max_pages, unsigned shards) {
+  zs_pool_config cfg{};
+  cfg.max_pages = max_pages;
+  cfg.nr_shards = shards;
+  return PoolPtr(zs_create_pool_ex("limited", &cfg));
+}
+
+// At the limit, a slot of the class reserved by another thread's cache serves a store: the
+// drain at the limit frees it into the shard, and the store takes it.
+TEST(ThreadCache, AStoreAtTheLimitTakesASlotAnotherThreadsCacheHeld) {
+  PoolPtr pool = make_limited_pool(16, 1);
+  ASSERT_NE(pool, nullptr);
+  std::vector<unsigned long> hs = fill_to_the_limit(pool.get(), 1000);
+  ASSERT_FALSE(hs.empty());
+  std::mutex m;
+  std::condition_variable cv;
+  int phase = 0;
+  std::thread freer([&] {
+    zs_free(pool.get(), hs.back());  // its slot stays in this thread's cache
+    std::unique_lock lock(m);
+    phase = 1;
+    cv.notify_all();
+    cv.wait(lock, [&] { return phase == 2; });  // alive until the store is done
+  });
+  {
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return phase == 1; });
+  }
+  unsigned long h = store_pattern(pool.get(), 1000, 99);
+  EXPECT_NE(h, 0u) << "ENOMEM with a free slot of the class, errno " << errno;
+  {
+    std::lock_guard lock(m);
+    phase = 2;
+    cv.notify_all();
+  }
+  freer.join();
+  if (h != 0) {
+    EXPECT_TRUE(check_object(pool.get(), h, make_pattern(1000, 99)));
+  }
+  hs.back() = h;
+  for (size_t i = 0; i + 1 < hs.size(); i++)
+    EXPECT_TRUE(check_object(pool.get(), hs[i], make_pattern(1000, i)));
+  for (unsigned long x : hs) zs_free(pool.get(), x);
+  EXPECT_TRUE(zsm_test::compact_and_check_empty(pool.get()));
+}
+
+// The same on one thread with allocation profiling on, whose stores take no slot from the
+// thread's cache: the slot its own cache holds serves the store once drained.
+TEST(ThreadCache, AProfiledStoreAtTheLimitTakesTheSlotItsOwnCacheHeld) {
+  PoolPtr pool = make_limited_pool(16, 1);
+  ASSERT_NE(pool, nullptr);
+  std::vector<unsigned long> hs = fill_to_the_limit(pool.get(), 1000);
+  ASSERT_FALSE(hs.empty());
+  zs_free(pool.get(), hs.back());
+  ASSERT_EQ(pool_stats(pool.get()).cached_objs, 1u);
+  if (zs_alloc_profiling_set(1) < 0) GTEST_SKIP() << "profiling not built in";
+  unsigned long h = store_pattern(pool.get(), 1000, 99);
+  int err = errno;
+  zs_alloc_profiling_set(0);
+  EXPECT_NE(h, 0u) << "ENOMEM with a free slot of the class, errno " << err;
+  hs.back() = h;
+  if (h != 0) {
+    EXPECT_TRUE(check_object(pool.get(), h, make_pattern(1000, 99)));
+  }
+  for (unsigned long x : hs) zs_free(pool.get(), x);
+  EXPECT_TRUE(zsm_test::compact_and_check_empty(pool.get()));
+}
+
 TEST(ThreadCache, AnExitingThreadGivesItsSlotsBack) {
   PoolPtr pool = make_pool();
   ASSERT_NE(pool, nullptr);

@@ -157,7 +157,9 @@ const char *zs_pool_name(struct zs_pool *pool);
 /*
  * Allocate an object of `size` bytes (contents undefined). Returns a nonzero handle, or 0
  * with errno EINVAL (NULL pool or size 0), ENOSPC (size above one page) or ENOMEM (no page,
- * or the pool's memory limit reached).
+ * or the pool's memory limit reached, and no slot of the object's class free anywhere in the
+ * pool: the slots threads' caches reserve are taken back, and every shard of the class is
+ * tried, before a store fails).
  */
 unsigned long zs_malloc(struct zs_pool *pool, size_t size);
 
