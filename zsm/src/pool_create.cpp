@@ -202,6 +202,7 @@ ZsPool* zs_create_pool(const char* name, const zs_pool_config* cfg) ZSM_NO_THREA
 void zs_destroy_pool(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   if (pool == nullptr) return;
   unregister_pool(pool);
+  wait_for_exiting_threads(pool);
   free_all_zspages(pool);
   delete[] pool->class_shards;
   delete[] pool->first_shard_by_granule;

@@ -161,6 +161,9 @@ struct ZsPool {
   size_t thread_cache_size = 0;                  // a ThreadCache with its magazines, in bytes
   size_t cache_bytes_per_thread = 0;             // the most one thread's cache reserves
   ThreadCache* caches = nullptr;                 // every thread's cache for this pool (registry lock)
+  // Batches of reserved slots that exiting threads are freeing (thread_cache.cpp,
+  // give_back()); zs_destroy_pool() waits until there are none.
+  std::atomic<uint32_t> exit_frees_in_flight{0};
 
   // The process-wide registry of pools (thread_cache.cpp), which fork() handling walks.
   ZsPool* prev_pool = nullptr;                   // registry lock

@@ -119,12 +119,31 @@ void unlink_cache(ZsPool* pool, ThreadCache* tc) ZSM_REQUIRES(registry_lock) {
   tc->prev = tc->next = nullptr;
 }
 
-// Frees every slot the cache reserves. The owner is outside its fast path and cannot enter
-// it (it is the caller, or the pool's caches are blocked).
-void free_reserved_slots(ZsPool* pool, ThreadCache* tc) {
+// Waits until the owner of `tc` is outside its fast path; the pool's caches are blocked,
+// so it cannot come back in.
+void wait_for_owner(const ThreadCache* tc) {
+  Backoff backoff;
+  while (tc->in_fast.load(std::memory_order_seq_cst) != 0) backoff.pause();
+}
+
+// Handles a drain takes out of caches under the registry lock, to free once it has dropped
+// the lock: no page source is called with a process-wide lock held (zsmalloc.h, "struct
+// zs_page_source").
+constexpr uint32_t kDrainBatch = 256;
+
+// Moves up to `room` of the cache's reserved handles to `out`; returns how many. Fewer than
+// `room`: the cache is empty. The owner is outside its fast path and cannot enter it.
+uint32_t take_handles(ThreadCache* tc, unsigned long* out, uint32_t room)
+    ZSM_REQUIRES(registry_lock) {
+  uint32_t taken = 0;
   Magazine* m = tc->first_magazine();
-  for (uint32_t i = 0; i < tc->nr_magazines; i++, m = m->next())
-    while (uint32_t n = m->size()) free_reserved(pool, m->pop(n));
+  for (uint32_t i = 0; i < tc->nr_magazines && taken < room; i++, m = m->next())
+    while (taken < room && m->size() != 0) out[taken++] = m->pop(m->size());
+  return taken;
+}
+
+void free_handles(ZsPool* pool, const unsigned long* handles, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++) free_reserved(pool, handles[i]);
 }
 
 // A drain has taken an orphaned cache's slots (see ThreadCache::orphaned): nothing else will.
@@ -132,6 +151,43 @@ void release_if_orphaned(ZsPool* pool, ThreadCache* tc) ZSM_REQUIRES(registry_lo
   if (!tc->orphaned) return;
   unlink_cache(pool, tc);
   destroy_cache(tc);
+}
+
+// Takes up to kDrainBatch handles out of the pool's caches, whose owners it waits for (the
+// caches are blocked); frees the orphaned caches it leaves empty. Returns how many.
+uint32_t take_reserved(ZsPool* pool, unsigned long* batch) ZSM_REQUIRES(registry_lock) {
+  uint32_t taken = 0;
+  for (ThreadCache *tc = pool->caches, *next; tc != nullptr && taken < kDrainBatch; tc = next) {
+    next = tc->next;
+    wait_for_owner(tc);
+    taken += take_handles(tc, batch + taken, kDrainBatch - taken);
+    if (taken < kDrainBatch) release_if_orphaned(pool, tc);
+  }
+  return taken;
+}
+
+// The exiting owner's cache `tc` gives its slots back to its pool, if it still has one, a
+// batch at a time, freed with the registry unlocked; zs_destroy_pool() waits for a batch in
+// flight (ZsPool::exit_frees_in_flight). Then the cache leaves the pool's list.
+void give_back(ThreadCache* tc) {
+  unsigned long batch[kDrainBatch];
+  for (;;) {
+    ZsPool* pool;
+    uint32_t n;
+    {
+      MutexGuard guard(registry_lock);
+      pool = tc->pool();
+      if (pool == nullptr) return;
+      n = take_handles(tc, batch, kDrainBatch);
+      if (n == 0) {
+        unlink_cache(pool, tc);
+        return;
+      }
+      pool->exit_frees_in_flight.fetch_add(1, std::memory_order_relaxed);
+    }
+    free_handles(pool, batch, n);
+    pool->exit_frees_in_flight.fetch_sub(1, std::memory_order_release);
+  }
 }
 
 // --- a thread's caches ----------------------------------------------------------------------
@@ -165,12 +221,8 @@ class ThreadCaches {
   ~ThreadCaches() {
     exiting = true;
     current_cache = &no_cache;
-    MutexGuard guard(registry_lock);
     for (ThreadCache* tc : caches_) {
-      if (ZsPool* pool = tc->pool()) {
-        free_reserved_slots(pool, tc);
-        unlink_cache(pool, tc);
-      }
+      give_back(tc);
       destroy_cache(tc);
     }
   }
@@ -194,13 +246,6 @@ class ThreadCaches {
 };
 
 thread_local ThreadCaches thread_caches;
-
-// Waits until the owner of `tc` is outside its fast path; the pool's caches are blocked,
-// so it cannot come back in.
-void wait_for_owner(const ThreadCache* tc) {
-  Backoff backoff;
-  while (tc->in_fast.load(std::memory_order_seq_cst) != 0) backoff.pause();
-}
 
 // How many handles a magazine of the class holds (thread_cache.h, "Bounds").
 uint32_t magazine_capacity(const ClassShard& cls) {
@@ -304,6 +349,7 @@ void after_fork_in_parent() ZSM_NO_THREAD_SAFETY_ANALYSIS {
 void forget_vanished_threads(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   pool->caches_blocked.store(0, std::memory_order_relaxed);
   pool->compaction_in_progress.store(false, std::memory_order_relaxed);
+  pool->exit_frees_in_flight.store(0, std::memory_order_relaxed);
   for (ThreadCache* tc = pool->caches; tc != nullptr; tc = tc->next) {
     tc->in_fast.store(0, std::memory_order_relaxed);
     if (tc->owner != &thread_caches) tc->orphaned = true;
@@ -369,12 +415,15 @@ unsigned long block_and_drain_thread_caches(ZsPool* pool) {
   if (!pool->thread_caches) return 0;
   heavy_barrier();
   unsigned long freed_before = pages_freed_by_this_thread();
-  MutexGuard guard(registry_lock);
-  for (ThreadCache *tc = pool->caches, *next; tc != nullptr; tc = next) {
-    next = tc->next;
-    wait_for_owner(tc);
-    free_reserved_slots(pool, tc);
-    release_if_orphaned(pool, tc);
+  unsigned long batch[kDrainBatch];
+  for (;;) {
+    uint32_t n;
+    {
+      MutexGuard guard(registry_lock);
+      n = take_reserved(pool, batch);
+    }
+    if (n == 0) break;
+    free_handles(pool, batch, n);
   }
   return pages_freed_by_this_thread() - freed_before;
 }
@@ -413,13 +462,19 @@ void unregister_pool(ZsPool* pool) {
     else
       tc->pool_key.store(kNoPool, std::memory_order_relaxed);
   }
-  if (!pool->registered) return;
-  if (pool->prev_pool != nullptr)
-    pool->prev_pool->next_pool = pool->next_pool;
-  else
-    all_pools = pool->next_pool;
-  if (pool->next_pool != nullptr) pool->next_pool->prev_pool = pool->prev_pool;
-  pool->registered = false;
+  if (pool->registered) {
+    if (pool->prev_pool != nullptr)
+      pool->prev_pool->next_pool = pool->next_pool;
+    else
+      all_pools = pool->next_pool;
+    if (pool->next_pool != nullptr) pool->next_pool->prev_pool = pool->prev_pool;
+    pool->registered = false;
+  }
+}
+
+void wait_for_exiting_threads(const ZsPool* pool) {
+  Backoff backoff;
+  while (pool->exit_frees_in_flight.load(std::memory_order_acquire) != 0) backoff.pause();
 }
 
 ThreadCacheFigures thread_cache_figures(const ZsPool* pool) {

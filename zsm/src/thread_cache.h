@@ -26,7 +26,8 @@
 //     owner:   in_fast = 1; compiler barrier; if (pool->caches_blocked) leave, take the
 //              locked path; ... pop or push ...; in_fast = 0 (release)
 //     drainer: caches_blocked += 1; heavy barrier; for each cache of the pool: wait until
-//              in_fast == 0, then take its handles and free them with the class locks
+//              in_fast == 0, then take its handles (under the registry lock, a batch at a
+//              time) and free them with the class locks once the registry is unlocked
 // The heavy barrier is membarrier(2) MEMBARRIER_CMD_PRIVATE_EXPEDITED, which runs a full
 // memory barrier on every CPU that runs a thread of this process: after it, each owner
 // either has its in_fast = 1 visible to the drainer, or will see caches_blocked when it
@@ -43,7 +44,9 @@
 // wide lock (registry_lock in thread_cache.cpp), and the thread keeps them in a list of its
 // own. `current_cache` (one load from the thread pointer) names the one the thread used
 // last; a call on another pool looks its cache up or makes one. When the thread exits, its
-// caches go back to their pools. zs_destroy_pool() detaches the caches of other threads
+// caches go back to their pools, their slots freed a batch at a time with the registry
+// unlocked (zs_destroy_pool() waits for a batch in flight). No page source is called with
+// the registry locked, so a source's free_page may call into other pools. zs_destroy_pool() detaches the caches of other threads
 // (their slots die with the pool; the threads must not be using the pool, as for any call
 // racing with destroy), and a detached cache never matches a pool again. Every pool is
 // also in a process-wide list under the same lock, which the fork() handlers walk
@@ -202,8 +205,9 @@ void drain_thread_caches(ZsPool* pool);
 // fork() handling walks (thread_cache.cpp, "fork()").
 bool register_pool(ZsPool* pool);
 // zs_destroy_pool(): detaches every thread's cache from the pool and takes it out of the
-// registry.
+// registry; then waits until no exiting thread is freeing slots into it.
 void unregister_pool(ZsPool* pool);
+void wait_for_exiting_threads(const ZsPool* pool);
 // What the caches of the pool reserve now, and what they take themselves.
 struct ThreadCacheFigures {
   unsigned long objs = 0;

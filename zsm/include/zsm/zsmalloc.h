@@ -71,7 +71,11 @@ struct zs_pool_stats {
  * A source of pages for a pool. alloc_page returns one page of the pool's page size, aligned
  * to that size, or NULL when it has none; free_page takes back a page alloc_page returned.
  * Both may be called from any thread, but the pool serialises its calls into one source.
- * Tests wrap the default source to fail on the N-th page.
+ * Tests wrap the default source to fail on the N-th page. The pool calls them with locks of
+ * its own held, never with a lock that other pools share: a source may call into any other
+ * pool (store, free, read, statistics, zs_compact(), zs_drain_thread_caches(), create,
+ * destroy), but not into the pool that called it, nor into one whose own source calls back
+ * into that pool (a cycle); those deadlock.
  */
 struct zs_page_source {
 	void *(*alloc_page)(void *ctx);
