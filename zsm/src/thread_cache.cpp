@@ -38,6 +38,14 @@ ThreadCache no_cache;
 Mutex registry_lock;
 ZsPool* all_pools ZSM_GUARDED_BY(registry_lock) = nullptr;
 
+// Cache slots (ZsPool::cache_slot): those of destroyed pools, reused newest first, and the
+// next never used. Room for every slot is reserved when the slot is first handed out, so
+// that giving one back never allocates. Never destroyed: a pool may outlive static
+// destruction.
+std::vector<uint32_t>* const free_slots ZSM_PT_GUARDED_BY(registry_lock) =
+    new std::vector<uint32_t>;
+uint32_t next_slot ZSM_GUARDED_BY(registry_lock) = 0;
+
 // Serialises the mprotect() barrier (a leaf: nothing is taken under it).
 Mutex barrier_lock;
 
@@ -192,36 +200,43 @@ void give_back(ThreadCache* tc) {
 
 // --- a thread's caches ----------------------------------------------------------------------
 
-// The caches this thread has made, one per pool it used; given back when the thread exits.
-// Only the owner touches the list; the registry lock guards what pools see of its caches.
+// The caches this thread has made, one per pool it used, by the pool's cache slot
+// (ZsPool::cache_slot, unique among live pools): finding a pool's cache is one load and a
+// compare, however many pools the thread uses. Given back when the thread exits. Only the
+// owner touches the table; the registry lock guards what pools see of its caches.
 class ThreadCaches {
  public:
-  ThreadCache* find(const ZsPool* pool) {
-    prune_detached();
-    for (ThreadCache* tc : caches_)
-      if (tc->serves(pool)) return tc;
-    return nullptr;
+  ThreadCache* find(const ZsPool* pool) const {
+    uint32_t slot = pool->cache_slot;
+    if (slot >= by_slot_.size()) return nullptr;
+    ThreadCache* tc = by_slot_[slot];
+    return tc != nullptr && tc->serves(pool) ? tc : nullptr;
   }
 
+  // Called when find() found none: the slot holds no cache or one detached from a destroyed
+  // pool that had the slot before.
   ThreadCache* add(ZsPool* pool) {
+    const uint32_t slot = pool->cache_slot;
     try {
-      caches_.reserve(caches_.size() + 1);
+      if (slot >= by_slot_.size()) by_slot_.resize(slot + 1, nullptr);
     } catch (const std::bad_alloc&) {
       return nullptr;
     }
+    prune_detached();
     ThreadCache* tc = make_cache(pool);
     if (tc == nullptr) return nullptr;
     tc->owner = this;
     MutexGuard guard(registry_lock);
     link_cache(pool, tc);
-    caches_.push_back(tc);
+    by_slot_[slot] = tc;
     return tc;
   }
 
   ~ThreadCaches() {
     exiting = true;
     current_cache = &no_cache;
-    for (ThreadCache* tc : caches_) {
+    for (ThreadCache* tc : by_slot_) {
+      if (tc == nullptr) continue;
       give_back(tc);
       destroy_cache(tc);
     }
@@ -232,17 +247,18 @@ class ThreadCaches {
   static inline thread_local bool exiting = false;
 
  private:
-  // Frees the caches whose pools were destroyed (detached: in no pool's list).
+  // Frees the caches whose pools were destroyed (detached: in no pool's list). Once per new
+  // cache, so that a thread keeps no more detached caches than it made since.
   void prune_detached() {
-    std::erase_if(caches_, [](ThreadCache* tc) {
-      if (tc->pool() != nullptr) return false;
+    for (ThreadCache*& tc : by_slot_) {
+      if (tc == nullptr || tc->pool() != nullptr) continue;
       if (current_cache == tc) current_cache = &no_cache;
       destroy_cache(tc);
-      return true;
-    });
+      tc = nullptr;
+    }
   }
 
-  std::vector<ThreadCache*> caches_;
+  std::vector<ThreadCache*> by_slot_;
 };
 
 thread_local ThreadCaches thread_caches;
@@ -446,6 +462,17 @@ bool register_pool(ZsPool* pool) {
                                                   after_fork_in_child) == 0;
   if (!fork_handled) return false;
   MutexGuard guard(registry_lock);
+  if (!free_slots->empty()) {
+    pool->cache_slot = free_slots->back();
+    free_slots->pop_back();
+  } else {
+    try {
+      free_slots->reserve(size_t{next_slot} + 1);
+    } catch (const std::bad_alloc&) {
+      return false;
+    }
+    pool->cache_slot = next_slot++;
+  }
   pool->next_pool = all_pools;
   if (all_pools != nullptr) all_pools->prev_pool = pool;
   all_pools = pool;
@@ -469,6 +496,7 @@ void unregister_pool(ZsPool* pool) {
       all_pools = pool->next_pool;
     if (pool->next_pool != nullptr) pool->next_pool->prev_pool = pool->prev_pool;
     pool->registered = false;
+    free_slots->push_back(pool->cache_slot);
   }
 }
 
