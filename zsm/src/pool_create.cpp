@@ -235,9 +235,13 @@ unsigned long zs_get_total_pages(const ZsPool* pool) {
 
 size_t zs_pool_bookkeeping_bytes(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   if (pool == nullptr) return 0;
+  const size_t granules = (pool->page_size >> kGranuleShift) + 2;
+  const size_t arenas_per_shard = 1 + pool->table.chain;  // cells, metadata per chain length
   size_t bytes = sizeof(ZsPool) + pool->nr_class_shards * sizeof(ClassShard) +
-                 ((pool->page_size >> kGranuleShift) + 2) * sizeof(ClassShard*) +
-                 (pool->shard_mask + 1) * sizeof(ShardArenas);
+                 granules * (sizeof(*pool->first_shard_by_granule) +
+                             sizeof(*pool->magazine_by_granule)) +
+                 (pool->shard_mask + 1) *
+                     (sizeof(ShardArenas) + arenas_per_shard * sizeof(RecordArena));
   for (uint32_t shard = 0; shard <= pool->shard_mask; shard++) {
     ShardArenas& arenas = pool->arenas[shard];
     MutexGuard guard(arenas.lock);
@@ -245,7 +249,6 @@ size_t zs_pool_bookkeeping_bytes(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
     for (const RecordArena* arena : arenas.meta)
       if (arena != nullptr) bytes += arena->carved_bytes();
   }
-  bytes += ((pool->page_size >> kGranuleShift) + 2) * sizeof(uint16_t);
   return bytes;
 }
 

@@ -13,9 +13,12 @@
 // Bounds. A magazine of a class of `size` bytes holds min(kMaxMagazine, kMagazineBytes /
 // size) handles; classes above kMagazineBytes and the huge class are not cached. So a
 // thread reserves at most ZsPool::cache_bytes_per_thread in a pool (the sum over classes,
-// computed when the pool is created: 408,000 bytes at 4 KiB pages, 204,000 at 16 KiB,
-// 50,560 at 64 KiB), and zs_pool_stats() reports that bound and what all threads' caches
-// hold now (cached_objs, cached_bytes). Reserved slots can also keep partly used zspages
+// computed when the pool is created; the class table, and so the sum, depends on the page
+// size and the chain: at 4 KiB pages 244,208 bytes at chain 4, 408,000 at the default 8,
+// 635,248 at 16, the most of any geometry; at 16 KiB 171,808 to 211,296; at 64 KiB 50,560
+// at every chain; README.md lists every geometry, tests/bookkeeping_test.cpp checks them),
+// and zs_pool_stats() reports that bound and what all threads' caches hold now
+// (cached_objs, cached_bytes). Reserved slots can also keep partly used zspages
 // from being freed until they are taken back. A cache's own memory (the magazines, malloc'd
 // per thread and pool) is zs_pool_stats().thread_cache_bytes, not pool bookkeeping.
 //
