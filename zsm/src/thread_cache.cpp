@@ -326,13 +326,13 @@ bool lock_all_pools() ZSM_REQUIRES(registry_lock) ZSM_NO_THREAD_SAFETY_ANALYSIS 
   size_t taken = 0;
   bool ok = true;
   for (ZsPool* pool = all_pools; ok && pool != nullptr; pool = pool->next_pool) {
-    for_each_pool_lock(pool, [&](Mutex& m) {
+    for_each_pool_lock(pool, [&](Mutex& m) ZSM_NO_THREAD_SAFETY_ANALYSIS {
       if (ok && (ok = lock_patiently(m))) taken++;
     });
   }
   if (ok) return true;
   for (ZsPool* pool = all_pools; taken > 0; pool = pool->next_pool) {
-    for_each_pool_lock(pool, [&](Mutex& m) {
+    for_each_pool_lock(pool, [&](Mutex& m) ZSM_NO_THREAD_SAFETY_ANALYSIS {
       if (taken > 0 && taken--) m.unlock();
     });
   }
@@ -356,7 +356,7 @@ void prepare_fork() ZSM_NO_THREAD_SAFETY_ANALYSIS {
 void after_fork_in_parent() ZSM_NO_THREAD_SAFETY_ANALYSIS {
   barrier_lock.unlock();
   for (ZsPool* pool = all_pools; pool != nullptr; pool = pool->next_pool)
-    for_each_pool_lock(pool, [](Mutex& m) { m.unlock(); });
+    for_each_pool_lock(pool, [](Mutex& m) ZSM_NO_THREAD_SAFETY_ANALYSIS { m.unlock(); });
   unblock_all_caches();
   registry_lock.unlock();
 }
@@ -374,7 +374,7 @@ void forget_vanished_threads(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
     pool->pages_allocated.store(count_zspage_pages(pool), std::memory_order_relaxed);
     pool->zspages_being_added.store(0, std::memory_order_relaxed);
   }
-  for_each_pool_lock(pool, [](Mutex& m) {
+  for_each_pool_lock(pool, [](Mutex& m) ZSM_NO_THREAD_SAFETY_ANALYSIS {
     m.forget_waiters();
     m.unlock();
   });

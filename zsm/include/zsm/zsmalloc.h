@@ -35,6 +35,9 @@
  * a page source's callback. A page source of the caller's must itself be fit for the child
  * (the library's zs_vm_source is, when only pools call it).
  *
+ * No call is async-signal-safe: a signal handler must not call into a pool that the code it
+ * interrupted may be calling (a drain there would wait for ever for the interrupted store).
+ *
  * Differences from the kernel are listed in README.md ("What differs from the kernel").
  */
 #ifndef ZSM_ZSMALLOC_H
