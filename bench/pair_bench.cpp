@@ -12,6 +12,10 @@
 //                      pattern
 //   zs_store+zs_free/<variant>/shared/<size>/threads:N  N threads on one pool (counters:
 //                      lock_waits and shard_moves per pair, from zs_pool_stats)
+//   zs_store+zs_free/<cached|uncached>/many/pools:N  one thread, N pools of kPerPoolLive
+//                      784-byte objects each, the pairs round-robin over the pools (one per
+//                      tenant or shard); uncached is a default pool with
+//                      ZS_POOL_NO_THREAD_CACHE, through the same C API entries
 // Built as zsm_overhead_bench (ZSM_BENCH_OVERHEAD_ONLY), it runs only zs_store+zs_free on
 // patched and the overhead variants of variants.h (hardened, profiling), for tools/overhead.py.
 #include <benchmark/benchmark.h>
@@ -20,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "live_set.h"
 #include "variants.h"
@@ -175,6 +180,48 @@ void BM_StoreFreeShared(benchmark::State& state) {
   finish(state, size);
 }
 
+// The many-pools family: pair i frees a random object of pool i % N and stores a new one in
+// its place, so that each pair switches pool, as a store per tenant does.
+constexpr size_t kPerPoolLive = 16;
+constexpr size_t kManyPoolsSize = 784;
+
+template <typename A>
+void BM_StoreFreeManyPools(benchmark::State& state) {
+  const size_t nr_pools = static_cast<size_t>(state.range(0));
+  std::vector<typename A::Pool*> pools(nr_pools);
+  std::vector<unsigned long> handles(nr_pools * kPerPoolLive);
+  const unsigned char* src = source_bytes();
+  bool ok = true;
+  for (size_t p = 0; p < nr_pools; p++) {
+    pools[p] = A::create();
+    ok = ok && pools[p] != nullptr;
+    for (size_t i = 0; ok && i < kPerPoolLive; i++) {
+      handles[p * kPerPoolLive + i] = A::store(pools[p], src, kManyPoolsSize);
+      ok = handles[p * kPerPoolLive + i] != 0;
+    }
+  }
+  if (!ok) state.SkipWithError("creating or filling the pools failed");
+  XorShift rng(1);
+  size_t p = 0;
+  for (auto _ : state) {
+    if (!ok) break;
+    unsigned long& h = handles[p * kPerPoolLive + (rng.next() & (kPerPoolLive - 1))];
+    A::free(pools[p], h);
+    h = A::store(pools[p], src, kManyPoolsSize);
+    benchmark::DoNotOptimize(h);
+    if (++p == nr_pools) p = 0;
+  }
+  for (typename A::Pool* pool : pools) A::destroy(pool);
+  finish(state, kManyPoolsSize);
+}
+
+template <typename A>
+void register_many_pools() {
+  auto* b = benchmark::RegisterBenchmark(
+      (std::string("zs_store+zs_free/") + A::name + "/many").c_str(), BM_StoreFreeManyPools<A>);
+  b->ArgName("pools")->Arg(1)->Arg(16)->Arg(256)->Arg(1024);
+}
+
 template <typename A>
 void register_sized(const std::string& family, void (*fn)(benchmark::State&)) {
   auto* b = benchmark::RegisterBenchmark((family + "/" + A::name).c_str(), fn);
@@ -219,6 +266,8 @@ int main(int argc, char** argv) {
 #if ZSM_BENCH_WITH_PATCHED
   register_zsm<cached>();
   register_zsm<patched>();
+  register_many_pools<cached>();
+  register_many_pools<uncached>();
 #endif
 #if ZSM_BENCH_WITH_BASELINE
   register_zsm<baseline>();

@@ -34,6 +34,8 @@ def pair_bench(binary):
         for fam in ("zs_store+zs_free", "zs_malloc+zs_obj_write+zs_free", "zs_obj_read+copy"):
             expected += [f"{fam}/{v}/{s}" for s in SIZES]
         expected.append(f"zs_store+zs_free/{v}/mixed")
+    for v in ("cached", "uncached"):
+        expected += [f"zs_store+zs_free/{v}/many/pools:{n}" for n in (1, 16, 256, 1024)]
     for a in MALLOCS:
         expected += [f"malloc+memcpy+free/{a}/{s}" for s in SIZES]
         expected.append(f"malloc+memcpy+free/{a}/mixed")

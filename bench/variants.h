@@ -4,6 +4,8 @@
 //                      caches on, one shard per CPU), called through the C API's entries.
 //   cached_baseline    the same on the baseline build: the A/B of the inline policies with
 //                      the caches on (tools/ab.py).
+//   uncached           the patched build's pools with ZS_POOL_NO_THREAD_CACHE (one shard),
+//                      through the C API's entries, as a user who turns the caches off.
 //   patched, baseline  zsm compiled twice from the same sources, under the namespaces
 //                      zsm::bench_patched and zsm::bench_baseline, with the two inline
 //                      policies (bench/CMakeLists.txt); called directly, no indirection.
@@ -103,6 +105,9 @@ namespace zsm_bench {
 constexpr unsigned kKernelPath = ZS_POOL_NO_THREAD_CACHE;
 ZSM_BENCH_VARIANT(cached, bench_patched, 0, false, _entry)
 ZSM_BENCH_VARIANT(cached_baseline, bench_baseline, 0, false, _entry)
+// A user's pool with ZS_POOL_NO_THREAD_CACHE, called as `cached` is (one shard, as create()
+// gives every kernel-path pool).
+ZSM_BENCH_VARIANT(uncached, bench_patched, kKernelPath, false, _entry)
 ZSM_BENCH_VARIANT(patched, bench_patched, kKernelPath, false, )
 ZSM_BENCH_VARIANT(baseline, bench_baseline, kKernelPath, false, )
 ZSM_BENCH_VARIANT(hardened, bench_patched, ZS_POOL_HARDENED | kKernelPath, false, )

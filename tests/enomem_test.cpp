@@ -5,6 +5,7 @@
 #include "test_support.h"
 
 #include <memory>
+#include <thread>
 
 namespace {
 
@@ -45,6 +46,47 @@ int store_until_failure(zs_pool* pool, std::vector<Stored>& out, bool use_malloc
   }
   return ::testing::AssertionSuccess();
 }
+
+// A pool of several shards without caches, at its limit: a store finds the free slot another
+// thread's free left in that thread's shard. A thread stores into its own shard, given on its
+// first call into a pool with caches (and 64 shards give every thread alive at once a shard
+// of its own); a thread that never used one stores into shard 0.
+class ShardsAtTheLimit : public ::testing::TestWithParam<unsigned> {};
+
+TEST_P(ShardsAtTheLimit, AStoreTakesAFreeSlotOfAnotherShard) {
+  zs_pool_config cfg{};
+  cfg.nr_shards = GetParam();
+  cfg.flags = ZS_POOL_NO_THREAD_CACHE;
+  cfg.max_pages = 16;
+  PoolPtr pool(zs_create_pool_ex("shards", &cfg));
+  ASSERT_NE(pool, nullptr);
+  const std::vector<uint8_t> bytes = make_pattern(1000, 1);
+  std::vector<unsigned long> hs;
+  std::thread([&] {
+    PoolPtr cached(zs_create_pool("placement"));
+    zs_free(cached.get(), zs_store(cached.get(), bytes.data(), 100));  // a shard of its own
+    for (unsigned long h; (h = zs_store(pool.get(), bytes.data(), bytes.size())) != 0;)
+      hs.push_back(h);
+    zs_free(pool.get(), hs.back());  // a free slot in this thread's shard
+    hs.pop_back();
+  }).join();
+  ASSERT_FALSE(hs.empty());
+  unsigned long h = 0;
+  int err = 0;
+  std::thread([&] {  // on shard 0
+    h = zs_store(pool.get(), bytes.data(), bytes.size());
+    err = errno;
+  }).join();
+  EXPECT_NE(h, 0u) << "ENOMEM with a free slot of the class in another shard, errno " << err;
+  if (h != 0) hs.push_back(h);
+  for (unsigned long x : hs) {
+    EXPECT_TRUE(check_object(pool.get(), x, bytes));
+    zs_free(pool.get(), x);
+  }
+  EXPECT_TRUE(compact_and_check_empty(pool.get()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shards, ShardsAtTheLimit, ::testing::Values(2u, 64u));
 
 class FailNthPage : public ::testing::TestWithParam<unsigned> {};
 

@@ -8,9 +8,15 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <future>
 #include <mutex>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -134,6 +140,87 @@ TEST(ThreadCache, APoolAtItsLimitTakesBackReservedSlots) {
   }
   for (size_t i = 0; i < small.size(); i++)
     EXPECT_TRUE(check_object(pool.get(), small[i], make_pattern(100, i)));
+}
+
+// Stores `size`-byte objects until one fails; returns them (the pool is then at its limit,
+// every zspage of the class full).
+std::vector<unsigned long> fill_to_the_limit(zs_pool* pool, size_t size) {
+  std::vector<unsigned long> hs;
+  for (;;) {
+    unsigned long h = store_pattern(pool, size, hs.size());
+    if (h == 0) break;
+    hs.push_back(h);
+  }
+  EXPECT_EQ(errno, ENOMEM);
+  return hs;
+}
+
+PoolPtr make_limited_pool(unsigned long max_pages, unsigned shards) {
+  zs_pool_config cfg{};
+  cfg.max_pages = max_pages;
+  cfg.nr_shards = shards;
+  return PoolPtr(zs_create_pool_ex("limited", &cfg));
+}
+
+// At the limit, a slot of the class reserved by another thread's cache serves a store: the
+// drain at the limit frees it into the shard, and the store takes it.
+TEST(ThreadCache, AStoreAtTheLimitTakesASlotAnotherThreadsCacheHeld) {
+  PoolPtr pool = make_limited_pool(16, 1);
+  ASSERT_NE(pool, nullptr);
+  std::vector<unsigned long> hs = fill_to_the_limit(pool.get(), 1000);
+  ASSERT_FALSE(hs.empty());
+  std::mutex m;
+  std::condition_variable cv;
+  int phase = 0;
+  std::thread freer([&] {
+    zs_free(pool.get(), hs.back());  // its slot stays in this thread's cache
+    std::unique_lock lock(m);
+    phase = 1;
+    cv.notify_all();
+    cv.wait(lock, [&] { return phase == 2; });  // alive until the store is done
+  });
+  {
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return phase == 1; });
+  }
+  unsigned long h = store_pattern(pool.get(), 1000, 99);
+  EXPECT_NE(h, 0u) << "ENOMEM with a free slot of the class, errno " << errno;
+  {
+    std::lock_guard lock(m);
+    phase = 2;
+    cv.notify_all();
+  }
+  freer.join();
+  if (h != 0) {
+    EXPECT_TRUE(check_object(pool.get(), h, make_pattern(1000, 99)));
+  }
+  hs.back() = h;
+  for (size_t i = 0; i + 1 < hs.size(); i++)
+    EXPECT_TRUE(check_object(pool.get(), hs[i], make_pattern(1000, i)));
+  for (unsigned long x : hs) zs_free(pool.get(), x);
+  EXPECT_TRUE(zsm_test::compact_and_check_empty(pool.get()));
+}
+
+// The same on one thread with allocation profiling on, whose stores take no slot from the
+// thread's cache: the slot its own cache holds serves the store once drained.
+TEST(ThreadCache, AProfiledStoreAtTheLimitTakesTheSlotItsOwnCacheHeld) {
+  PoolPtr pool = make_limited_pool(16, 1);
+  ASSERT_NE(pool, nullptr);
+  std::vector<unsigned long> hs = fill_to_the_limit(pool.get(), 1000);
+  ASSERT_FALSE(hs.empty());
+  zs_free(pool.get(), hs.back());
+  ASSERT_EQ(pool_stats(pool.get()).cached_objs, 1u);
+  if (zs_alloc_profiling_set(1) < 0) GTEST_SKIP() << "profiling not built in";
+  unsigned long h = store_pattern(pool.get(), 1000, 99);
+  int err = errno;
+  zs_alloc_profiling_set(0);
+  EXPECT_NE(h, 0u) << "ENOMEM with a free slot of the class, errno " << err;
+  hs.back() = h;
+  if (h != 0) {
+    EXPECT_TRUE(check_object(pool.get(), h, make_pattern(1000, 99)));
+  }
+  for (unsigned long x : hs) zs_free(pool.get(), x);
+  EXPECT_TRUE(zsm_test::compact_and_check_empty(pool.get()));
 }
 
 TEST(ThreadCache, AnExitingThreadGivesItsSlotsBack) {
@@ -294,6 +381,104 @@ TEST(ThreadCache, ThreadsWithCrossThreadFreesAndACompactor) {
   EXPECT_TRUE(check_stats_consistent(pool.get(), live));
   EXPECT_EQ(zs_check_pool(pool.get(), stderr), 0);
   EXPECT_EQ(pool_stats(pool.get()).cached_objs, 0u);  // every worker has exited
+}
+
+// A page source whose free_page calls into another pool: statistics, compaction, a drain,
+// and creating and destroying a pool. Pages are freed by drains, compaction and exiting
+// threads, which take the reserved slots back: none of them may call the source with a
+// lock held that those calls take (they deadlocked on the process-wide cache registry).
+class CallingSource {
+ public:
+  explicit CallingSource(zs_pool* other) : other_(other), vm_(zs_vm_source_create(4096, 0, 0)) {
+    inner_ = zs_vm_source_ops(vm_);
+    ops_ = {alloc_thunk, free_thunk, this};
+  }
+  ~CallingSource() { zs_vm_source_destroy(vm_); }
+  const zs_page_source* source() const { return &ops_; }
+  unsigned long calls() const { return calls_.load(); }
+
+ private:
+  static void* alloc_thunk(void* ctx) {
+    auto* self = static_cast<CallingSource*>(ctx);
+    return self->inner_.alloc_page(self->inner_.ctx);
+  }
+  static void free_thunk(void* ctx, void* page) {
+    auto* self = static_cast<CallingSource*>(ctx);
+    self->inner_.free_page(self->inner_.ctx, page);
+    self->calls_++;
+    struct zs_pool_stats stats{};
+    zs_pool_stats(self->other_, &stats);
+    zs_drain_thread_caches(self->other_);
+    zs_compact(self->other_);
+    zs_destroy_pool(zs_create_pool("made and destroyed in free_page"));
+  }
+  zs_pool* other_;
+  zs_vm_source* vm_;
+  zs_page_source inner_{};
+  zs_page_source ops_{};
+  std::atomic<unsigned long> calls_{0};
+};
+
+// Runs `body` on a thread of its own and waits for it; one still running after `limit` (a
+// deadlock) is reported, and the process exits, so that the test fails instead of hanging.
+void run_or_exit(const char* what, const std::function<void()>& body,
+                 std::chrono::seconds limit = std::chrono::seconds(60)) {
+  std::promise<void> done;
+  std::future<void> finished = done.get_future();
+  std::thread runner([&] {
+    body();
+    done.set_value();
+  });
+  if (finished.wait_for(limit) != std::future_status::ready) {
+    std::fprintf(stderr, "%s: still running after %lld s (deadlocked)\n", what,
+                 static_cast<long long>(limit.count()));
+    std::_Exit(1);
+  }
+  runner.join();
+}
+
+// Stores and frees objects on this thread so that its cache reserves slots in zspages that
+// hold nothing else: taking them back frees those zspages.
+void reserve_slots_alone_in_their_zspages(zs_pool* pool) {
+  std::vector<unsigned long> hs;
+  for (int i = 0; i < 2000; i++) hs.push_back(store_pattern(pool, 200, i));
+  for (unsigned long h : hs) zs_free(pool, h);  // the first ones stay reserved
+}
+
+TEST(ThreadCache, APageSourceMayCallIntoAnotherPoolWhenPagesAreFreed) {
+  PoolPtr other = make_pool();
+  ASSERT_NE(other, nullptr);
+  for (int i = 0; i < 100; i++) zs_free(other.get(), store_pattern(other.get(), 500, i));
+  CallingSource source(other.get());
+  zs_pool_config cfg{};
+  cfg.page_source = source.source();
+  cfg.nr_shards = 1;
+  for (const char* how : {"zs_drain_thread_caches", "zs_compact", "thread exit"}) {
+    SCOPED_TRACE(how);
+    PoolPtr pool(zs_create_pool_ex("calls out", &cfg));
+    ASSERT_NE(pool, nullptr);
+    unsigned long before = 0;
+    run_or_exit(how, [&] {
+      if (std::string(how) == "thread exit") {
+        std::thread([&] {
+          reserve_slots_alone_in_their_zspages(pool.get());
+          before = source.calls();
+        }).join();
+        return;
+      }
+      reserve_slots_alone_in_their_zspages(pool.get());
+      before = source.calls();
+      if (std::string(how) == "zs_compact")
+        zs_compact(pool.get());
+      else
+        zs_drain_thread_caches(pool.get());
+    });
+    EXPECT_GT(source.calls(), before) << "no page was freed while the slots were taken back";
+    EXPECT_EQ(pool_stats(pool.get()).cached_objs, 0u);
+    EXPECT_EQ(zs_check_pool(pool.get(), stderr), 0);
+    run_or_exit("zs_destroy_pool", [&] { pool.reset(); });
+  }
+  EXPECT_EQ(zs_check_pool(other.get(), stderr), 0);
 }
 
 // Hardened pools keep no cache: a second free of a handle is caught as before, with caches

@@ -103,6 +103,7 @@
 #endif
 #define ZSM_CAPABILITY(name) ZSM_THREAD_ANNOTATION(capability(name))
 #define ZSM_GUARDED_BY(lock) ZSM_THREAD_ANNOTATION(guarded_by(lock))
+#define ZSM_PT_GUARDED_BY(lock) ZSM_THREAD_ANNOTATION(pt_guarded_by(lock))
 #define ZSM_REQUIRES(...) ZSM_THREAD_ANNOTATION(requires_capability(__VA_ARGS__))
 #define ZSM_ACQUIRE(...) ZSM_THREAD_ANNOTATION(acquire_capability(__VA_ARGS__))
 #define ZSM_RELEASE(...) ZSM_THREAD_ANNOTATION(release_capability(__VA_ARGS__))

@@ -65,6 +65,9 @@ class ZSM_CAPABILITY("mutex") Mutex {
   [[nodiscard]] bool is_contended() const {
     return waiters_.load(std::memory_order_relaxed) != 0;
   }
+  // After fork(), in the child, whose only thread is the caller: waiters that were threads
+  // of the parent are gone.
+  void forget_waiters() { waiters_.store(0, std::memory_order_relaxed); }
   // try_lock() that spins up to `spins` pauses while the lock is held, for a caller with
   // somewhere else to go when it stays busy (a store moves to another shard).
   bool try_lock_spinning(int spins) ZSM_TRY_ACQUIRE(true) {

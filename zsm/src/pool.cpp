@@ -140,9 +140,11 @@ namespace {
 
 // alloc_zspage(): a new, empty, unlisted zspage for the class, or nullptr (limit reached,
 // no page, no metadata). Called without the class lock; on failure nothing is left held.
-ZSM_ZSPAGE_HELPER ZsPage* alloc_zspage(ZsPool* pool, ClassShard* cls) {
+// Sets *reclaimed when it took back the slots threads' caches reserve (at the limit).
+ZSM_ZSPAGE_HELPER ZsPage* alloc_zspage(ZsPool* pool, ClassShard* cls, bool* reclaimed) {
   uint32_t n = cls->pages_per_zspage;
-  if (!charge_pages(pool, n) && !charge_pages_after_reclaim(pool, n)) return nullptr;
+  if (!charge_pages(pool, n) && (*reclaimed = true, !charge_pages_after_reclaim(pool, n)))
+    return nullptr;
   ZsPage* zspage = alloc_zspage_metadata(pool, cls);
   if (zspage == nullptr) {
     uncharge_pages(pool, n);
@@ -263,6 +265,15 @@ uint32_t own_shard_hint() {
   }
   return kPlaced | hints_past_bitmap.fetch_add(1, std::memory_order_relaxed);
 }
+
+}  // namespace
+
+void forget_other_threads_shard_hints() {
+  uint64_t mine = held_hint.bit != 0 ? uint64_t{1} << held_hint.bit : 0;
+  hints_in_use.store(1 | mine, std::memory_order_relaxed);
+}
+
+namespace {
 
 // Gives this thread a shard of its own if it has none yet. A thread's first cached call
 // does: stores that reuse their cache's slots never find a shard busy, so without this
@@ -519,22 +530,32 @@ ZSM_ALWAYS_INLINE void place_object(ZsPool* pool, ClassShard* cls, ZsPage* zspag
 
 // A store found no hot zspage in its shard and no listed one to make hot: a new zspage, made
 // with the lock dropped, is listed (empty) and the fullest listed zspage becomes hot (another
-// store may have made one hot, or frees may have listed fuller ones, meanwhile). Returns the
-// hot zspage; on failure gives the cell back, unlocks and returns nullptr with errno ENOMEM.
+// store may have made one hot, or frees may have listed fuller ones, meanwhile). When no
+// zspage can be had, the slots threads' caches reserve are taken back (alloc_zspage() does
+// at the memory limit), and a slot that gave the shard, or that another store or free left
+// meanwhile, serves the store. Returns the hot zspage; on failure gives the cell back,
+// unlocks and returns nullptr with errno ENOMEM.
 ZSM_COLD_PATH ZsPage* make_new_zspage_hot(ZsPool* pool, ClassShard* cls, unsigned long handle)
     ZSM_NO_THREAD_SAFETY_ANALYSIS {
   cls->lock.unlock();
-  ZsPage* zspage = alloc_zspage(pool, cls);
-  lock_shard(cls);
+  pool->zspages_being_added.fetch_add(1, std::memory_order_relaxed);
+  bool reclaimed = false;
+  ZsPage* zspage = alloc_zspage(pool, cls, &reclaimed);
   if (ZSM_UNLIKELY(zspage == nullptr)) {
+    pool->zspages_being_added.fetch_sub(1, std::memory_order_relaxed);
+    if (!reclaimed && pool->thread_caches) drain_thread_caches(pool);
+    lock_shard(cls);
+    if (ZsPage* hot = cls->hot != nullptr ? cls->hot : make_fullest_hot(cls)) return hot;
     cache_free_handle(pool, cls, handle);
     cls->lock.unlock();
     errno = ENOMEM;
     return nullptr;
   }
+  lock_shard(cls);
   zspage->cls.store(cls, std::memory_order_relaxed);
   insert_zspage(cls, zspage, ZS_INUSE_RATIO_0);
   cls->stats[ZS_OBJS_ALLOCATED] += cls->objs_per_zspage;
+  pool->zspages_being_added.fetch_sub(1, std::memory_order_relaxed);
   return cls->hot != nullptr ? cls->hot : make_fullest_hot(cls);
 }
 
@@ -545,6 +566,33 @@ ZSM_COLD_PATH ZsPage* make_new_zspage_hot(ZsPool* pool, ClassShard* cls, unsigne
 // store after a free into a zspage that was not full comes here (1-2 % of steady pairs at
 // some sizes), and g++ inlines a cold function's copy as a byte loop (rep movsb). Returns the
 // cell and unlocks, or 0 with errno ENOMEM.
+// A store whose own shard `own` of the class has no room and can get no zspage: the first
+// other shard of the class with a free slot takes it (a thread's objects and their frees
+// stay in the shard it stored them in, so another thread's frees leave room there). Returns
+// the cell, or 0 with errno ENOMEM when no shard of the class has a free slot.
+template <typename Fill>
+ZSM_COLD_PATH unsigned long alloc_in_other_shard(ZsPool* pool, ClassShard* first,
+                                                 const ClassShard* own, size_t size,
+                                                 zs_alloc_tag* tag, Fill fill)
+    ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  for (uint32_t s = 0; s <= pool->shard_mask; s++) {
+    ClassShard* cls = first + s;
+    if (cls == own) continue;
+    lock_shard(cls);
+    ZsPage* zspage = cls->hot != nullptr ? cls->hot : make_fullest_hot(cls);
+    unsigned long handle = zspage != nullptr ? cache_alloc_handle(pool, cls) : 0;
+    if (handle != 0) {
+      place_object(pool, cls, zspage, handle, size, tag, fill);
+      debug_check_class(pool, cls, zspage);
+      cls->lock.unlock();
+      return handle;
+    }
+    cls->lock.unlock();
+  }
+  errno = ENOMEM;
+  return 0;
+}
+
 template <typename Fill>
 ZSM_OFF_FAST_PATH unsigned long alloc_object_slow(ZsPool* pool, ClassShard* first, ClassShard* cls,
                                               size_t size, zs_alloc_tag* tag, Fill fill)
@@ -559,7 +607,7 @@ ZSM_OFF_FAST_PATH unsigned long alloc_object_slow(ZsPool* pool, ClassShard* firs
   ZsPage* zspage = cls->hot;
   if (zspage == nullptr && (zspage = make_fullest_hot(cls)) == nullptr &&
       (zspage = make_new_zspage_hot(pool, cls, handle)) == nullptr)
-    return 0;
+    return pool->shard_mask != 0 ? alloc_in_other_shard(pool, first, cls, size, tag, fill) : 0;
   place_object(pool, cls, zspage, handle, size, tag, fill);
   debug_check_class(pool, cls, zspage);
   cls->lock.unlock();

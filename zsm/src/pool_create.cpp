@@ -111,23 +111,35 @@ bool init_classes(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   return true;
 }
 
-// Returns every page of every zspage to the source (zs_destroy_pool with live objects):
-// a live zspage is a metadata record with a class.
-void free_all_zspages(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+// Calls `visit(zspage)` for every live zspage of the pool: a metadata record with a class.
+template <typename Visit>
+void for_each_zspage(ZsPool* pool, Visit visit) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   if (pool->arenas == nullptr) return;
   for (uint32_t shard = 0; shard <= pool->shard_mask; shard++) {
     for (RecordArena* arena : pool->arenas[shard].meta) {
       if (arena == nullptr) continue;
-      arena->for_each_record([pool](void* record) {
+      arena->for_each_record([&visit](void* record) {
         auto* zspage = static_cast<ZsPage*>(record);
-        if (zspage->cls.load(std::memory_order_relaxed) != nullptr)
-          free_pages(pool, zspage->pages(), zspage->nr_pages);
+        if (zspage->cls.load(std::memory_order_relaxed) != nullptr) visit(zspage);
       });
     }
   }
 }
 
+// Returns every page of every zspage to the source (zs_destroy_pool with live objects).
+void free_all_zspages(ZsPool* pool) {
+  for_each_zspage(pool, [pool](ZsPage* zspage) {
+    free_pages(pool, zspage->pages(), zspage->nr_pages);
+  });
+}
+
 }  // namespace
+
+unsigned long count_zspage_pages(ZsPool* pool) {
+  unsigned long pages = 0;
+  for_each_zspage(pool, [&pages](const ZsPage* zspage) { pages += zspage->nr_pages; });
+  return pages;
+}
 
 ZsPool* zs_create_pool(const char* name, const zs_pool_config* cfg) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   zs_pool_config defaults{};
@@ -179,12 +191,18 @@ ZsPool* zs_create_pool(const char* name, const zs_pool_config* cfg) ZSM_NO_THREA
     errno = err;
     return nullptr;
   }
+  if (!register_pool(pool)) {
+    zs_destroy_pool(pool);
+    errno = ENOMEM;
+    return nullptr;
+  }
   return pool;
 }
 
 void zs_destroy_pool(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   if (pool == nullptr) return;
-  detach_thread_caches(pool);
+  unregister_pool(pool);
+  wait_for_exiting_threads(pool);
   free_all_zspages(pool);
   delete[] pool->class_shards;
   delete[] pool->first_shard_by_granule;
@@ -217,9 +235,13 @@ unsigned long zs_get_total_pages(const ZsPool* pool) {
 
 size_t zs_pool_bookkeeping_bytes(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   if (pool == nullptr) return 0;
+  const size_t granules = (pool->page_size >> kGranuleShift) + 2;
+  const size_t arenas_per_shard = 1 + pool->table.chain;  // cells, metadata per chain length
   size_t bytes = sizeof(ZsPool) + pool->nr_class_shards * sizeof(ClassShard) +
-                 ((pool->page_size >> kGranuleShift) + 2) * sizeof(ClassShard*) +
-                 (pool->shard_mask + 1) * sizeof(ShardArenas);
+                 granules * (sizeof(*pool->first_shard_by_granule) +
+                             sizeof(*pool->magazine_by_granule)) +
+                 (pool->shard_mask + 1) *
+                     (sizeof(ShardArenas) + arenas_per_shard * sizeof(RecordArena));
   for (uint32_t shard = 0; shard <= pool->shard_mask; shard++) {
     ShardArenas& arenas = pool->arenas[shard];
     MutexGuard guard(arenas.lock);
@@ -227,7 +249,6 @@ size_t zs_pool_bookkeeping_bytes(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
     for (const RecordArena* arena : arenas.meta)
       if (arena != nullptr) bytes += arena->carved_bytes();
   }
-  bytes += ((pool->page_size >> kGranuleShift) + 2) * sizeof(uint16_t);
   return bytes;
 }
 

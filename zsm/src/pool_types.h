@@ -133,34 +133,51 @@ struct ZsPool {
   // By class index, merged indices sharing a class: shard 0 of the class (shard s is at
   // first_shard[i] + s). The kernel's pool->size_class[].
   ClassShard* first_shard[kMaxClassIndices] = {};
-  // The same by 16-byte granule of the request (header included): entry g serves requests
-  // of 16g - 15 .. 16g bytes. Class boundaries fall on multiples of 16 at every page size,
-  // so a shift and a load find the class with no division and no clamp.
-  ClassShard** first_shard_by_granule = nullptr;  // page_size / 16 + 2 entries
-  ClassShard* class_shards = nullptr;             // distinct classes x shards, class-major
-  uint32_t nr_class_shards = 0;                   // distinct classes x shards per class
-  uint32_t shard_mask = 0;                        // shards per class - 1
-  uint32_t page_size = 0;
+
+  // What stores and frees read, in one cache line (a thread that switches pools on every
+  // call, as one pool per tenant does, then takes one miss here, not three).
+  // first_shard[] by 16-byte granule of the request (header included): entry g serves
+  // requests of 16g - 15 .. 16g bytes. Class boundaries fall on multiples of 16 at every
+  // page size, so a shift and a load find the class with no division and no clamp.
+  alignas(64) ClassShard** first_shard_by_granule = nullptr;  // page_size / 16 + 2 entries
+  uint32_t* magazine_by_granule = nullptr;       // entry g: first_shard_by_granule[g]->magazine
   // What a store's size - 1 must be below to take the fast path: page_size in a default
   // pool; 0 in a hardened one, so that its stores take the path that tags handles.
   uint32_t store_size_limit = 0;
+  uint32_t shard_mask = 0;                       // shards per class - 1
+  // Per-thread caches (thread_cache.h). Off in hardened pools and with
+  // ZS_POOL_NO_THREAD_CACHE.
+  std::atomic<uint32_t> caches_blocked{0};       // > 0: stores and frees take the locked path
+  uint32_t cache_slot = 0;                       // this pool's entry in each thread's table of
+                                                 // caches (thread_cache.cpp, ThreadCaches)
+  bool hardened = false;                         // ZS_POOL_HARDENED
+  bool thread_caches = false;
+
+  ClassShard* class_shards = nullptr;            // distinct classes x shards, class-major
+  uint32_t nr_class_shards = 0;                  // distinct classes x shards per class
+  uint32_t page_size = 0;
   unsigned long max_pages = 0;                   // 0 = no limit
 
   Mutex source_lock;                             // serialises calls into `source`
   zs_page_source source = {};
   VmSource* own_source = nullptr;                // the default source, when the pool made it
-  bool hardened = false;                         // ZS_POOL_HARDENED
   unsigned long handle_tag = 0;                  // hardened: the generation in handles' top bits
 
-  // Per-thread caches (thread_cache.h). Off in hardened pools and with
-  // ZS_POOL_NO_THREAD_CACHE.
-  bool thread_caches = false;
-  std::atomic<uint32_t> caches_blocked{0};       // > 0: stores and frees take the locked path
-  uint32_t* magazine_by_granule = nullptr;       // entry g: first_shard_by_granule[g]->magazine
   uint32_t nr_magazines = 0;                     // distinct classes
   size_t thread_cache_size = 0;                  // a ThreadCache with its magazines, in bytes
   size_t cache_bytes_per_thread = 0;             // the most one thread's cache reserves
   ThreadCache* caches = nullptr;                 // every thread's cache for this pool (registry lock)
+  // Batches of reserved slots that exiting threads are freeing (thread_cache.cpp,
+  // give_back()); zs_destroy_pool() waits until there are none.
+  std::atomic<uint32_t> exit_frees_in_flight{0};
+
+  // The process-wide registry of pools (thread_cache.cpp), which fork() handling walks.
+  ZsPool* prev_pool = nullptr;                   // registry lock
+  ZsPool* next_pool = nullptr;
+  bool registered = false;
+  // Threads between charging pages for a new zspage and listing it (alloc_zspage() ..
+  // make_new_zspage_hot()): a child forked while one is there recounts the pool's pages.
+  std::atomic<uint32_t> zspages_being_added{0};
 
   CellRegion cells;                              // where every handle cell lies
   ShardArenas* arenas = nullptr;                 // nr_shards of them

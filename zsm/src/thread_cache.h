@@ -13,9 +13,12 @@
 // Bounds. A magazine of a class of `size` bytes holds min(kMaxMagazine, kMagazineBytes /
 // size) handles; classes above kMagazineBytes and the huge class are not cached. So a
 // thread reserves at most ZsPool::cache_bytes_per_thread in a pool (the sum over classes,
-// computed when the pool is created: 408,000 bytes at 4 KiB pages, 204,000 at 16 KiB,
-// 50,560 at 64 KiB), and zs_pool_stats() reports that bound and what all threads' caches
-// hold now (cached_objs, cached_bytes). Reserved slots can also keep partly used zspages
+// computed when the pool is created; the class table, and so the sum, depends on the page
+// size and the chain: at 4 KiB pages 244,208 bytes at chain 4, 408,000 at the default 8,
+// 635,248 at 16, the most of any geometry; at 16 KiB 171,808 to 211,296; at 64 KiB 50,560
+// at every chain; README.md lists every geometry, tests/bookkeeping_test.cpp checks them),
+// and zs_pool_stats() reports that bound and what all threads' caches hold now
+// (cached_objs, cached_bytes). Reserved slots can also keep partly used zspages
 // from being freed until they are taken back. A cache's own memory (the magazines, malloc'd
 // per thread and pool) is zs_pool_stats().thread_cache_bytes, not pool bookkeeping.
 //
@@ -26,7 +29,8 @@
 //     owner:   in_fast = 1; compiler barrier; if (pool->caches_blocked) leave, take the
 //              locked path; ... pop or push ...; in_fast = 0 (release)
 //     drainer: caches_blocked += 1; heavy barrier; for each cache of the pool: wait until
-//              in_fast == 0, then take its handles and free them with the class locks
+//              in_fast == 0, then take its handles (under the registry lock, a batch at a
+//              time) and free them with the class locks once the registry is unlocked
 // The heavy barrier is membarrier(2) MEMBARRIER_CMD_PRIVATE_EXPEDITED, which runs a full
 // memory barrier on every CPU that runs a thread of this process: after it, each owner
 // either has its in_fast = 1 visible to the drainer, or will see caches_blocked when it
@@ -43,9 +47,14 @@
 // wide lock (registry_lock in thread_cache.cpp), and the thread keeps them in a list of its
 // own. `current_cache` (one load from the thread pointer) names the one the thread used
 // last; a call on another pool looks its cache up or makes one. When the thread exits, its
-// caches go back to their pools. zs_destroy_pool() detaches the caches of other threads
+// caches go back to their pools, their slots freed a batch at a time with the registry
+// unlocked (zs_destroy_pool() waits for a batch in flight). No page source is called with
+// the registry locked, so a source's free_page may call into other pools. zs_destroy_pool() detaches the caches of other threads
 // (their slots die with the pool; the threads must not be using the pool, as for any call
-// racing with destroy), and a detached cache never matches a pool again.
+// racing with destroy), and a detached cache never matches a pool again. Every pool is
+// also in a process-wide list under the same lock, which the fork() handlers walk
+// (thread_cache.cpp, "fork()"): in a child, a cache whose thread the child does not have is
+// orphaned, and the pool's next drain takes its slots and frees it.
 //
 // Not cached: hardened pools (their checks of a free need the class lock, so that two frees
 // of one handle cannot both pass), stores while allocation profiling is on and frees of
@@ -121,6 +130,10 @@ struct ThreadCache {
   std::atomic<uint32_t> in_fast{0};    // the owner is inside its fast path
   ThreadCache* prev = nullptr;         // the pool's caches (registry lock)
   ThreadCache* next = nullptr;
+  const void* owner = nullptr;         // the owning thread's list of caches (ThreadCaches)
+  // The owner vanished: the cache was inherited by a child of fork() from a thread that the
+  // child does not have. The pool's next drain takes its slots and frees it (registry lock).
+  bool orphaned = false;
   size_t bytes = 0;                    // this allocation, magazines and handle arrays included
   uint32_t nr_magazines = 0;
   // The magazines follow the struct in the same allocation, each with its handles.
@@ -191,8 +204,13 @@ unsigned long block_and_drain_thread_caches(ZsPool* pool);
 void unblock_thread_caches(ZsPool* pool);
 // Both: afterwards the pool's figures count no reserved slot (until the next free).
 void drain_thread_caches(ZsPool* pool);
-// zs_destroy_pool(): detaches every thread's cache from the pool.
-void detach_thread_caches(ZsPool* pool);
+// zs_create_pool(): enters the pool in the process-wide registry (false: no memory), which
+// fork() handling walks (thread_cache.cpp, "fork()").
+bool register_pool(ZsPool* pool);
+// zs_destroy_pool(): detaches every thread's cache from the pool and takes it out of the
+// registry; then waits until no exiting thread is freeing slots into it.
+void unregister_pool(ZsPool* pool);
+void wait_for_exiting_threads(const ZsPool* pool);
 // What the caches of the pool reserve now, and what they take themselves.
 struct ThreadCacheFigures {
   unsigned long objs = 0;
@@ -203,6 +221,8 @@ ThreadCacheFigures thread_cache_figures(const ZsPool* pool);
 
 // pool.cpp: frees a reserved slot as zs_free() does without a cache (the class lock taken).
 void free_reserved(ZsPool* pool, unsigned long handle);
+// pool.cpp, in a child of fork(): the shard hints of the parent's other threads are free.
+void forget_other_threads_shard_hints();
 
 }  // namespace ZSM_VARIANT_NS
 }  // namespace zsm

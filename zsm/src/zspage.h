@@ -300,6 +300,9 @@ void release_empty_zspage(ZsPool* pool, ClassShard* cls, ZsPage* zspage) ZSM_REQ
 unsigned long free_empty_zspages(ZsPool* pool, ClassShard* cls) ZSM_REQUIRES(cls->lock);
 // Frees every shard's spare; for a pool at its memory limit. Takes each shard's lock.
 ZSM_COLD_PATH unsigned long free_all_spares(ZsPool* pool);
+// The pages of every zspage the pool holds, counted from its metadata records (a live
+// zspage is a record with a class). Call with every shard's arenas locked.
+unsigned long count_zspage_pages(ZsPool* pool);
 
 }  // namespace ZSM_VARIANT_NS
 }  // namespace zsm

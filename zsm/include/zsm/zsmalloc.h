@@ -22,6 +22,22 @@
  * waits for ever) or let compaction move an object that is being read. A hardened pool
  * (ZS_POOL_HARDENED) reports each of these and aborts.
  *
+ * fork(): a child may go on using every pool it inherited, from its one thread (store, read,
+ * write, free, drain, compact, check, statistics, destroy), whatever the parent's other
+ * threads were doing with the pools at the fork: the library's fork handlers let no thread
+ * be inside a pool's critical sections at the fork, and the child forgets the other
+ * threads. What they held: their objects and handles stay as they were; the slots their
+ * caches reserved go back to the pool at the child's next drain (zs_compact(),
+ * zs_drain_thread_caches(), zs_check_pool(), a store at the memory limit) or destroy; a
+ * zspage one of them was adding at that moment is lost to the child (its pages stay in use
+ * at the page source, not counted by zs_get_total_pages()); a read one had begun never
+ * ends, so compaction leaves that zspage where it is. fork() must not be called from inside
+ * a page source's callback. A page source of the caller's must itself be fit for the child
+ * (the library's zs_vm_source is, when only pools call it).
+ *
+ * No call is async-signal-safe: a signal handler must not call into a pool that the code it
+ * interrupted may be calling (a drain there would wait for ever for the interrupted store).
+ *
  * Differences from the kernel are listed in README.md ("What differs from the kernel").
  */
 #ifndef ZSM_ZSMALLOC_H
@@ -60,7 +76,11 @@ struct zs_pool_stats {
  * A source of pages for a pool. alloc_page returns one page of the pool's page size, aligned
  * to that size, or NULL when it has none; free_page takes back a page alloc_page returned.
  * Both may be called from any thread, but the pool serialises its calls into one source.
- * Tests wrap the default source to fail on the N-th page.
+ * Tests wrap the default source to fail on the N-th page. The pool calls them with locks of
+ * its own held, never with a lock that other pools share: a source may call into any other
+ * pool (store, free, read, statistics, zs_compact(), zs_drain_thread_caches(), create,
+ * destroy), but not into the pool that called it, nor into one whose own source calls back
+ * into that pool (a cycle); those deadlock.
  */
 struct zs_page_source {
 	void *(*alloc_page)(void *ctx);
@@ -146,7 +166,9 @@ const char *zs_pool_name(struct zs_pool *pool);
 /*
  * Allocate an object of `size` bytes (contents undefined). Returns a nonzero handle, or 0
  * with errno EINVAL (NULL pool or size 0), ENOSPC (size above one page) or ENOMEM (no page,
- * or the pool's memory limit reached).
+ * or the pool's memory limit reached, and no slot of the object's class free anywhere in the
+ * pool: the slots threads' caches reserve are taken back, and every shard of the class is
+ * tried, before a store fails).
  */
 unsigned long zs_malloc(struct zs_pool *pool, size_t size);
 
