@@ -122,6 +122,22 @@ TEST(BackingFile, RecordsReadBackFromTheBatchAndFromTheFile) {
   EXPECT_FALSE(f.read(hash_of(1), key_of(2), got));
 }
 
+// A flush writes the partial batch and keeps filling the same segment: many small flushes
+// take no more of the file than the records need (rounded to 4 KiB each), and evict nothing.
+TEST(BackingFile, FlushesKeepTheirSegment) {
+  BackingFile f(options_for("flushes", 16), {});
+  for (uint64_t n = 0; n < 400; n++) {
+    ASSERT_TRUE(stage(f, n));
+    if (n % 8 == 7) f.flush();
+  }
+  f.flush();
+  zsm::BackingFileStats s = f.stats();
+  EXPECT_EQ(s.evicted, 0u);
+  EXPECT_EQ(s.entries_on_file, 400u);
+  EXPECT_LE(s.bytes_written, s.bytes_on_file + 50 * 4096);  // one partial block per flush
+  for (uint64_t n = 0; n < 400; n++) ASSERT_EQ(read_back(f, n), "hit") << n;
+}
+
 TEST(BackingFile, EraseForgetsAndALaterStageReplaces) {
   BackingFile f(options_for("erase", 4), {});
   ASSERT_TRUE(stage(f, 1));
@@ -216,7 +232,7 @@ TEST(BackingFile, AFileTruncatedUnderItGivesMisses) {
 TEST(BackingFile, ABitFlippedOnFileIsCaughtByTheChecksum) {
   BackingFileOptions o = options_for("flipped", 16);
   BackingFile f(o, {});
-  stage_all(f, 0, 50);
+  stage_all(f, 0, 300);  // several segments: the first is on file only, no longer in memory
   f.flush();
   int fd = ::open(o.path.c_str(), O_RDWR);
   ASSERT_GE(fd, 0);
@@ -228,7 +244,7 @@ TEST(BackingFile, ABitFlippedOnFileIsCaughtByTheChecksum) {
   }
   ASSERT_EQ(::fsync(fd), 0);
   ::close(fd);
-  for (uint64_t n = 0; n < 50; n++) ASSERT_NE(read_back(f, n), "WRONG") << n;
+  for (uint64_t n = 0; n < 300; n++) ASSERT_NE(read_back(f, n), "WRONG") << n;
   EXPECT_GT(f.stats().corrupt, 0u);
 }
 

@@ -187,6 +187,40 @@ TEST(Cache, BadInputIsAClearErrorAndChangesNothing) {
   EXPECT_THROW(zsm::Cache c(o), std::system_error);
 }
 
+// Each option out of range is named in the error, with the range it must be in.
+TEST(Cache, BadOptionsAreNamedWithTheirRange) {
+  auto message = [](zsm::CacheOptions o) -> std::string {
+    try {
+      zsm::Cache c(o);
+    } catch (const std::system_error& e) {
+      EXPECT_EQ(e.code(), zsm::CacheError::bad_options);
+      return e.what();
+    }
+    return "no error";
+  };
+  auto expect_names = [&](zsm::CacheOptions o, const std::string& want) {
+    const std::string got = message(o);
+    EXPECT_NE(got.find(want), std::string::npos) << got;
+  };
+  zsm::CacheOptions o;
+  o.capacity_bytes = 0;
+  expect_names(o, "capacity_bytes 0: want at least the pool's page size, 4096");
+  o.capacity_bytes = 100;
+  expect_names(o, "capacity_bytes 100: want at least the pool's page size, 4096");
+  o = {};
+  o.shards = 3;
+  expect_names(o, "shards 3: want a power of two in 1 .. 1024");
+  o = {};
+  o.max_value_size = 2 << 20;
+  expect_names(o, "max_value_size 2097152: want 0 (a page) or 1 .. 1048576");
+  o = {};
+  o.max_key_size = 4000;
+  expect_names(o, "max_key_size 4000: want 1 .. half a page, 2048");
+  o = {};
+  o.pool.chain_size = 99;
+  expect_names(o, "pool: zs_create_pool_ex() refused");
+}
+
 // Values above a page are stored as chains of page-sized objects and one for the rest: every
 // size up to 64 KiB round-trips, raw or compressed, and a compressed chain takes the pool
 // pages of its compressed bytes (plus a link a page), not of its raw size.

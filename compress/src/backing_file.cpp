@@ -260,7 +260,7 @@ void BackingFile::queue_current_batch() {
 // Queues the full current batch and starts the next segment; false (and the batch stays)
 // while the queue is full or the write limit is reached.
 bool BackingFile::begin_next_segment() {
-  if (spare_buffers_.empty()) return false;
+  if (spare_buffers_.empty() || flushing_) return false;
   if (!within_write_limit()) return false;
   written_in_period_ += options_.batch_bytes;
   queue_current_batch();
@@ -274,7 +274,7 @@ Staged BackingFile::stage(uint64_t hash, std::string_view key, FileRecordInfo in
   std::unique_lock guard(lock_);
   if (length > options_.batch_bytes) return Staged::too_large;
   if (current_.fill + length > options_.batch_bytes) {
-    const bool busy = spare_buffers_.empty();
+    const bool busy = spare_buffers_.empty() || flushing_;
     if (!begin_next_segment()) {
       (busy ? stats_.dropped_busy : stats_.dropped_limit)++;
       return busy ? Staged::queue_full : Staged::write_limit;
@@ -302,23 +302,48 @@ Staged BackingFile::stage(uint64_t hash, std::string_view key, FileRecordInfo in
 
 void BackingFile::flush() {
   std::unique_lock guard(lock_);
-  if (current_.fill != 0) {
-    writer_done_.wait(guard, [this] { return !spare_buffers_.empty(); });
-    // A partial batch still takes its whole segment, so no write limit holds it back.
-    written_in_period_ += options_.batch_bytes;
-    queue_current_batch();
+  writer_done_.wait(guard, [this] { return queue_.empty() && !flushing_; });
+  if (current_.fill == current_.flushed) return;
+  const size_t from = current_.flushed, to = round_up(current_.fill, kAlign);
+  std::memset(current_.data + current_.fill, 0, to - current_.fill);
+  current_.fill = to;  // later records start past what this write covers
+  std::vector<std::pair<uint64_t, unsigned long>> released;
+  released.swap(current_.released);
+  flushing_ = true;
+  const std::byte* data = current_.data;
+  const uint64_t segment = current_.segment;
+  guard.unlock();
+  const bool ok = write_range(data + from, segment * options_.batch_bytes + from, to - from);
+  guard.lock();
+  flushing_ = false;
+  if (ok) {
+    stats_.bytes_written += to - from;
+    if (current_.segment == segment) current_.flushed = to;
+  } else {
+    stats_.write_errors++;
+    uint64_t dropped = 0;
+    forget_segment(segment, dropped);
+    released.clear();
   }
-  writer_done_.wait(guard, [this] { return queue_.empty(); });
+  writer_done_.notify_all();
+  const bool report = released_ && !stopping_;
+  guard.unlock();
+  if (report)
+    for (auto [hash, token] : released) released_(hash, token);
 }
 
 bool BackingFile::write_batch(const Batch& b) {
-  const size_t length = round_up(b.fill, kAlign);
-  const auto offset = static_cast<off_t>(b.segment * options_.batch_bytes);
-  const ssize_t n = options_.io->pwrite(fd_, b.data, length, offset);
+  const size_t to = round_up(b.fill, kAlign);
+  return write_range(b.data + b.flushed, b.segment * options_.batch_bytes + b.flushed,
+                     to - b.flushed);
+}
+
+bool BackingFile::write_range(const std::byte* data, uint64_t offset, size_t length) {
+  const ssize_t n = options_.io->pwrite(fd_, data, length, static_cast<off_t>(offset));
   if (n != static_cast<ssize_t>(length)) return false;
   if (!direct_io_) {
     if (::fdatasync(fd_) != 0) return false;
-    drop_from_page_cache(static_cast<uint64_t>(offset), length);
+    drop_from_page_cache(offset, length);
   }
   return true;
 }
@@ -344,7 +369,7 @@ void BackingFile::writer_loop() {
       for (auto [hash, token] : front.released) released_(hash, token);
     guard.lock();
     if (ok) {
-      stats_.bytes_written += round_up(front.fill, kAlign);
+      stats_.bytes_written += round_up(front.fill, kAlign) - front.flushed;
     } else {
       stats_.write_errors++;
       uint64_t dropped = 0;

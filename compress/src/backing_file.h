@@ -75,7 +75,8 @@ class BackingFile {
   [[nodiscard]] bool contains(uint64_t hash) const;
   // Forgets every record.
   void clear();
-  // Writes what is staged and waits until it is on file.
+  // Writes what is staged and waits until it is on file. A partial batch is written up to
+  // its fill, rounded to 4 KiB, and stays the current batch: its segment is not given up.
   void flush();
   void count_promoted() { std::lock_guard guard(lock_); stats_.promoted++; }
 
@@ -93,6 +94,7 @@ class BackingFile {
     std::byte* data = nullptr;  // batch_bytes, aligned for O_DIRECT
     uint64_t segment = 0;
     size_t fill = 0;
+    size_t flushed = 0;  // bytes from the segment's start that flush() already wrote
     std::vector<std::pair<uint64_t, unsigned long>> released;
   };
 
@@ -117,6 +119,7 @@ class BackingFile {
 
   void writer_loop();
   bool write_batch(const Batch& b);
+  bool write_range(const std::byte* data, uint64_t offset, size_t length);
   bool read_from_file(uint64_t where, std::vector<std::byte>& record);
   void drop_from_page_cache(uint64_t offset, size_t length);
 
@@ -138,6 +141,7 @@ class BackingFile {
   uint64_t next_segment_ = 0;
   uint64_t period_start_ns_ = 0, written_in_period_ = 0;
   bool stopping_ = false;
+  bool flushing_ = false;  // flush() is writing from current_'s buffer: it must stay current
   BackingFileStats stats_;
   std::atomic<size_t> memory_bytes_{0};
   std::thread writer_;

@@ -168,6 +168,13 @@ long zsm_cache_writeback_idle(zsm_cache* cache) {
   return guarded([&] { return static_cast<long>(impl(cache)->writeback_idle()); });
 }
 
+void zsm_cache_flush_backing_file(zsm_cache* cache) {
+  if (cache != nullptr) guarded([&] {
+    impl(cache)->flush_backing_file();
+    return 0L;
+  });
+}
+
 zs_pool* zsm_cache_pool(zsm_cache* cache) { return cache != nullptr ? impl(cache)->pool() : nullptr; }
 
 }  // extern "C"

@@ -250,38 +250,55 @@ struct Cache::Impl {
   size_t writeback_idle_shard(Shard& sh, bool& queue_full);
 };
 
+namespace {
+
+// What is wrong with the options, naming the option and its range; empty when nothing is.
+// max_value_size 0 has been resolved to the page size.
+std::string options_problem(const CacheOptions& o, size_t page_size) {
+  auto is = [](const char* name, uint64_t value, const std::string& want) {
+    return std::string(name) + " " + std::to_string(value) + ": want " + want;
+  };
+  if (o.shards == 0 || (o.shards & (o.shards - 1)) != 0 || o.shards > 1024)
+    return is("shards", o.shards, "a power of two in 1 .. 1024");
+  if (o.capacity_bytes < page_size)
+    return is("capacity_bytes", o.capacity_bytes,
+              "at least the pool's page size, " + std::to_string(page_size));
+  if (o.max_value_size > kLargestValue)
+    return is("max_value_size", o.max_value_size, "0 (a page) or 1 .. 1048576");
+  if (o.max_key_size == 0 || o.max_key_size > page_size / 2 || o.max_key_size > UINT16_MAX)
+    return is("max_key_size", o.max_key_size, "1 .. half a page, " + std::to_string(page_size / 2));
+  if (!o.backing_file) return {};
+  const BackingFileOptions& f = *o.backing_file;
+  if (f.batch_bytes < o.max_key_size + o.max_value_size + 64)
+    return is("backing_file.batch_bytes", f.batch_bytes,
+              "at least the largest record, max_key_size + max_value_size + 64");
+  if ((1 + uint64_t{f.write_queue_batches}) * f.batch_bytes > o.capacity_bytes / 4)
+    return "backing_file buffers ((1 + write_queue_batches) x batch_bytes = " +
+           std::to_string((1 + uint64_t{f.write_queue_batches}) * f.batch_bytes) +
+           " bytes): want at most a quarter of capacity_bytes";
+  return {};
+}
+
+}  // namespace
+
 Cache::Impl::Impl(CacheOptions o) : options(std::move(o)) {
   codec = Codec::create(options.codec);
   if (options.recompress_codec) recodec = Codec::create(*options.recompress_codec);
-  unsigned n = options.shards;
-  if (n == 0 || (n & (n - 1)) != 0 || n > 1024) fail(CacheError::bad_options);
+  const unsigned n = options.shards;
   zs_pool_config pc = options.pool;
   page_size = pc.page_size != 0 ? pc.page_size : 4096;
-  if (options.capacity_bytes < page_size) fail(CacheError::bad_options);
+  if (options.max_value_size == 0) options.max_value_size = page_size;
+  if (std::string why = options_problem(options, page_size); !why.empty())
+    throw std::system_error(make_error_code(CacheError::bad_options), why);
   pc.max_pages = options.capacity_bytes / page_size;
   pool = zs_create_pool_ex("zsm-cache", &pc);
-  if (pool == nullptr) fail(errno == ENOMEM ? CacheError::no_memory : CacheError::bad_options);
+  if (pool == nullptr && errno == ENOMEM) fail(CacheError::no_memory);
+  if (pool == nullptr)
+    throw std::system_error(make_error_code(CacheError::bad_options),
+                            "pool: zs_create_pool_ex() refused its page_size, chain_size, "
+                            "nr_shards or flags");
   huge_class_size = zs_huge_class_size(pool);
   zspage_bytes = (pc.chain_size != 0 ? pc.chain_size : 8) * page_size;
-  if (options.max_value_size == 0) options.max_value_size = page_size;
-  if (options.max_value_size > kLargestValue || options.max_key_size == 0 ||
-      options.max_key_size > page_size / 2 || options.max_key_size > UINT16_MAX) {
-    zs_destroy_pool(pool);
-    fail(CacheError::bad_options);
-  }
-  if (options.backing_file) {
-    const BackingFileOptions& f = *options.backing_file;
-    const char* bad = nullptr;
-    if (f.batch_bytes < options.max_key_size + options.max_value_size + 64)
-      bad = "backing_file.batch_bytes is below the largest record (max_key_size + max_value_size)";
-    else if ((1 + uint64_t{f.write_queue_batches}) * f.batch_bytes > options.capacity_bytes / 4)
-      bad = "backing_file buffers ((1 + write_queue_batches) x batch_bytes) are above a quarter "
-            "of capacity_bytes";
-    if (bad != nullptr) {
-      zs_destroy_pool(pool);
-      throw std::system_error(make_error_code(CacheError::bad_options), bad);
-    }
-  }
   shards = std::vector<Shard>(n);
   shard_shift = 64;
   while ((1u << (64 - shard_shift)) < n) shard_shift--;

@@ -124,6 +124,8 @@ void zsm_cache_stats(struct zsm_cache *cache, struct zsm_cache_stats *out);
  */
 void zsm_cache_mark_idle(struct zsm_cache *cache);
 long zsm_cache_writeback_idle(struct zsm_cache *cache);
+/* Wait until everything staged for the backing file is on it (no-op without one, or NULL). */
+void zsm_cache_flush_backing_file(struct zsm_cache *cache);
 
 /*
  * The pool behind the cache, for zs_print_classes() and friends (NULL for a NULL cache); owned
