@@ -18,7 +18,7 @@ static struct task_struct kshim_init_task = { .comm = "kshim" };
 __thread int kshim_preempt_count = PREEMPT_NEED_RESCHED; /* x86: set means "no resched pending" */
 __thread unsigned long kshim_this_cpu_off;
 __thread struct task_struct *kshim_current_task = &kshim_init_task;
-static unsigned long kshim_resched_calls;
+unsigned long kshim_resched_calls; /* referenced from the thunk below */
 
 /* The reschedule thunk preempt_enable() calls when the count reaches zero with a reschedule
  * pending (never here: nothing sets one); the return and indirect-branch thunks the kernel's
