@@ -34,8 +34,7 @@ void finish(benchmark::State& state, size_t size) {
 }
 
 template <typename A>
-void BM_MallocWriteFree(benchmark::State& state) {
-  const size_t size = static_cast<size_t>(state.range(0));
+void BM_MallocWriteFree(benchmark::State& state, size_t size) {
   on_live_set<A>(state, size, [&](LiveSet<A>& live) {
     const unsigned char* src = source_bytes();
     for (auto _ : state) {
@@ -51,8 +50,7 @@ void BM_MallocWriteFree(benchmark::State& state) {
 }
 
 template <typename A>
-void BM_StoreFree(benchmark::State& state) {
-  const size_t size = static_cast<size_t>(state.range(0));
+void BM_StoreFree(benchmark::State& state, size_t size) {
   on_live_set<A>(state, size, [&](LiveSet<A>& live) {
     const unsigned char* src = source_bytes();
     for (auto _ : state) {
@@ -71,11 +69,11 @@ void register_variant() {
     benchmark::RegisterBenchmark(
         (std::string("zs_malloc+zs_obj_write+zs_free/") + A::name + "/" + std::to_string(size))
             .c_str(),
-        BM_MallocWriteFree<A>)->Arg(static_cast<int64_t>(size));
+        BM_MallocWriteFree<A>, size);
     if (A::kHasStore)
       benchmark::RegisterBenchmark(
           (std::string("zs_store+zs_free/") + A::name + "/" + std::to_string(size)).c_str(),
-          BM_StoreFree<A>)->Arg(static_cast<int64_t>(size));
+          BM_StoreFree<A>, size);
   }
 }
 
