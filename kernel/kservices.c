@@ -282,6 +282,21 @@ void SetPageMovableOps(struct page *page)
 	page->mapping = (struct address_space *)((unsigned long)page->mapping | PAGE_MAPPING_MOVABLE);
 }
 
+void copy_page(void *to, void *from)
+{
+	memcpy(to, from, PAGE_SIZE);
+}
+
+static const struct movable_operations *movable_ops_of_zsmalloc;
+
+int set_movable_ops(const struct movable_operations *ops, unsigned int page_type)
+{
+	if (page_type != PGTY_zsmalloc)
+		return -EINVAL;
+	movable_ops_of_zsmalloc = ops;
+	return 0;
+}
+
 void inc_zone_page_state(struct page *page, enum zone_stat_item item)
 {
 	(void)page;

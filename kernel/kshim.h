@@ -120,7 +120,8 @@ typedef struct { unsigned long pgprot; } pgprot_t;
 #define offsetof(t, m) __builtin_offsetof(t, m)
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define BITS_PER_LONG 64
-#define _AC(x, y) (x##y)
+#define kshim_ac(x, y) (x##y)
+#define _AC(x, y) kshim_ac(x, y)
 #define UINT_MAX (~0U)
 #define INT_MAX ((int)(~0U >> 1))
 #define ULONG_MAX (~0UL)
@@ -136,6 +137,7 @@ typedef struct { unsigned long pgprot; } pgprot_t;
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
 #define DIV_ROUND_UP(n, d) (((n) + (d) - 1) / (d))
+#define is_power_of_2(n) ((n) != 0 && (((n) & ((n) - 1)) == 0))
 #define round_up(x, y) ((((x) - 1) | ((__typeof__(x))((y) - 1))) + 1)
 #define ALIGN(x, a) (((x) + ((__typeof__(x))(a) - 1)) & ~((__typeof__(x))(a) - 1))
 #define PTR_ALIGN_DOWN(p, a) ((__typeof__(p))((unsigned long)(p) & ~((unsigned long)(a) - 1)))
@@ -435,6 +437,7 @@ int _raw_write_trylock(rwlock_t *lock);
 #define spin_lock_nested(l, sub) _raw_spin_lock(((void)(sub), (l)))
 #define spin_is_locked(l) (atomic_read(&(l)->val) != 0)
 #define spin_is_contended(l) ((atomic_read(&(l)->val) & ~0xffffU) != 0) /* tail: waiters queued */
+#define rwlock_is_contended(l) spin_is_locked(&(l)->wait_lock) /* someone waits for the rwlock */
 #define assert_spin_locked(l) BUG_ON(!spin_is_locked(l))
 #define rwlock_init(l) do { atomic_set(&(l)->cnts, 0); spin_lock_init(&(l)->wait_lock); } while (0)
 #define read_lock(l) _raw_read_lock(l)
@@ -750,6 +753,22 @@ static __always_inline void kshim_kunmap_atomic(const void *addr)
 static __always_inline void *kmap_local_page(struct page *page) { return page_address(page); }
 #define kmap_local_folio(folio, off) ((char *)page_address(&(folio)->page) + (off))
 #define kunmap_local(addr) do { (void)(addr); } while (0)
+static __always_inline void memcpy_from_page(char *to, struct page *page, size_t offset, size_t len)
+{
+	char *from = kmap_local_page(page);
+	VM_BUG_ON(offset + len > PAGE_SIZE);
+	memcpy(to, from + offset, len);
+	kunmap_local(from);
+}
+static __always_inline void memcpy_to_page(struct page *page, size_t offset, const char *from, size_t len)
+{
+	char *to = kmap_local_page(page);
+	VM_BUG_ON(offset + len > PAGE_SIZE);
+	memcpy(to + offset, from, len);
+	kunmap_local(to);
+}
+void copy_page(void *to, void *from);
+#define kmsan_copy_page_meta(dst, src) do { (void)(dst); (void)(src); } while (0)
 #define kmap(page) page_address(page)
 #define kunmap(page) do { (void)(page); } while (0)
 
@@ -781,6 +800,9 @@ void *kmalloc(size_t size, gfp_t gfp);
 void kfree(const void *p);
 char *kstrdup(const char *s, gfp_t gfp);
 static __always_inline void *kzalloc(size_t size, gfp_t gfp) { return kmalloc(size, gfp | __GFP_ZERO); }
+/* kzalloc_obj(VAR_OR_TYPE[, gfp]): a zeroed object of that size, GFP_KERNEL by default. */
+#define kshim_default_gfp(...) kshim_take_second(ignored, ##__VA_ARGS__, GFP_KERNEL)
+#define kzalloc_obj(var_or_type, ...) kzalloc(sizeof(var_or_type), kshim_default_gfp(__VA_ARGS__))
 static __always_inline void *kcalloc(size_t n, size_t size, gfp_t gfp)
 {
 	return (size && n > ~0UL / size) ? NULL : kzalloc(n * size, gfp);
@@ -840,7 +862,28 @@ struct dentry *debugfs_create_file(const char *name, umode_t mode, struct dentry
 void debugfs_remove_recursive(struct dentry *dentry);
 #define debugfs_remove(d) debugfs_remove_recursive(d)
 
-/* Scatterlists are named by newer zsmalloc headers only. */
+/* Scatterlists: the page pointer with the end mark in its low bits. */
 struct scatterlist { unsigned long page_link; unsigned int offset; unsigned int length; };
+#define SG_CHAIN 0x01UL
+#define SG_END 0x02UL
+static inline void sg_init_table(struct scatterlist *sg, unsigned int n)
+{
+	memset(sg, 0, sizeof(*sg) * n);
+	sg[n - 1].page_link |= SG_END;
+}
+static inline void sg_set_page(struct scatterlist *sg, struct page *page, unsigned int len,
+			       unsigned int offset)
+{
+	sg->page_link = (sg->page_link & (SG_CHAIN | SG_END)) | (unsigned long)page;
+	sg->offset = offset;
+	sg->length = len;
+}
+static inline struct scatterlist *sg_next(struct scatterlist *sg)
+{
+	return (sg->page_link & SG_END) ? NULL : sg + 1;
+}
+
+/* The movable operations of a page type (newer kernels register them once). */
+int set_movable_ops(const struct movable_operations *ops, unsigned int page_type);
 
 #endif /* KSHIM_H */

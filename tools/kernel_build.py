@@ -414,7 +414,7 @@ def build(out, tree=None, config_file=None, compiler="gcc", variants=(("kernel",
     if not run([cc, *common, "-c", os.path.join(KERNEL_DIR, "kservices.c"), "-o", services], log):
         raise BuildError(f"kernel/kservices.c does not compile with {cc}: {log_tail(log)[-600:]}")
     host = os.path.join(out, "khost.o")
-    if not run([cc, "-O2", "-g", "-fno-pie", "-c", os.path.join(KERNEL_DIR, "khost.c"),
+    if not run([cc, "-O2", "-gdwarf-4", "-fno-pie", "-c", os.path.join(KERNEL_DIR, "khost.c"),
                 "-o", host], log):
         raise BuildError(f"kernel/khost.c does not compile: {log_tail(log)[-600:]}")
     symbols = {}
