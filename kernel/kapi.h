@@ -104,6 +104,7 @@ struct PoolStats {
   void kzs_##v##_free(void* pool, unsigned long h) __asm__(KZS_SYM_##v##_zs_free);           \
   unsigned long kzs_##v##_total_pages(void* pool) __asm__(KZS_SYM_##v##_zs_get_total_pages); \
   unsigned long kzs_##v##_compact(void* pool) __asm__(KZS_SYM_##v##_zs_compact);             \
+  size_t kzs_##v##_huge_class_size(void* pool) __asm__(KZS_SYM_##v##_zs_huge_class_size);    \
   void kzs_##v##_pool_stats(void* pool, kzs::PoolStats* s) __asm__(KZS_SYM_##v##_zs_pool_stats); \
   KZS_DECLARE_WRITE_API(v)                                                                    \
   KZS_DECLARE_STORE(v)                                                                        \
@@ -122,6 +123,7 @@ struct PoolStats {
     static void free(Pool* p, unsigned long h) { kzs_##v##_free(p, h); }                      \
     static unsigned long total_pages(Pool* p) { return kzs_##v##_total_pages(p); }           \
     static unsigned long compact(Pool* p) { return kzs_##v##_compact(p); }                   \
+    static size_t huge_class_size(Pool* p) { return kzs_##v##_huge_class_size(p); }         \
     static long pages_compacted(Pool* p) {                                                    \
       PoolStats s{};                                                                          \
       kzs_##v##_pool_stats(p, &s);                                                            \

@@ -22,8 +22,9 @@ shims do not model, set in the config, stops the build with one line naming it; 
 interface the shims lack (the compiler's first error, mapped to the interface).
 
 Usage (the CMake build of the differential test uses this; tools/kernel_ab.py imports it):
-  kernel_build.py --out DIR [--tree TREE] [--config FILE] [--compiler gcc|clang|clang22]
-                  [--variant NAME[=none|mail|PATCH]]...  [--namespace-prefix zsm::bench_]
+  kernel_build.py --out DIR [--tree TREE] [--config FILE] [--set CONFIG_X=VALUE]...
+                  [--compiler gcc|clang|clang22] [--variant NAME[=none|mail|PATCH]]...
+                  [--namespace-prefix zsm::bench_]
 """
 import argparse
 import hashlib
@@ -388,7 +389,7 @@ def write_forwards(include_dir, tree):
 
 
 def build(out, tree=None, config_file=None, compiler="gcc", variants=(("kernel", "none"),),
-          namespace_prefix="zsm::bench_"):
+          namespace_prefix="zsm::bench_", overrides=()):
     """Builds the shared services and every variant's object under out; returns what was built
     (also written to out/build.json)."""
     os.makedirs(out, exist_ok=True)
@@ -400,6 +401,9 @@ def build(out, tree=None, config_file=None, compiler="gcc", variants=(("kernel",
     source = open(os.path.join(tree, "mm", "zsmalloc.c")).read()
     form = detect_form(source)
     cfg, cfg_name = choose_config(tree, config_file)
+    for key, value in overrides:
+        cfg[key] = value
+        cfg_name += f", {key}={value}"
     extra = [open(os.path.join(tree, "mm", "zpdesc.h")).read()] if form["zpdesc"] else []
     kconfig, decided = kconfig_header(cfg, [source, *extra])
     include = os.path.join(out, "include")
@@ -481,10 +485,18 @@ def main():
     ap.add_argument("--variant", action="append", type=parse_variant,
                     help="NAME[=none|mail|PATCH] (default: kernel=none)")
     ap.add_argument("--namespace-prefix", default="zsm::bench_")
+    ap.add_argument("--set", action="append", default=[], metavar="CONFIG_X=VALUE",
+                    help="override one option of the config (e.g. CONFIG_ZSMALLOC_STAT=y)")
     args = ap.parse_args()
+    overrides = []
+    for item in args.set:
+        key, eq, value = item.partition("=")
+        if not eq or not re.fullmatch(r"CONFIG_\w+", key):
+            ap.error(f"--set {item}: expected CONFIG_X=VALUE")
+        overrides.append((key, value))
     try:
         result = build(args.out, args.tree, args.config, args.compiler,
-                       args.variant or [("kernel", "none")], args.namespace_prefix)
+                       args.variant or [("kernel", "none")], args.namespace_prefix, overrides)
     except BuildError as e:
         sys.exit(f"kernel_build: {e}")
     print(f"kernel_build: {result['tree']} ({result['form']['name']}), {result['config']}, "
