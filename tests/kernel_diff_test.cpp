@@ -1,5 +1,5 @@
 // The differential test of zsm against the kernel's own code: Debian's linux-source-6.1
-// mm/zsmalloc.c, compiled unchanged in userspace (kernel/CMakeLists.txt, with
+// mm/zsmalloc.c, compiled unchanged in userspace (kernel/kernel.cmake, with
 // CONFIG_ZSMALLOC_STAT so that the kernel's debugfs "classes" table can be read), and zsm's
 // kernel path (ZS_POOL_NO_THREAD_CACHE, one shard, chain 4 as 6.1's ZS_MAX_PAGES_PER_ZSPAGE)
 // run the same operation streams: fills at every size, random frees, zs_compact(), random

@@ -46,7 +46,11 @@ OVERHEAD = {v: ["store"] for v in ("hardened", "prof_inline_off", "prof_outline_
 # The default pool on the baseline build: the A/B of the inline policies with the caches on
 # (tools/ab.py); measured on request.
 CACHED_AB = {"cached_baseline": ["store", "write"]}
-ALL = {**FAMILIES, **OVERHEAD, **CACHED_AB}
+# The kernel's own 6.1 zsmalloc (bench/CMakeLists.txt, where linux-source-6.1 is installed):
+# zs_malloc + zs_map_object/memcpy/zs_unmap_object + zs_free, the write family; measured on
+# request (the main job does).
+KERNEL = {"kernel": ["write"]}
+ALL = {**FAMILIES, **OVERHEAD, **CACHED_AB, **KERNEL}
 LINE = re.compile(r"^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S.*)$")
 LIVE_SET_H = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           "bench", "live_set.h")

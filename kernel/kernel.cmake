@@ -1,4 +1,5 @@
-# The kernel's own mm/zsmalloc.c from Debian's linux-source-6.1, compiled unchanged by
+# kernel.cmake (included by tests/ and bench/): the kernel's own mm/zsmalloc.c from Debian's
+# linux-source-6.1, compiled unchanged by
 # tools/kernel_build.py (C, gcc-12, the kernel's flags; kernel/kshim.h) into a static library
 # whose zsmalloc symbols live in the C++ namespace zsm::bench_kernel (objcopy --redefine-syms),
 # so that it links beside zsm's own zs_* C API. The package's tarball is the input: without it
@@ -7,6 +8,7 @@
 # zsm_add_kernel_ref(<target> [--set CONFIG_X=VALUE]...): an INTERFACE target that links the
 # library (-no-pie: the kernel objects are not position-independent, as in a kernel) and adds
 # kernel/ and the generated kapi_symbols.h to the include path.
+include_guard(GLOBAL)
 set(ZSM_KERNEL_TARBALL /usr/src/linux-source-6.1.tar.xz)
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
 
