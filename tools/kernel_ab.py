@@ -159,7 +159,7 @@ def header(built, args):
             f"{ab.JOBS} CPUs: patched ({change}) vs baseline (the file unchanged)",
             f"tree: {built['tree']} (version {built['version'] or 'unknown'}), form "
             f"{form['name']}, pairs: {', '.join(ab_analysis.FAMILIES[f] for f in form['families'])}",
-            f"config: {built['config']}; options zsmalloc.c tests: "
+            f"config: {built['config']}; options zsmalloc.c and the shims test: "
             f"{', '.join(built['config_options']) or 'none'}",
             "compiled as C in userspace against kernel/kshim.h with the kernel's flags "
             "(tools/kernel_build.py; -mcmodel=small for -mcmodel=kernel); instruction counts "
