@@ -56,11 +56,12 @@ FORWARDS = [f"linux/{h}.h" for h in (
     "mm_types", "rmap", "swap", "gfp", "percpu", "lockdep", "export", "build_bug", "minmax",
     "math", "err", "printk", "bug", "kmsan", "mmzone", "vmstat")] + ["asm/tlbflush.h"]
 
-# Debian 12's linux 6.1 amd64 config, for the options below: the Debian package ships the
-# source without a .config, so these are the values of Debian's kernel (zsmalloc as a module,
-# no zsmalloc stats, no DEBUG_VM, compaction and migration on, function tracer with dynamic
-# ftrace, strong stack protector, retpolines and return thunks) and, for stack auto-init,
-# Kconfig's default for a compiler that supports zero init (security/Kconfig.hardening).
+# Debian 12's linux 6.1 amd64 config, for the options below. The package ships the source
+# without a .config and this machine has none of Debian's to read, so these are Debian's
+# kernel as its packaging is known (zsmalloc as a module, no zsmalloc stats, no DEBUG_VM,
+# compaction and migration on, function tracer with dynamic ftrace, strong stack protector,
+# retpolines and return thunks), not read from a file; for stack auto-init, Kconfig's default
+# for a compiler that supports zero init (security/Kconfig.hardening). --config overrides all.
 DEBIAN_DEFAULTS = {
     "CONFIG_ZSMALLOC": "m", "CONFIG_ZSMALLOC_STAT": "n", "CONFIG_DEBUG_VM": "n",
     "CONFIG_COMPACTION": "y", "CONFIG_MIGRATION": "y", "CONFIG_ZSMALLOC_CHAIN_SIZE": "8",
