@@ -28,6 +28,9 @@
 
 #include "live_set.h"
 #include "variants.h"
+#if ZSM_BENCH_WITH_KERNEL
+#include "kapi.h"  // the kernel's own zsmalloc (kernel/), as the `kernel` variant
+#endif
 
 namespace zsm_bench {
 namespace {
@@ -271,6 +274,12 @@ int main(int argc, char** argv) {
 #endif
 #if ZSM_BENCH_WITH_BASELINE
   register_zsm<baseline>();
+#endif
+#if ZSM_BENCH_WITH_KERNEL
+  // 6.1 has no zs_store(): its pair is zs_malloc + zs_map_object/memcpy/zs_unmap_object +
+  // zs_free, what zram does for a page.
+  if (!kzs::init_all()) return 1;
+  register_sized<kzs::kernel>("zs_malloc+zs_obj_write+zs_free", BM_MallocWriteFree<kzs::kernel>);
 #endif
   register_malloc<mimalloc>();
   register_malloc<glibc>();

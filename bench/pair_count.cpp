@@ -3,7 +3,8 @@
 //   valgrind --tool=callgrind --instr-atstart=no zsm_pair_count <allocator> <family> <size> <pairs>
 // (tools/count_pairs.py does, for every size and allocator, and divides by <pairs>).
 //   allocator: cached | cached_baseline | patched | baseline | mimalloc | glibc | jemalloc | tcmalloc | hardened
-//              | prof_{inline,outline}_{off,on}
+//              | prof_{inline,outline}_{off,on} | kernel (the kernel's own 6.1 zsmalloc, write only,
+//              where linux-source-6.1 is installed)
 //   family:    store   (zs_store + zs_free; malloc + memcpy + free for the baselines)
 //              write   (zs_malloc + zs_obj_write + zs_free; zsm only)
 // Outside valgrind it just runs the loop (a smoke test).
@@ -16,6 +17,9 @@
 
 #include "live_set.h"
 #include "variants.h"
+#if ZSM_BENCH_WITH_KERNEL
+#include "kapi.h"  // the kernel's own zsmalloc (kernel/), as the `kernel` variant
+#endif
 
 namespace zsm_bench {
 namespace {
@@ -104,6 +108,12 @@ int main(int argc, char** argv) {
   if (allocator == "prof_inline_on") rc = run<prof_inline_on>(family, size, pairs);
   if (allocator == "prof_outline_off") rc = run<prof_outline_off>(family, size, pairs);
   if (allocator == "prof_outline_on") rc = run<prof_outline_on>(family, size, pairs);
+#endif
+#if ZSM_BENCH_WITH_KERNEL
+  if (allocator == "kernel") {
+    if (!kzs::init_all()) return 1;
+    rc = family == "write" ? run<kzs::kernel>(family, size, pairs) : 2;
+  }
 #endif
   if (allocator == "mimalloc") rc = run<mimalloc>(family, size, pairs);
   if (allocator == "glibc") rc = run<glibc>(family, size, pairs);

@@ -233,9 +233,10 @@ def cached_summary(counts, sizes):
     return out
 
 
-def summarize(raw, sizes, functions, helpers):
-    """The summary of one configuration (compiler x PGO) from its raw figures."""
-    return {"families": {f: family_summary(raw, f, sizes) for f in FAMILIES},
+def summarize(raw, sizes, functions, helpers, families=tuple(FAMILIES)):
+    """The summary of one configuration (compiler x PGO) from its raw figures; `families`
+    names the pairs measured (a kernel tree without zs_store() has the write pair only)."""
+    return {"families": {f: family_summary(raw, f, sizes) for f in families},
             "cached": cached_summary(raw["instructions"], sizes),
             "code_size": code_sizes(raw["symbols"], functions),
             "out_of_line": out_of_line(raw["symbols"], helpers)}

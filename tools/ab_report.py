@@ -106,12 +106,13 @@ def same_code(symbols):
 def mail_lines(config):
     """The mail's paragraph for one configuration."""
     s = config["summary"]
-    sizes = [r["size"] for r in s["families"]["store"]["sizes"]]
+    sizes = [r["size"] for r in next(iter(s["families"].values()))["sizes"]]
+    titles = config.get("pair_titles", PAIR_TITLES)
     span = f"{len(sizes)} sizes {sizes[0]}..{sizes[-1]} B" if len(sizes) > 1 \
         else f"size {sizes[0]} B"
     lines = [f"{config['label']}: patched vs baseline, {span}"]
     for n, (family, fam) in enumerate(s["families"].items(), 1):
-        lines.append(f"{n}. {PAIR_TITLES[family]}:")
+        lines.append(f"{n}. {titles[family]}:")
         copy = ", which includes the copy: the compiler inlined memcpy" \
             if fam["copy_inlined"] else ""
         lines.append(f"   - {fmt_signed(fam['instr_delta'])} retired instructions per pair "
@@ -132,7 +133,8 @@ def mail_lines(config):
                      "under this compiler the policy changes nothing")
     lines.append("   code size (function body; baseline -> patched):")
     lines += [f"   - {size_line(fn, cs)}" for fn, cs in s["code_size"].items()]
-    lines.append("   " + obj_write_line(config))
+    if "zs_store" in s["code_size"]:
+        lines.append("   " + obj_write_line(config))
     lines.append("   out of line:")
     for v in VARIANTS:
         lines.append(f"   - {v}: named helpers with their own copy: "
@@ -196,6 +198,10 @@ def mail_comparison(configs):
         if c is None:
             out.append(f"| | ours: not run ({'--pgo' if row['ours'][1] else '--compilers'}) "
                        "| | | | | | |")
+            continue
+        if row["pair"] not in c["summary"]["families"]:
+            out.append(f"| | ours: {c['label']}: this source has no {FAMILIES[row['pair']]} "
+                       "pair | | | | | | |")
             continue
         fam = c["summary"]["families"][row["pair"]]
         sizes = c["summary"]["code_size"]

@@ -47,7 +47,11 @@ OVERHEAD = {v: ["store"] for v in ("hardened", "prof_inline_off", "prof_outline_
 # The default pool on the baseline build: the A/B of the inline policies with the caches on
 # (tools/ab.py); measured on request.
 CACHED_AB = {"cached_baseline": ["store", "write"]}
-ALL = {**FAMILIES, **OVERHEAD, **CACHED_AB}
+# The kernel's own 6.1 zsmalloc (bench/CMakeLists.txt, where linux-source-6.1 is installed):
+# zs_malloc + zs_map_object/memcpy/zs_unmap_object + zs_free, the write family; measured on
+# request (the main job does).
+KERNEL = {"kernel": ["write"]}
+ALL = {**FAMILIES, **OVERHEAD, **CACHED_AB, **KERNEL}
 # The copy, left out of the allocator's count: the C library's memcpy/memmove and zsm's
 # copy_payload() with its helpers (zsm/src/copy.cpp), which zsm calls where it called memcpy.
 COPY = re.compile(r"mem(cpy|move)|::copy_payload")

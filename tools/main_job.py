@@ -12,10 +12,13 @@ which its memcpy uses rep movsb, the load average), whether the timings were qui
 to trust (the spread of each benchmark's repetitions, see NOISY, and the CPU share the runs
 had), and per size: ns per pair for zsm as users get it (cached: the default pool,
 per-thread caches on), zsm on the kernel path (no cache, one shard) under both inline
-policies (patched, baseline), and mimalloc, glibc, jemalloc and tcmalloc (medians of the
-real time over the repetitions), with cached zsm over each of mimalloc, jemalloc and
-tcmalloc; instructions per pair for all seven; the copy alone per size and place; and the
-memory and thread-scaling figures. Every raw result is kept under --out.
+policies (patched, baseline), the kernel's own 6.1 mm/zsmalloc.c (kernel: gcc-12, the
+kernel's flags, Debian's config; its pair is zs_malloc + zs_map_object/memcpy/zs_unmap_object
++ zs_free, in the same binaries, where linux-source-6.1 is installed), and mimalloc, glibc,
+jemalloc and tcmalloc (medians of the real time over the repetitions), with cached zsm over
+each of mimalloc, jemalloc and tcmalloc; instructions per pair for all of them; the copy
+alone per size and place; and the memory and thread-scaling figures. Every raw result is kept
+under --out.
 
 Usage: main_job.py --build DIR [--full] [--out DIR]
   default: a short run, 3 repetitions. With tools/run-main.sh's build, measured on an AMD
@@ -44,6 +47,17 @@ SIZES = count_pairs.SIZES
 MALLOCS = count_pairs.MALLOCS
 # zsm as users get it, and on the kernel path under both inline policies (bench/variants.h).
 ZSM = ("cached", "patched", "baseline")
+# The kernel's own 6.1 zsmalloc (gcc-12, kernel flags, Debian's config), built into the same
+# binaries where linux-source-6.1 is installed: its pair is zs_malloc + zs_map_object, memcpy,
+# zs_unmap_object + zs_free (6.1 has no zs_store()).
+KERNEL = "kernel"
+KERNEL_PAIR = "zs_malloc+zs_obj_write+zs_free"
+
+
+def has_kernel(count_binary):
+    """Whether the build has the kernel variant (bench/CMakeLists.txt)."""
+    return subprocess.run([count_binary, KERNEL, "write", "784", "10"],
+                          capture_output=True).returncode == 0
 
 
 # A benchmark is noisy when its repetitions spread, (max - min) / median, by more than this.
@@ -189,7 +203,7 @@ def run_memory_bench(binary, out, full):
     return json.loads(text)
 
 
-def print_summary(bench, copy, counts, memory):
+def print_summary(bench, copy, counts, memory, kernel=False):
     def ns(name):
         return bench[name]["ns"] if name in bench else float("nan")
 
@@ -200,18 +214,24 @@ def print_summary(bench, copy, counts, memory):
         r = count_pairs.find(counts, alloc, family, size)
         return r[key] if r else float("nan")
 
-    zsm = ZSM
+    zsm = (*ZSM, KERNEL) if kernel else ZSM
     ratios = (("mi", "mimalloc"), ("je", "jemalloc"), ("tc", "tcmalloc"))
 
     def pair_name(alloc, suffix):
-        family = "zs_store+zs_free" if alloc in zsm else "malloc+memcpy+free"
+        family = (KERNEL_PAIR if alloc == KERNEL else
+                  "zs_store+zs_free" if alloc in zsm else "malloc+memcpy+free")
         return f"{family}/{alloc}/{suffix}"
+
+    def family_of(alloc):
+        return "write" if alloc == KERNEL else "store"
 
     print()
     print("Paired store/free, steady state (live set of 1024 objects per size); "
           "ns per pair = median over repetitions; cached = default pool (per-thread caches), "
           "patched/baseline = kernel path (no cache, one shard); zsm/xx = cached over xx; "
-          f"~ = repetitions spread by more than {100 * NOISY:.0f} %")
+          f"~ = repetitions spread by more than {100 * NOISY:.0f} %"
+          + ("; kernel = the kernel's own 6.1 mm/zsmalloc.c (gcc-12, kernel flags), "
+             "zs_malloc + zs_map_object/memcpy/zs_unmap_object + zs_free" if kernel else ""))
     hdr = (f"{'size':>5} | " + " ".join(f"{a:>9}" for a in zsm) + " | "
            + " ".join(f"{a:>9}" for a in MALLOCS) + " | "
            + " ".join(f"{'zsm/' + short:>6}" for short, _ in ratios))
@@ -231,8 +251,8 @@ def print_summary(bench, copy, counts, memory):
     print(hdr)
     print("-" * len(hdr))
     for s in SIZES:
-        cells = [f"{instr(a, 'store', s, 'allocator_only'):6.1f} "
-                 f"[{instr(a, 'store', s, 'total'):4.0f}]" for a in (*zsm, *MALLOCS)]
+        cells = [f"{instr(a, family_of(a), s, 'allocator_only'):6.1f} "
+                 f"[{instr(a, family_of(a), s, 'total'):4.0f}]" for a in (*zsm, *MALLOCS)]
         print(f"{s:>5} | " + " ".join(f"{c:>13}" for c in cells))
 
     print()
@@ -248,7 +268,7 @@ def print_summary(bench, copy, counts, memory):
     print("Threads on one pool (pairs per second, each thread its own live set; 2T/1T = scaling;"
           " CPUs = cpu_time / real_time of the 2-thread run, the CPUs the process actually had;"
           " per CPU = scaling / CPUs had; zsm: lock waits and shard moves per pair)")
-    for alloc in (*zsm, *MALLOCS):
+    for alloc in (*ZSM, *MALLOCS):
         cells = []
         for s in (784, 2352):
             one = bench.get(pair_name(alloc, f"shared/{s}/real_time/threads:1"))
@@ -295,8 +315,10 @@ def main():
     load_after = os.getloadavg()[0]
     step("3/4 callgrind: instructions per pair", start)
     pairs = 100000 if args.full else 20000
-    counts = count_pairs.count(os.path.join(args.build, "bench", "zsm_pair_count"),
-                               list(count_pairs.FAMILIES), SIZES, pairs,
+    count_binary = os.path.join(args.build, "bench", "zsm_pair_count")
+    kernel = has_kernel(count_binary)
+    allocators = list(count_pairs.FAMILIES) + ([KERNEL] if kernel else [])
+    counts = count_pairs.count(count_binary, allocators, SIZES, pairs,
                                use_perf=count_pairs.perf_works(), progress=True)
     count_pairs.save(os.path.join(out, "instructions.json"), pairs, counts)
     step("4/4 memory efficiency on real compressed pages", start)
@@ -308,7 +330,7 @@ def main():
     print()
     print_machine(host, load_after)
     print_noise([bench, copy])
-    print_summary(bench, copy, counts, memory)
+    print_summary(bench, copy, counts, memory, kernel)
 
 
 if __name__ == "__main__":

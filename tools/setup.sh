@@ -18,6 +18,7 @@ packages=(
   valgrind clang-19 libclang-rt-19-dev
   llvm-19 python3-scipy gnuplot-nox binutils
   clang-22 llvm-22 libclang-rt-22-dev  # the A/B's third compiler, the mail's (bookworm-security)
+  linux-source-6.1  # the kernel's own mm/zsmalloc.c (tools/run-kernel-ab.sh, kernel_diff_test)
 )
 
 install_missing() {
@@ -65,7 +66,9 @@ check_prerequisites() {
   done
   need clang-19 clang++-19
   need llvm-19 llvm-profdata-19
+  need gcc-12 gcc-12
   need clang-22 clang++-22
+  need linux-source-6.1 /usr/src/linux-source-6.1.tar.xz
   need llvm-22 llvm-profdata-22
   need libgtest-dev /usr/lib/x86_64-linux-gnu/cmake/GTest/GTestConfig.cmake
   need libgmock-dev /usr/include/gmock/gmock.h

@@ -1,0 +1,119 @@
+// kernel_pair_count: zsm_pair_count (bench/pair_count.cpp) on the kernel's own zsmalloc
+// (kernel/kapi.h): a fixed number of steady-state pairs of one family, size and variant, with
+// callgrind collecting only around the measured loop, so tools/count_pairs.py counts it as it
+// counts zsm. Run it under
+//   valgrind --tool=callgrind --instr-atstart=no kernel_pair_count <variant> <family> <size> <pairs>
+//   variant: the variants built in (patched, baseline, kernel)
+//   family:  write (zs_malloc + the write + zs_free: zs_obj_write, or in 6.1 zs_map_object(WO),
+//                   memcpy, zs_unmap_object), store (zs_store + zs_free, where the tree has it)
+// After the loop every live object is read back and compared with what was written, the
+// pool is destroyed and every page and slab object must be back (exit status 1 otherwise).
+#include <valgrind/callgrind.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "../bench/live_set.h"
+#include "kapi.h"
+
+namespace {
+
+using zsm_bench::LiveSet;
+using zsm_bench::source_bytes;
+
+// noinline: one copy of each loop per variant, with the name count_pairs.py subtracts.
+template <typename A>
+__attribute__((noinline)) void store_pairs(LiveSet<A>& live, size_t size, long pairs) {
+  const unsigned char* src = source_bytes();
+  for (long i = 0; i < pairs; i++) {
+    size_t k = live.victim();
+    A::free(live.pool, live.handles[k]);
+    live.handles[k] = A::store(live.pool, src, size);
+  }
+}
+
+template <typename A>
+__attribute__((noinline)) void write_pairs(LiveSet<A>& live, size_t size, long pairs) {
+  const unsigned char* src = source_bytes();
+  for (long i = 0; i < pairs; i++) {
+    size_t k = live.victim();
+    A::free(live.pool, live.handles[k]);
+    unsigned long h = A::malloc(live.pool, size);
+    A::write(live.pool, h, src, size);
+    live.handles[k] = h;
+  }
+}
+
+// Every live object holds what was written to it.
+template <typename A>
+bool read_back(LiveSet<A>& live, size_t size) {
+  std::vector<unsigned char> copy(size);
+  for (unsigned long h : live.handles) {
+    if (h == 0) return false;
+    void* mem = A::read_begin(live.pool, h, size, copy.data());
+    bool same = std::memcmp(mem, source_bytes(), size) == 0;
+    A::read_end(live.pool, h, size, mem);
+    if (!same) return false;
+  }
+  return true;
+}
+
+template <typename A>
+int run(const std::string& family, size_t size, long pairs) {
+  if (family == "store" && !A::kHasStore) return 2;
+  if (family != "store" && family != "write") return 2;
+  auto* pool = A::create();
+  if (pool == nullptr) return 1;
+  int rc = 0;
+  {
+    LiveSet<A> live(pool, size);
+    store_pairs(live, size, static_cast<long>(zsm_bench::kLiveObjects));  // warm-up
+    CALLGRIND_ZERO_STATS;
+    CALLGRIND_START_INSTRUMENTATION;
+    if (family == "store")
+      store_pairs(live, size, pairs);
+    else
+      write_pairs(live, size, pairs);
+    CALLGRIND_STOP_INSTRUMENTATION;
+    if (!read_back(live, size)) {
+      std::fprintf(stderr, "an object did not read back as written\n");
+      rc = 1;
+    }
+  }
+  A::destroy(pool);
+  if (!kzs::all_memory_back()) {
+    std::fprintf(stderr, "memory not back: %lu pages in use, %lu bad pages, %ld zspages, "
+                 "%ld slab objects\n", kshim_pages_in_use(), kshim_bad_pages(),
+                 kshim_nr_zspages(), kshim_slab_objects());
+    rc = 1;
+  }
+  return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 5) {
+    std::fprintf(stderr, "usage: %s VARIANT write|store SIZE PAIRS\n", argv[0]);
+    return 2;
+  }
+  std::string family = argv[2];
+  size_t size = std::strtoul(argv[3], nullptr, 10);
+  long pairs = std::strtol(argv[4], nullptr, 10);
+  if (size == 0 || size > 4096 - sizeof(unsigned long) || pairs <= 0) {
+    std::fprintf(stderr, "size must be 1..4088 and pairs positive\n");
+    return 2;
+  }
+  if (!kzs::init_all()) {
+    std::fprintf(stderr, "kernel set-up failed\n");
+    return 1;
+  }
+  int rc = 2;
+  if (!kzs::with_variant(argv[1], [&](auto v) { rc = run<decltype(v)>(family, size, pairs); }))
+    rc = 2;
+  if (rc == 2) std::fprintf(stderr, "unknown variant or family: %s %s\n", argv[1], argv[2]);
+  return rc;
+}
