@@ -1,5 +1,6 @@
 // zsm_pair_bench: the paired store/free microbenchmark (Google Benchmark), the userspace form
-// of the kernel mail's measurement (shared/seeds): steady-state pairs on a live set
+// of the kernel mail's measurement (LKML, 2026-11-05, "Re: [PATCH] mm/zsmalloc: inline
+// obj_malloc() and obj_free()"): steady-state pairs on a live set
 // (live_set.h), for both inline policies of zsm and for mimalloc, glibc, jemalloc and
 // tcmalloc (each through its own entry points, variants.h), in one binary.
 //

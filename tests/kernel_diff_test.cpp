@@ -7,7 +7,7 @@
 // objects per zspage, which indices are merged), zs_get_total_pages(), each class's objects
 // allocated and used and pages used, and pages_compacted are compared, and every live object's
 // bytes are checked on both sides. Where the two may differ, the test asserts exactly what the
-// README's section "The differential test against the kernel's code" says and why.
+// docs/ab.md's section "The differential test against the kernel's code" says and why.
 #include <gtest/gtest.h>
 #include <zsm/zsmalloc.h>
 
@@ -178,7 +178,7 @@ class KernelDiff : public ::testing::Test {
       EXPECT_EQ(kr.size, zr.size) << phase << ", class " << index;
       if (chain_rules_differ(kr.size)) {
         // 6.1 sizes a zspage by the first chain with the highest whole percentage used; zsm
-        // by the least waste, as kernels since 6.3 do (README: the differential test).
+        // by the least waste, as kernels since 6.3 do (docs/ab.md: the differential test).
         EXPECT_EQ(kr.pages_per_zspage, chain_6_1(kr.size)) << phase << ", class " << index;
         EXPECT_EQ(zr.pages_per_zspage, chain_least_waste(zr.size)) << phase << ", class " << index;
       } else {

@@ -2,8 +2,9 @@
 """The A/B of the inline policies, one command: does always-inline obj_malloc/obj_free/
 obj_write with noinline alloc_zspage (`patched`) pay against letting the compiler decide
 (`baseline`), with which compiler, at what code size? The userspace form of the table in
-shared/seeds/zsmalloc-inline-obj-malloc-mail.txt. tools/run-ab.sh installs what is missing and
-runs this; README.md, "The A/B workflow", says how to read the result.
+the mail "Re: [PATCH] mm/zsmalloc: inline obj_malloc() and obj_free()" (LKML,
+2026-11-05). tools/run-ab.sh installs what is missing and
+runs this; docs/ab.md, says how to read the result.
 
 Per compiler (g++ 12, Debian's default, clang++-19 and clang++-22, the mail's Clang; Debian 12
 packages no GCC 15), everything else identical, it builds

@@ -23,7 +23,9 @@ PAIR_TITLES = {"store": "zs_store() + zs_free()",
 # MAIL, and the configuration of ours each is set beside: (compiler key of ab.py, PGO). GCC 15
 # is not packaged in Debian 12, so g++ 12 stands in for it; AutoFDO needs branch sampling,
 # so PGO stands in for it. The mail's arm64 rows have no counterpart on this machine.
-MAIL = "shared/seeds/zsmalloc-inline-obj-malloc-mail.txt"
+# The mail by its public reference; its line numbers are those of the message as posted.
+MAIL = ("LKML 2026-11-05, \"Re: [PATCH] mm/zsmalloc: inline obj_malloc() and obj_free()\" "
+        "(Jenhao Chen)")
 MAIL_ROWS = [
     {"pair": "write", "compiler": "Clang 22 -O2", "ours": ("clang22", False), "instr": -11.8,
      "time": "-3.2 % cycles", "size": None, "lines": "22-23"},
@@ -43,7 +45,7 @@ MAIL_ROWS = [
 # What the mail says both compilers did to obj_write() in the baseline (lines 35-37).
 MAIL_OBJ_WRITE = ("the mail: GCC 15 left it out of line as obj_write.isra.0 (229 B) and "
                   "Clang 22 as obj_write (219 B) on x86_64, two call sites in zs_store() "
-                  f"({MAIL}:35-37)")
+                  f"({MAIL}, lines 35-37)")
 
 
 def fmt_bytes(n):
@@ -193,7 +195,7 @@ def mail_comparison(configs):
             size[fn] = f"{b:,} -> {p:,}"
         out.append(f"| {FAMILIES[row['pair']]} | mail: {row['compiler']} | {row['instr']:+.1f} "
                    f"| {row['time'] or '-'} | {size['zs_store']} | {size['zs_malloc']} "
-                   f"| {MAIL}:{row['lines']} | |")
+                   f"| {MAIL}, lines {row['lines']} | |")
         c = find_config(configs, row["ours"])
         if c is None:
             out.append(f"| | ours: not run ({'--pgo' if row['ours'][1] else '--compilers'}) "

@@ -214,8 +214,8 @@ class SummaryTest(unittest.TestCase):
     def test_mail_comparison_sets_each_mail_row_beside_ours(self):
         md = ab_report.mail_comparison([self.config])
         self.assertIn("| zs_store+zs_free | mail: GCC 15 -O2 | -37.1 | -5.3 % latency (-5.5 % "
-                      "cycles) | 1,997 -> 1,943 | - | shared/seeds/zsmalloc-inline-obj-malloc-"
-                      "mail.txt:53-55 | |", md)
+                      "cycles) | 1,997 -> 1,943 | - | LKML 2026-11-05, \"Re: [PATCH] mm/zsmalloc: "
+                      "inline obj_malloc() and obj_free()\" (Jenhao Chen), lines 53-55 | |", md)
         self.assertIn("| | ours: g++ 12 -O2 | -20.0 |", md)
         self.assertIn("| 1,343 -> 1,710 | - | results.json | same direction, 54 % of the "
                       "mail's size |", md)

@@ -3,7 +3,7 @@
 zsm's (libzsm_rocksdb_plugin.so through LD_PRELOAD), at equal capacity, repeated and
 interleaved; prints Markdown tables of ops/s (median and range), secondary hits, each tier's
 memory and blocks held. tools/run-db-bench.sh installs the tools, builds the plugin and runs
-this; see README.md, "RocksDB's own tools".
+this; see docs/rocksdb.md, "RocksDB's own tools".
 
 Where the figures come from:
 - ops/s: db_bench's "readrandom : ... ops/sec" line, cache_bench's "Rough parallel ops/sec".

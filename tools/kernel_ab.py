@@ -2,7 +2,7 @@
 """The A/B of tools/ab.py on the kernel's own mm/zsmalloc.c: does the kernel mail's attribute
 change (obj_malloc, obj_free and obj_write __always_inline, alloc_zspage noinline), or any
 patch, pay on the real code, with which compiler, at what code size? tools/run-kernel-ab.sh
-installs what is missing and runs this; README.md, "The A/B on the kernel's own code", says
+installs what is missing and runs this; docs/ab.md, "The A/B on the kernel's own code", says
 how to read the result.
 
 Per compiler (gcc-12, clang-19, clang-22) it compiles the tree's file twice in userspace

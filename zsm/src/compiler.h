@@ -7,7 +7,7 @@
 //   ZSM_ZSPAGE_HELPER alloc_zspage           patched: noinline        baseline: plain static
 // Each can be overridden with -D (e.g. -DZSM_WRITE_HELPER= to measure obj_malloc/obj_free
 // alone, as the kernel mail's first patch did), so another attribute can be A/B-tested
-// without editing the source (see "The A/B workflow" in README.md).
+// without editing the source (see docs/ab.md).
 // The thread-safety macros expand to clang's capability attributes (-Wthread-safety) and to
 // nothing elsewhere.
 #pragma once

@@ -38,7 +38,7 @@
 // on the machine above, the SSE2 form took 1.2-1.7x the time of the AVX2 form from 1168 B up
 // (e.g. 3136 B into a page, L1-resident: 58.6 ns against 35.7) and was slower than glibc's
 // AVX2 memcpy below the rep movsb threshold; the AVX2 form took 0.61-1.06x memcpy's time at
-// every size and place of bench/copy_bench.cpp (the README's copy table; the two cells
+// every size and place of bench/copy_bench.cpp (docs/benchmarks.md's copy table; the two cells
 // above 1.0 lie within that run's spread of 30-99 %), 0.12-0.23x where memcpy used rep
 // movsb. 64-byte AVX-512 vectors were not tried: Zen 4 splits them in two.
 //

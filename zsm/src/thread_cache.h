@@ -16,7 +16,7 @@
 // computed when the pool is created; the class table, and so the sum, depends on the page
 // size and the chain: at 4 KiB pages 244,208 bytes at chain 4, 408,000 at the default 8,
 // 635,248 at 16, the most of any geometry; at 16 KiB 171,808 to 211,296; at 64 KiB 50,560
-// at every chain; README.md lists every geometry, tests/bookkeeping_test.cpp checks them),
+// at every chain; docs/design.md lists every geometry, tests/bookkeeping_test.cpp checks them),
 // and zs_pool_stats() reports that bound and what all threads' caches hold now
 // (cached_objs, cached_bytes). Reserved slots can also keep partly used zspages
 // from being freed until they are taken back. A cache's own memory (the magazines, malloc'd

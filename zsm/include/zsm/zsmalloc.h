@@ -38,7 +38,7 @@
  * No call is async-signal-safe: a signal handler must not call into a pool that the code it
  * interrupted may be calling (a drain there would wait for ever for the interrupted store).
  *
- * Differences from the kernel are listed in README.md ("What differs from the kernel").
+ * Differences from the kernel are listed in docs/design.md ("What differs from the kernel").
  */
 #ifndef ZSM_ZSMALLOC_H
 #define ZSM_ZSMALLOC_H
@@ -116,7 +116,7 @@ struct zs_pool_config {
  * same slot and handle meanwhile); a destroyed hardened pool's handles are recognised as
  * foreign until 65535 more hardened pools have been created in the process. A
  * hardened pool's handles are not addresses (the top bits tag the pool). The cost is a few
- * instructions per call (README.md, "Hardened pools").
+ * instructions per call (docs/build.md, "Hardened pools").
  */
 #define ZS_POOL_HARDENED 0x1u
 
@@ -405,7 +405,7 @@ struct zs_vm_source *zs_vm_source_create(size_t page_size, size_t reserve_bytes,
 /*
  * The most address space a vm source reserves: 128 TiB, the user address space of x86-64 and
  * arm64 with 48-bit addresses. More than one pool can use: a pool holds at most 2^30 objects
- * (its handle cells), each at most a page (README.md, "Limits").
+ * (its handle cells), each at most a page (docs/design.md, "Limits").
  */
 #define ZS_VM_SOURCE_MAX_BYTES ((size_t)1 << 47)
 
