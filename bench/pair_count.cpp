@@ -16,6 +16,7 @@
 #include <string>
 
 #include "live_set.h"
+#include "pair_loops.h"
 #include "variants.h"
 #if ZSM_BENCH_WITH_KERNEL
 #include "kapi.h"  // the kernel's own zsmalloc (kernel/), as the `kernel` variant
@@ -23,29 +24,6 @@
 
 namespace zsm_bench {
 namespace {
-
-// noinline: one copy of the loop per instantiation, with a name callgrind shows.
-template <typename A>
-__attribute__((noinline)) void store_pairs(LiveSet<A>& live, size_t size, long pairs) {
-  const unsigned char* src = source_bytes();
-  for (long i = 0; i < pairs; i++) {
-    size_t k = live.victim();
-    A::free(live.pool, live.handles[k]);
-    live.handles[k] = A::store(live.pool, src, size);
-  }
-}
-
-template <typename A>
-__attribute__((noinline)) void write_pairs(LiveSet<A>& live, size_t size, long pairs) {
-  const unsigned char* src = source_bytes();
-  for (long i = 0; i < pairs; i++) {
-    size_t k = live.victim();
-    A::free(live.pool, live.handles[k]);
-    unsigned long h = A::malloc(live.pool, size);
-    A::write(live.pool, h, src, size);
-    live.handles[k] = h;
-  }
-}
 
 template <typename A>
 int run(const std::string& family, size_t size, long pairs) {

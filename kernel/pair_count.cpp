@@ -17,35 +17,15 @@
 #include <vector>
 
 #include "../bench/live_set.h"
+#include "../bench/pair_loops.h"
 #include "kapi.h"
 
 namespace {
 
 using zsm_bench::LiveSet;
 using zsm_bench::source_bytes;
-
-// noinline: one copy of each loop per variant, with the name count_pairs.py subtracts.
-template <typename A>
-__attribute__((noinline)) void store_pairs(LiveSet<A>& live, size_t size, long pairs) {
-  const unsigned char* src = source_bytes();
-  for (long i = 0; i < pairs; i++) {
-    size_t k = live.victim();
-    A::free(live.pool, live.handles[k]);
-    live.handles[k] = A::store(live.pool, src, size);
-  }
-}
-
-template <typename A>
-__attribute__((noinline)) void write_pairs(LiveSet<A>& live, size_t size, long pairs) {
-  const unsigned char* src = source_bytes();
-  for (long i = 0; i < pairs; i++) {
-    size_t k = live.victim();
-    A::free(live.pool, live.handles[k]);
-    unsigned long h = A::malloc(live.pool, size);
-    A::write(live.pool, h, src, size);
-    live.handles[k] = h;
-  }
-}
+using zsm_bench::store_pairs;
+using zsm_bench::write_pairs;
 
 // Every live object holds what was written to it.
 template <typename A>

@@ -68,6 +68,7 @@ enum Kind : uint8_t { kCompressed, kRecompressed, kRaw, kSame };
 constexpr uint8_t kReferenced = 1;       // CLOCK: used since the hand last passed
 constexpr uint8_t kRecompressTried = 2;  // recompress() has looked at it
 constexpr uint8_t kIdle = 4;             // not read or written since mark_idle()
+constexpr uint8_t kOnFile = 8;           // promoted from the backing file, which still has it
 constexpr size_t kTailLink = sizeof(unsigned long);
 constexpr size_t kLargestValue = size_t{1} << 20;  // CacheOptions::max_value_size's bound
 constexpr unsigned kAnyClass = UINT32_MAX;  // evict_one(): no class preferred
@@ -689,10 +690,14 @@ std::error_code Cache::Impl::decode(const Slot& s, std::span<const std::byte> re
 
 // --- the backing file ------------------------------------------------------------------------
 
+// An entry promoted from the file and evicted again is not written again while the file
+// still holds its record (a put of a new value makes a new entry and erases that record).
 detail::Staged Cache::Impl::write_back(const Slot& s, bool release) {
   return with_record(s, [&](std::span<const std::byte> record) {
     std::string_view key(reinterpret_cast<const char*>(record.data()), s.key_size);
-    return file->stage(hash_key(key), key, {s.kind, s.value_size},
+    const uint64_t h = hash_key(key);
+    if (!release && (s.flags & kOnFile) && file->contains(h)) return detail::Staged::taken;
+    return file->stage(h, key, {s.kind, s.value_size},
                        record.subspan(s.key_size, s.stored_size), release, s.handle);
   });
 }
@@ -733,7 +738,8 @@ std::optional<size_t> Cache::Impl::get_from_file(std::string_view key, uint64_t 
 }
 
 // Puts a record read from the file back into the pool, as it was (no recompression), unless
-// a put got there first; the file then forgets it.
+// a put got there first. The file keeps the record (kOnFile), so that evicting the entry
+// again costs no write.
 void Cache::Impl::promote(std::string_view key, uint64_t h, const detail::FileRecordInfo& info,
                           std::span<const std::byte> stored) {
   std::vector<std::byte>& record = scratch(0, key.size() + stored.size());
@@ -755,9 +761,9 @@ void Cache::Impl::promote(std::string_view key, uint64_t h, const detail::FileRe
       free_record(s);
       return;
     }
+    s.flags |= kOnFile;  // the file keeps its record: an eviction need not write it again
     insert(sh, s);
     account(s, +1);
-    file->erase(h);
   }
   file->count_promoted();
   make_room(options.capacity_bytes, s.handle);
