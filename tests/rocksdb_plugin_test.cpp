@@ -15,28 +15,15 @@
 #include <memory>
 #include <string>
 
+#include "rocksdb_items.h"
+
 namespace {
 
 using rocksdb::Status;
 
-struct Item {
-  std::string data;
-};
-size_t item_size(void* obj) { return static_cast<Item*>(obj)->data.size(); }
-Status item_save(void* obj, size_t offset, size_t length, void* out) {
-  std::memcpy(out, static_cast<Item*>(obj)->data.data() + offset, length);
-  return Status::OK();
-}
-void item_delete(const rocksdb::Slice&, void* obj) { delete static_cast<Item*>(obj); }
-const rocksdb::Cache::CacheItemHelper kHelper(item_size, item_save, item_delete);
-
-rocksdb::Cache::CreateCallback make_item() {
-  return [](const void* buf, size_t size, void** out, size_t* charge) {
-    *out = new Item{std::string(static_cast<const char*>(buf), size)};
-    *charge = size;
-    return Status::OK();
-  };
-}
+using zsm_test::Item;
+using zsm_test::make_item;
+const rocksdb::Cache::CacheItemHelper& kHelper = zsm_test::kItemHelper;
 
 class Plugin : public ::testing::Test {
  protected:

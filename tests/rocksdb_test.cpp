@@ -24,6 +24,8 @@
 #include <thread>
 #include <vector>
 
+#include "rocksdb_items.h"
+
 namespace {
 
 using rocksdb::Cache;
@@ -31,31 +33,14 @@ using rocksdb::Slice;
 using rocksdb::Status;
 using zsm::RocksSecondaryCache;
 
-// An object of the primary cache: its persistable data is its string.
-struct Item {
-  std::string data;
-};
+using zsm_test::Item;
+using zsm_test::item_delete;
+using zsm_test::item_size;
+using zsm_test::make_item;
+const Cache::CacheItemHelper& kHelper = zsm_test::kItemHelper;
 
-size_t item_size(void* obj) { return static_cast<Item*>(obj)->data.size(); }
-Status item_save(void* obj, size_t offset, size_t length, void* out) {
-  std::memcpy(out, static_cast<Item*>(obj)->data.data() + offset, length);
-  return Status::OK();
-}
-void item_delete(const Slice& /*key*/, void* obj) { delete static_cast<Item*>(obj); }
 Status item_save_fails(void*, size_t, size_t, void*) { return Status::IOError("save"); }
-
-const Cache::CacheItemHelper kHelper(item_size, item_save, item_delete);
 const Cache::CacheItemHelper kFailingHelper(item_size, item_save_fails, item_delete);
-
-// A create callback that makes an Item; the number of calls goes to *calls when given.
-Cache::CreateCallback make_item(int* calls = nullptr) {
-  return [calls](const void* buf, size_t size, void** out, size_t* charge) {
-    if (calls) ++*calls;
-    *out = new Item{std::string(static_cast<const char*>(buf), size)};
-    *charge = size;
-    return Status::OK();
-  };
-}
 
 const Cache::CreateCallback kCreateFails = [](const void*, size_t, void**, size_t*) {
   return Status::Corruption("create");
