@@ -344,6 +344,19 @@ def write_golden(args, progress):
     print(f"wrote {args.golden}")
 
 
+def fill_run_defaults(args):
+    """The run settings left unset on the command line, quick or full (shared with
+    kernel_ab.py), and --sizes as a list."""
+    quick = args.quick
+    defaults = {"sizes": "784" if quick else ",".join(map(str, count_pairs.SIZES)),
+                "repetitions": 3 if quick else 9, "runs": 3 if quick else 9,
+                "min_time": 0.01 if quick else 0.25, "pairs": 2000 if quick else 20000}
+    for k, v in defaults.items():
+        if getattr(args, k) is None:
+            setattr(args, k, v)
+    args.sizes = [int(s) for s in str(args.sizes).split(",")]
+
+
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -371,15 +384,8 @@ def parse_args(argv=None):
                     help="write the golden fast-path counts instead of the A/B")
     ap.add_argument("--golden", default=os.path.join(ROOT, "bench", "golden", "fast_path.json"))
     args = ap.parse_args(argv)
-    quick = args.quick
-    defaults = {"sizes": "784" if quick else ",".join(map(str, count_pairs.SIZES)),
-                "repetitions": 3 if quick else 9, "runs": 3 if quick else 9,
-                "min_time": 0.01 if quick else 0.25, "pairs": 2000 if quick else 20000}
-    for k, v in defaults.items():
-        if getattr(args, k) is None:
-            setattr(args, k, v)
-    args.train_time = 0.01 if quick else 0.05
-    args.sizes = [int(s) for s in str(args.sizes).split(",")]
+    fill_run_defaults(args)
+    args.train_time = 0.01 if args.quick else 0.05
     args.compilers = args.compilers.split(",")
     args.functions = args.functions.split(",")
     args.helpers = args.helpers.split(",")

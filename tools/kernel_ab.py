@@ -193,14 +193,7 @@ def parse_args(argv=None):
                     help="smoke run: size 784, 3 repetitions and runs, short runs")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "kernel-ab"))
     args = ap.parse_args(argv)
-    quick = args.quick
-    defaults = {"sizes": "784" if quick else ",".join(map(str, count_pairs.SIZES)),
-                "repetitions": 3 if quick else 9, "runs": 3 if quick else 9,
-                "min_time": 0.01 if quick else 0.25, "pairs": 2000 if quick else 20000}
-    for k, v in defaults.items():
-        if getattr(args, k) is None:
-            setattr(args, k, v)
-    args.sizes = [int(s) for s in str(args.sizes).split(",")]
+    ab.fill_run_defaults(args)
     args.compilers = args.compilers.split(",")
     args.helpers = args.helpers.split(",")
     args.out = os.path.abspath(args.out)
