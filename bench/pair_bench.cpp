@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "live_set.h"
+#include "pair_bodies.h"
 #include "variants.h"
 #if ZSM_BENCH_WITH_KERNEL
 #include "kapi.h"  // the kernel's own zsmalloc (kernel/), as the `kernel` variant
@@ -38,55 +39,14 @@ namespace {
 
 constexpr size_t kNumSizes = sizeof(kSizes) / sizeof(kSizes[0]);
 
-void finish(benchmark::State& state, size_t bytes_per_item) {
-  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes_per_item));
-}
-
-// Runs `body(live)` on a fresh pool that holds a live set of `size`-byte objects.
-template <typename A, typename Body>
-void on_live_set(benchmark::State& state, size_t size, Body body) {
-  auto* pool = A::create();
-  {
-    LiveSet<A> live(pool, size);
-    if (live.all_stored())
-      body(live);
-    else
-      state.SkipWithError("filling the live set failed");
-  }
-  A::destroy(pool);
-}
-
 template <typename A>
 void BM_StoreFree(benchmark::State& state) {
-  const size_t size = static_cast<size_t>(state.range(0));
-  on_live_set<A>(state, size, [&](LiveSet<A>& live) {
-    const unsigned char* src = source_bytes();
-    for (auto _ : state) {
-      size_t k = live.victim();
-      A::free(live.pool, live.handles[k]);
-      live.handles[k] = A::store(live.pool, src, size);
-      benchmark::DoNotOptimize(live.handles[k]);
-    }
-    finish(state, size);
-  });
+  time_store_free<A>(state, static_cast<size_t>(state.range(0)));
 }
 
 template <typename A>
 void BM_MallocWriteFree(benchmark::State& state) {
-  const size_t size = static_cast<size_t>(state.range(0));
-  on_live_set<A>(state, size, [&](LiveSet<A>& live) {
-    const unsigned char* src = source_bytes();
-    for (auto _ : state) {
-      size_t k = live.victim();
-      A::free(live.pool, live.handles[k]);
-      unsigned long h = A::malloc(live.pool, size);
-      A::write(live.pool, h, src, size);
-      live.handles[k] = h;
-      benchmark::DoNotOptimize(h);
-    }
-    finish(state, size);
-  });
+  time_malloc_write_free<A>(state, static_cast<size_t>(state.range(0)));
 }
 
 template <typename A>

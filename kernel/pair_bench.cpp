@@ -6,62 +6,13 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
+#include <string>
 
 #include "../bench/live_set.h"
+#include "../bench/pair_bodies.h"
 #include "kapi.h"
 
 namespace {
-
-using zsm_bench::LiveSet;
-using zsm_bench::source_bytes;
-
-template <typename A, typename Body>
-void on_live_set(benchmark::State& state, size_t size, Body body) {
-  auto* pool = A::create();
-  {
-    LiveSet<A> live(pool, size);
-    if (live.all_stored())
-      body(live);
-    else
-      state.SkipWithError("filling the live set failed");
-  }
-  A::destroy(pool);
-}
-
-void finish(benchmark::State& state, size_t size) {
-  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * size));
-}
-
-template <typename A>
-void BM_MallocWriteFree(benchmark::State& state, size_t size) {
-  on_live_set<A>(state, size, [&](LiveSet<A>& live) {
-    const unsigned char* src = source_bytes();
-    for (auto _ : state) {
-      size_t k = live.victim();
-      A::free(live.pool, live.handles[k]);
-      unsigned long h = A::malloc(live.pool, size);
-      A::write(live.pool, h, src, size);
-      live.handles[k] = h;
-      benchmark::DoNotOptimize(h);
-    }
-    finish(state, size);
-  });
-}
-
-template <typename A>
-void BM_StoreFree(benchmark::State& state, size_t size) {
-  on_live_set<A>(state, size, [&](LiveSet<A>& live) {
-    const unsigned char* src = source_bytes();
-    for (auto _ : state) {
-      size_t k = live.victim();
-      A::free(live.pool, live.handles[k]);
-      live.handles[k] = A::store(live.pool, src, size);
-      benchmark::DoNotOptimize(live.handles[k]);
-    }
-    finish(state, size);
-  });
-}
 
 template <typename A>
 void register_variant() {
@@ -69,11 +20,11 @@ void register_variant() {
     benchmark::RegisterBenchmark(
         (std::string("zs_malloc+zs_obj_write+zs_free/") + A::name + "/" + std::to_string(size))
             .c_str(),
-        BM_MallocWriteFree<A>, size);
+        zsm_bench::time_malloc_write_free<A>, size);
     if (A::kHasStore)
       benchmark::RegisterBenchmark(
           (std::string("zs_store+zs_free/") + A::name + "/" + std::to_string(size)).c_str(),
-          BM_StoreFree<A>, size);
+          zsm_bench::time_store_free<A>, size);
   }
 }
 
