@@ -59,14 +59,16 @@ struct Zspages {
 Zspages zspages_of(size_t size) {
   zp::ZsPool* pool = zp::zs_create_pool("copy_bench", nullptr);
   struct zs_class_stats cls{};
-  zp::zs_class_stats(pool, zp::zs_lookup_class_index(pool, static_cast<unsigned>(size)), &cls);
+  // The class of an object of `size` payload bytes holds them and their header.
+  const auto stored = static_cast<unsigned>(size + ZS_HANDLE_SIZE);
+  zp::zs_class_stats(pool, zp::zs_lookup_class_index(pool, stored), &cls);
   zp::zs_destroy_pool(pool);
   size_t zspages = (kLiveObjects + cls.objs_per_zspage - 1) / cls.objs_per_zspage;
   Zspages z;
   z.pages = zspages * cls.pages_per_zspage;
   for (size_t zspage = 0; zspage < zspages; zspage++) {
     for (size_t k = 0; k < cls.objs_per_zspage; k++) {
-      size_t offset = zspage * cls.pages_per_zspage * kPage + k * cls.size + 8;
+      size_t offset = zspage * cls.pages_per_zspage * kPage + k * cls.size + ZS_HANDLE_SIZE;
       size_t first = std::min(size, kPage - offset % kPage);
       (first == size ? z.inpage : z.split).push_back({offset, first});
     }
