@@ -559,13 +559,6 @@ ZSM_COLD_PATH ZsPage* make_new_zspage_hot(ZsPool* pool, ClassShard* cls, unsigne
   return cls->hot != nullptr ? cls->hot : make_fullest_hot(cls);
 }
 
-// alloc_object() off its common path: this thread's shard was busy (`cls` is nullptr: it
-// waits in lock_store_shard()), its cell cache is empty or it has no hot zspage (the head of
-// the fullest list becomes hot, or a new zspage is made). Out of line, so that what lives
-// across the calls of these paths does not cost the common path registers, but not cold: a
-// store after a free into a zspage that was not full comes here (1-2 % of steady pairs at
-// some sizes), and g++ inlines a cold function's copy as a byte loop (rep movsb). Returns the
-// cell and unlocks, or 0 with errno ENOMEM.
 // A store whose own shard `own` of the class has no room and can get no zspage: the first
 // other shard of the class with a free slot takes it (a thread's objects and their frees
 // stay in the shard it stored them in, so another thread's frees leave room there). Returns
@@ -593,6 +586,13 @@ ZSM_COLD_PATH unsigned long alloc_in_other_shard(ZsPool* pool, ClassShard* first
   return 0;
 }
 
+// alloc_object() off its common path: this thread's shard was busy (`cls` is nullptr: it
+// waits in lock_store_shard()), its cell cache is empty or it has no hot zspage (the head of
+// the fullest list becomes hot, or a new zspage is made). Out of line, so that what lives
+// across the calls of these paths does not cost the common path registers, but not cold: a
+// store after a free into a zspage that was not full comes here (1-2 % of steady pairs at
+// some sizes), and g++ inlines a cold function's copy as a byte loop (rep movsb). Returns the
+// cell and unlocks, or 0 with errno ENOMEM.
 template <typename Fill>
 ZSM_OFF_FAST_PATH unsigned long alloc_object_slow(ZsPool* pool, ClassShard* first, ClassShard* cls,
                                               size_t size, zs_alloc_tag* tag, Fill fill)
