@@ -721,7 +721,7 @@ ZSM_OFF_FAST_PATH unsigned long alloc_other_cache(ZsPool* pool, Fill fill, size_
                                                   zs_alloc_tag* tag) {
   ThreadCache* tc;
   if (pool != nullptr && pool->thread_caches && !profiling_enabled() &&
-      (tc = adopt_thread_cache(pool)) != nullptr) {
+      (tc = switch_thread_cache(pool)) != nullptr) {
     place_thread();
     return alloc_from_cache(pool, tc, size, tag, fill);
   }
@@ -876,7 +876,7 @@ namespace {
 // A free whose thread's last cache is not the pool's (see alloc_other_cache()).
 ZSM_OFF_FAST_PATH void free_other_cache(ZsPool* pool, unsigned long handle) {
   ThreadCache* tc;
-  if (pool != nullptr && pool->thread_caches && (tc = adopt_thread_cache(pool)) != nullptr)
+  if (pool != nullptr && pool->thread_caches && (tc = switch_thread_cache(pool)) != nullptr)
     return free_to_cache(pool, tc, handle);
   zs_free(pool, handle);
 }

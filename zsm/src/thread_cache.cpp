@@ -202,19 +202,13 @@ void give_back(ThreadCache* tc) {
 
 // The caches this thread has made, one per pool it used, by the pool's cache slot
 // (ZsPool::cache_slot, unique among live pools): finding a pool's cache is one load and a
-// compare, however many pools the thread uses. Given back when the thread exits. Only the
-// owner touches the table; the registry lock guards what pools see of its caches.
+// compare, however many pools the thread uses (switch_thread_cache() reads the table through
+// cache_table). Given back when the thread exits. Only the owner touches the table; the
+// registry lock guards what pools see of its caches.
 class ThreadCaches {
  public:
-  ThreadCache* find(const ZsPool* pool) const {
-    uint32_t slot = pool->cache_slot;
-    if (slot >= by_slot_.size()) return nullptr;
-    ThreadCache* tc = by_slot_[slot];
-    return tc != nullptr && tc->serves(pool) ? tc : nullptr;
-  }
-
-  // Called when find() found none: the slot holds no cache or one detached from a destroyed
-  // pool that had the slot before.
+  // Called when switch_thread_cache() found none: the slot holds no cache or one detached
+  // from a destroyed pool that had the slot before.
   ThreadCache* add(ZsPool* pool) {
     const uint32_t slot = pool->cache_slot;
     try {
@@ -222,6 +216,7 @@ class ThreadCaches {
     } catch (const std::bad_alloc&) {
       return nullptr;
     }
+    cache_table = {by_slot_.data(), static_cast<uint32_t>(by_slot_.size())};
     prune_detached();
     ThreadCache* tc = make_cache(pool);
     if (tc == nullptr) return nullptr;
@@ -235,6 +230,7 @@ class ThreadCaches {
   ~ThreadCaches() {
     exiting = true;
     current_cache = &no_cache;
+    cache_table = {};
     for (ThreadCache* tc : by_slot_) {
       if (tc == nullptr) continue;
       give_back(tc);
@@ -393,11 +389,11 @@ void after_fork_in_child() ZSM_NO_THREAD_SAFETY_ANALYSIS {
 }  // namespace
 
 constinit thread_local ThreadCache* current_cache = &no_cache;
+constinit thread_local CacheTable cache_table;
 
-ThreadCache* adopt_thread_cache(ZsPool* pool) {
+ThreadCache* add_thread_cache(ZsPool* pool) {
   if (ThreadCaches::exiting) return nullptr;
-  ThreadCache* tc = thread_caches.find(pool);
-  if (tc == nullptr) tc = thread_caches.add(pool);
+  ThreadCache* tc = thread_caches.add(pool);
   if (tc != nullptr) current_cache = tc;
   return tc;
 }

@@ -183,9 +183,29 @@ ZSM_ALWAYS_INLINE bool enter_fast_path(const ZsPool* pool, ThreadCache* tc) {
   return false;
 }
 
-// This thread's cache for the pool, made and registered on its first use; nullptr when the
-// thread is exiting or memory is short (the call then takes the locked path).
-ZSM_COLD_PATH ThreadCache* adopt_thread_cache(ZsPool* pool);
+// This thread's caches by pool (ZsPool::cache_slot): the table that ThreadCaches
+// (thread_cache.cpp) keeps, named from the thread pointer so that a call on another pool
+// finds its cache without a function call. Empty while the thread exits.
+struct CacheTable {
+  ThreadCache* const* by_slot = nullptr;
+  uint32_t size = 0;
+};
+extern ZSM_INITIAL_EXEC_TLS constinit thread_local CacheTable cache_table;
+
+// Makes and registers this thread's cache for the pool (its first cached call there) and
+// makes it current_cache; nullptr when the thread is exiting or memory is short (the call
+// then takes the locked path).
+ZSM_COLD_PATH ThreadCache* add_thread_cache(ZsPool* pool);
+
+// A call on a pool that is not the one the thread used last: the thread's cache for it
+// becomes current_cache, looked up in the table or made.
+inline ThreadCache* switch_thread_cache(ZsPool* pool) {
+  const uint32_t slot = pool->cache_slot;
+  ThreadCache* tc = slot < cache_table.size ? cache_table.by_slot[slot] : nullptr;
+  if (ZSM_UNLIKELY(tc == nullptr || !tc->serves(pool))) return add_thread_cache(pool);
+  current_cache = tc;
+  return tc;
+}
 
 // The magazine of the class that serves a request of `bytes` (header included).
 inline Magazine& magazine_for(const ZsPool* pool, ThreadCache* tc, size_t bytes) {
