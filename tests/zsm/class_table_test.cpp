@@ -328,62 +328,64 @@ TEST(ClassTablePublished, HugeClassSizeIsPerPool) {
   EXPECT_EQ(zs_huge_class_size(p16k.get()), 14553u);
 }
 
-struct SampleRow {
-  unsigned index, size, pages, objs, cls_index, cls_size, waste;
+// One class of the table at one chain size: its zspage, the class a size resolves to (a
+// merged size resolves to a larger class), that class's size and the waste per zspage.
+struct ClassRow {
+  unsigned pages, objs, cls_index, cls_size, waste;
 };
 
-void check_sample_rows(unsigned chain, const std::vector<SampleRow>& rows) {
+// Sample rows of the published tables, chain 8 and chain 4 side by side.
+struct SampleRow {
+  unsigned index, size;
+  ClassRow chain8, chain4;
+};
+
+const SampleRow kSampleRows[] = {
+    // index, size, {pages, objs, class, class size, waste} at chain 8, then at chain 4
+    {0, 32, {1, 128, 0, 32, 0}, {1, 128, 0, 32, 0}},
+    {22, 384, {3, 32, 22, 384, 0}, {3, 32, 22, 384, 0}},
+    {47, 784, {5, 26, 47, 784, 96}, {1, 5, 49, 816, 16}},
+    {71, 1168, {2, 7, 71, 1168, 16}, {2, 7, 71, 1168, 16}},
+    {96, 1568, {5, 13, 96, 1568, 96}, {2, 5, 100, 1632, 32}},
+    {120, 1952, {1, 2, 126, 2048, 0}, {1, 2, 126, 2048, 0}},
+    {145, 2352, {7, 12, 147, 2384, 64}, {3, 5, 151, 2448, 48}},
+    {169, 2736, {7, 10, 177, 2864, 32}, {3, 4, 190, 3072, 0}},
+    {194, 3136, {7, 9, 197, 3184, 16}, {4, 5, 202, 3264, 64}},
+    {254, 4096, {1, 1, 254, 4096, 0}, {1, 1, 254, 4096, 0}},
+};
+
+class ClassTableSampleRows : public ::testing::TestWithParam<unsigned> {};
+
+// The pool's table and the model's agree with the published rows, at each chain size.
+TEST_P(ClassTableSampleRows, PoolAndModelAgree) {
+  const unsigned chain = GetParam();
   PoolPtr pool(make_pool(4096, chain));
   ASSERT_NE(pool, nullptr);
   RefTable ref = build_ref(4096, chain);
-  for (const SampleRow& r : rows) {
-    SCOPED_TRACE("chain " + std::to_string(chain) + " index " + std::to_string(r.index));
-    EXPECT_EQ(r.size, 32 + 16 * r.index);
+  for (const SampleRow& row : kSampleRows) {
+    const ClassRow& r = chain == 8 ? row.chain8 : row.chain4;
+    SCOPED_TRACE("chain " + std::to_string(chain) + " index " + std::to_string(row.index));
+    EXPECT_EQ(row.size, 32 + 16 * row.index);
     EXPECT_EQ(r.waste, r.pages * 4096 - r.objs * r.cls_size);
     struct zs_class_stats st{};
-    int rc = zs_class_stats(pool.get(), r.index, &st);
-    EXPECT_EQ(rc, r.index == r.cls_index ? 1 : 0);
+    int rc = zs_class_stats(pool.get(), row.index, &st);
+    EXPECT_EQ(rc, row.index == r.cls_index ? 1 : 0);
     EXPECT_EQ(st.index, r.cls_index);
     EXPECT_EQ(st.size, r.cls_size);
     EXPECT_EQ(st.pages_per_zspage, r.pages);
     EXPECT_EQ(st.objs_per_zspage, r.objs);
     // And the model agrees.
-    EXPECT_EQ(ref.resolve[r.index], r.cls_index);
-    EXPECT_EQ(ref.cls(r.index).size, r.cls_size);
-    EXPECT_EQ(ref.cls(r.index).pages, r.pages);
-    EXPECT_EQ(ref.cls(r.index).objs, r.objs);
+    EXPECT_EQ(ref.resolve[row.index], r.cls_index);
+    EXPECT_EQ(ref.cls(row.index).size, r.cls_size);
+    EXPECT_EQ(ref.cls(row.index).pages, r.pages);
+    EXPECT_EQ(ref.cls(row.index).objs, r.objs);
   }
 }
 
-TEST(ClassTablePublished, SampleRowsChain8) {
-  check_sample_rows(8, {
-                           {0, 32, 1, 128, 0, 32, 0},
-                           {22, 384, 3, 32, 22, 384, 0},
-                           {47, 784, 5, 26, 47, 784, 96},
-                           {71, 1168, 2, 7, 71, 1168, 16},
-                           {96, 1568, 5, 13, 96, 1568, 96},
-                           {120, 1952, 1, 2, 126, 2048, 0},
-                           {145, 2352, 7, 12, 147, 2384, 64},
-                           {169, 2736, 7, 10, 177, 2864, 32},
-                           {194, 3136, 7, 9, 197, 3184, 16},
-                           {254, 4096, 1, 1, 254, 4096, 0},
-                       });
-}
-
-TEST(ClassTablePublished, SampleRowsChain4) {
-  check_sample_rows(4, {
-                           {0, 32, 1, 128, 0, 32, 0},
-                           {22, 384, 3, 32, 22, 384, 0},
-                           {47, 784, 1, 5, 49, 816, 16},
-                           {71, 1168, 2, 7, 71, 1168, 16},
-                           {96, 1568, 2, 5, 100, 1632, 32},
-                           {120, 1952, 1, 2, 126, 2048, 0},
-                           {145, 2352, 3, 5, 151, 2448, 48},
-                           {169, 2736, 3, 4, 190, 3072, 0},
-                           {194, 3136, 4, 5, 202, 3264, 64},
-                           {254, 4096, 1, 1, 254, 4096, 0},
-                       });
-}
+INSTANTIATE_TEST_SUITE_P(ClassTablePublished, ClassTableSampleRows, ::testing::Values(8u, 4u),
+                         [](const ::testing::TestParamInfo<unsigned>& info) {
+                           return "Chain" + std::to_string(info.param);
+                         });
 
 // §4: the 119 distinct chain-8 classes, size:pages/objs, exactly as published.
 const char kDistinctChain8[] =

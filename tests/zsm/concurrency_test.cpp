@@ -1,7 +1,10 @@
 // tests/zsm/concurrency_test.cpp: one pool, many threads. Workers store / read / overwrite / free
 // their own objects (every read verified) while another thread compacts in a loop; handles
 // cross threads through a queue (stored by one thread, read and freed by another); readers hit
-// shared objects while compaction moves them. Zero mismatches, and the pool ends empty.
+// shared objects while compaction moves them. Zero mismatches, and the pool ends empty. Each
+// test runs on every pool configuration of pool_configs.h (default, no thread cache,
+// hardened, one lock per class).
+#include "pool_configs.h"
 #include "test_support.h"
 
 #include <algorithm>
@@ -27,32 +30,73 @@ size_t draw_size(std::mt19937_64& rng) {
   return (rng() % 10 < 8) ? 100 + rng() % 2901 : 1 + rng() % 4096;
 }
 
-// Verify `o` through the pool; counts a mismatch instead of asserting (any thread).
-bool verify(zs_pool* pool, const Obj& o, std::vector<uint8_t>& scratch, std::atomic<unsigned long>& bad,
-            std::string* first_error, std::mutex& err_mu) {
+// Stores `o.len` bytes of the pattern for `o.seed`; o.h is the handle, 0 on failure.
+bool store(zs_pool* pool, Obj& o, std::vector<uint8_t>& scratch) {
   scratch.resize(o.len);
   fill_pattern(scratch.data(), o.len, o.seed);
-  auto r = check_object(pool, o.h, scratch.data(), o.len);
-  if (!r) {
-    if (bad++ == 0) {
-      std::lock_guard<std::mutex> g(err_mu);
-      *first_error = r.message();
-    }
-    return false;
-  }
-  return true;
+  o.h = zs_store(pool, scratch.data(), o.len);
+  return o.h != 0;
 }
 
-TEST(Concurrency, OwnObjectsWithConcurrentCompaction) {
-  PoolPtr pool(zs_create_pool("concurrency"));
+// Reads objects back from any thread: counts the mismatches instead of asserting, and keeps
+// the first one's message for the test to report.
+class Checker {
+ public:
+  explicit Checker(zs_pool* pool) : pool_(pool) {}
+
+  bool verify(const Obj& o, std::vector<uint8_t>& scratch) {
+    scratch.resize(o.len);
+    fill_pattern(scratch.data(), o.len, o.seed);
+    auto r = check_object(pool_, o.h, scratch.data(), o.len);
+    if (!r) {
+      if (bad_++ == 0) {
+        std::lock_guard<std::mutex> g(mu_);
+        first_error_ = r.message();
+      }
+      return false;
+    }
+    return true;
+  }
+
+  // Verifies and frees mine[i], which the last object takes the place of.
+  void verify_and_free(std::vector<Obj>& mine, size_t i, std::vector<uint8_t>& scratch) {
+    verify(mine[i], scratch);
+    zs_free(pool_, mine[i].h);
+    mine[i] = mine.back();
+    mine.pop_back();
+  }
+
+  void verify_and_free_all(std::vector<Obj>& mine, std::vector<uint8_t>& scratch) {
+    while (!mine.empty()) verify_and_free(mine, mine.size() - 1, scratch);
+  }
+
+  unsigned long bad() const { return bad_.load(); }
+  std::string first_error() {
+    std::lock_guard<std::mutex> g(mu_);
+    return first_error_;
+  }
+
+ private:
+  zs_pool* pool_;
+  std::atomic<unsigned long> bad_{0};
+  std::mutex mu_;
+  std::string first_error_;
+};
+
+// Each test runs on every pool configuration of pool_configs.h.
+class Concurrency : public ::testing::TestWithParam<PoolConfig> {};
+
+TEST_P(Concurrency, OwnObjectsWithConcurrentCompaction) {
+  PoolPtr pool(create_pool(GetParam(), "concurrency"));
   ASSERT_NE(pool, nullptr);
   zs_pool* p = pool.get();
   constexpr int kThreads = 4;
   constexpr unsigned kOpsPerThread = 50000;
-  std::atomic<unsigned long> bad{0}, failed_allocs{0};
-  std::string first_error;
-  std::mutex err_mu;
+  std::atomic<unsigned long> failed_allocs{0};
+  Checker check(p);
   std::latch start(kThreads);
+  // A hardened pool takes writes up to the object's size, not its class's capacity.
+  const bool hardened = (GetParam().flags & ZS_POOL_HARDENED) != 0;
   Compactor compactor(p);
 
   auto worker = [&](int id) {
@@ -64,38 +108,28 @@ TEST(Concurrency, OwnObjectsWithConcurrentCompaction) {
       unsigned r = rng() % 100;
       if (mine.empty() || (r < 35 && mine.size() < 600)) {
         Obj o{0, rng(), draw_size(rng)};
-        scratch.resize(o.len);
-        fill_pattern(scratch.data(), o.len, o.seed);
-        o.h = zs_store(p, scratch.data(), o.len);
-        if (o.h == 0) {
+        if (!store(p, o, scratch)) {
           ++failed_allocs;
           continue;
         }
         mine.push_back(o);
       } else if (r < 65) {
-        verify(p, mine[rng() % mine.size()], scratch, bad, &first_error, err_mu);
+        check.verify(mine[rng() % mine.size()], scratch);
       } else if (r < 80) {  // overwrite with a new pattern, up to the capacity
         Obj& o = mine[rng() % mine.size()];
-        size_t cap = zs_obj_capacity(p, o.h);
+        size_t cap = hardened ? o.len : zs_obj_capacity(p, o.h);
         Obj n{o.h, rng(), 1 + rng() % cap};
         if (n.len < o.len) n.len = o.len;  // keep it simple: the new pattern covers the old
         scratch.resize(n.len);
         fill_pattern(scratch.data(), n.len, n.seed);
         zs_obj_write(p, n.h, scratch.data(), n.len);
         o = n;
-        verify(p, o, scratch, bad, &first_error, err_mu);
+        check.verify(o, scratch);
       } else {
-        size_t i = rng() % mine.size();
-        verify(p, mine[i], scratch, bad, &first_error, err_mu);
-        zs_free(p, mine[i].h);
-        mine[i] = mine.back();
-        mine.pop_back();
+        check.verify_and_free(mine, rng() % mine.size(), scratch);
       }
     }
-    for (const Obj& o : mine) {
-      verify(p, o, scratch, bad, &first_error, err_mu);
-      zs_free(p, o.h);
-    }
+    check.verify_and_free_all(mine, scratch);
   };
   std::vector<std::thread> threads;
   for (int i = 0; i < kThreads; ++i) threads.emplace_back(worker, i);
@@ -103,7 +137,7 @@ TEST(Concurrency, OwnObjectsWithConcurrentCompaction) {
   compactor.stop();
   std::cout << "[          ] " << compactor.calls() << " concurrent compactions freed "
             << compactor.freed() << " pages\n";
-  EXPECT_EQ(bad.load(), 0u) << first_error;
+  EXPECT_EQ(check.bad(), 0u) << check.first_error();
   EXPECT_EQ(failed_allocs.load(), 0u);
   struct zs_pool_stats s{};
   zs_pool_stats(p, &s);
@@ -113,8 +147,8 @@ TEST(Concurrency, OwnObjectsWithConcurrentCompaction) {
 }
 
 // Producers store and hand handles over a queue; consumers read, verify and free them.
-TEST(Concurrency, CrossThreadFreeThroughQueue) {
-  PoolPtr pool(zs_create_pool("crossfree"));
+TEST_P(Concurrency, CrossThreadFreeThroughQueue) {
+  PoolPtr pool(create_pool(GetParam(), "crossfree"));
   ASSERT_NE(pool, nullptr);
   zs_pool* p = pool.get();
   constexpr int kProducers = 2, kConsumers = 2;
@@ -123,9 +157,8 @@ TEST(Concurrency, CrossThreadFreeThroughQueue) {
   std::condition_variable cv;
   std::deque<Obj> queue;
   int producers_left = kProducers;
-  std::atomic<unsigned long> bad{0}, consumed{0}, failed_allocs{0};
-  std::string first_error;
-  std::mutex err_mu;
+  std::atomic<unsigned long> consumed{0}, failed_allocs{0};
+  Checker check(p);
   Compactor compactor(p);
 
   auto producer = [&](int id) {
@@ -133,10 +166,7 @@ TEST(Concurrency, CrossThreadFreeThroughQueue) {
     std::vector<uint8_t> buf;
     for (unsigned i = 0; i < kPerProducer; ++i) {
       Obj o{0, rng(), draw_size(rng)};
-      buf.resize(o.len);
-      fill_pattern(buf.data(), o.len, o.seed);
-      o.h = zs_store(p, buf.data(), o.len);
-      if (o.h == 0) {
+      if (!store(p, o, buf)) {
         ++failed_allocs;
         continue;
       }
@@ -166,7 +196,7 @@ TEST(Concurrency, CrossThreadFreeThroughQueue) {
         queue.pop_front();
       }
       cv.notify_all();
-      verify(p, o, scratch, bad, &first_error, err_mu);
+      check.verify(o, scratch);
       zs_free(p, o.h);
       ++consumed;
     }
@@ -176,7 +206,7 @@ TEST(Concurrency, CrossThreadFreeThroughQueue) {
   for (int i = 0; i < kConsumers; ++i) threads.emplace_back(consumer);
   for (auto& t : threads) t.join();
   compactor.stop();
-  EXPECT_EQ(bad.load(), 0u) << first_error;
+  EXPECT_EQ(check.bad(), 0u) << check.first_error();
   EXPECT_EQ(failed_allocs.load(), 0u);
   EXPECT_EQ(consumed.load(), kProducers * kPerProducer);
   EXPECT_TRUE(check_stats_consistent(p, 0));
@@ -186,8 +216,8 @@ TEST(Concurrency, CrossThreadFreeThroughQueue) {
 // Shared, read-only objects are read by several threads while the main thread keeps
 // fragmenting their zspages (fillers stored between them, then mostly freed) and compacting,
 // so the shared objects are moved again and again under the readers.
-TEST(Concurrency, SharedReadersWhileCompactionMovesObjects) {
-  PoolPtr pool(zs_create_pool("shared"));
+TEST_P(Concurrency, SharedReadersWhileCompactionMovesObjects) {
+  PoolPtr pool(create_pool(GetParam(), "shared"));
   ASSERT_NE(pool, nullptr);
   zs_pool* p = pool.get();
   std::vector<Obj> shared;
@@ -197,10 +227,7 @@ TEST(Concurrency, SharedReadersWhileCompactionMovesObjects) {
   // Interleave shared objects with fillers so every zspage mixes both.
   for (unsigned i = 0; i < 4000; ++i) {
     Obj o{0, rng(), 200 + rng() % 1800};
-    buf.resize(o.len);
-    fill_pattern(buf.data(), o.len, o.seed);
-    o.h = zs_store(p, buf.data(), o.len);
-    ASSERT_NE(o.h, 0u);
+    ASSERT_TRUE(store(p, o, buf));
     if (i % 4 == 0)
       shared.push_back(o);
     else
@@ -208,16 +235,15 @@ TEST(Concurrency, SharedReadersWhileCompactionMovesObjects) {
   }
 
   std::atomic<bool> stop{false};
-  std::atomic<unsigned long> bad{0}, reads{0};
-  std::string first_error;
-  std::mutex err_mu;
+  std::atomic<unsigned long> reads{0};
+  Checker check(p);
   auto reader = [&](int id) {
     std::mt19937_64 r(900 + id);
     std::vector<uint8_t> scratch;
     // At least a minimum number of reads, then on until the fragmenting rounds are done.
     for (unsigned i = 0; i < 5000 || !stop; ++i) {
       const Obj& o = shared[r() % shared.size()];
-      verify(p, o, scratch, bad, &first_error, err_mu);
+      check.verify(o, scratch);
       ++reads;
     }
   };
@@ -244,12 +270,12 @@ TEST(Concurrency, SharedReadersWhileCompactionMovesObjects) {
   for (auto& t : readers) t.join();
   std::cout << "[          ] " << reads.load() << " shared reads during 40 rounds; compaction freed "
             << compacted << " pages\n";
-  EXPECT_EQ(bad.load(), 0u) << first_error;
+  EXPECT_EQ(check.bad(), 0u) << check.first_error();
   EXPECT_GT(compacted, 0u);
   for (unsigned long h : fillers) zs_free(p, h);
   for (const Obj& o : shared) {
     std::vector<uint8_t> scratch;
-    EXPECT_TRUE(verify(p, o, scratch, bad, &first_error, err_mu));
+    EXPECT_TRUE(check.verify(o, scratch));
     zs_free(p, o.h);
   }
   EXPECT_TRUE(check_stats_consistent(p, 0));
@@ -258,13 +284,11 @@ TEST(Concurrency, SharedReadersWhileCompactionMovesObjects) {
 
 // Many threads allocating and freeing in one class at once (class lock contention, zspages
 // created and emptied concurrently), with compaction.
-TEST(Concurrency, SameClassChurn) {
-  PoolPtr pool(zs_create_pool("sameclass"));
+TEST_P(Concurrency, SameClassChurn) {
+  PoolPtr pool(create_pool(GetParam(), "sameclass"));
   ASSERT_NE(pool, nullptr);
   zs_pool* p = pool.get();
-  std::atomic<unsigned long> bad{0};
-  std::string first_error;
-  std::mutex err_mu;
+  Checker check(p);
   Compactor compactor(p);
   auto worker = [&](int id) {
     std::mt19937_64 rng(id);
@@ -273,30 +297,22 @@ TEST(Concurrency, SameClassChurn) {
     for (unsigned i = 0; i < 15000; ++i) {
       if (mine.size() < 200 && (mine.empty() || rng() % 3)) {
         Obj o{0, rng(), 776};  // class 784: 5-page zspages, objects spanning pages
-        scratch.resize(o.len);
-        fill_pattern(scratch.data(), o.len, o.seed);
-        o.h = zs_store(p, scratch.data(), o.len);
-        if (o.h != 0) mine.push_back(o);
+        if (store(p, o, scratch)) mine.push_back(o);
       } else {
-        size_t k = rng() % mine.size();
-        verify(p, mine[k], scratch, bad, &first_error, err_mu);
-        zs_free(p, mine[k].h);
-        mine[k] = mine.back();
-        mine.pop_back();
+        check.verify_and_free(mine, rng() % mine.size(), scratch);
       }
     }
-    for (const Obj& o : mine) {
-      verify(p, o, scratch, bad, &first_error, err_mu);
-      zs_free(p, o.h);
-    }
+    check.verify_and_free_all(mine, scratch);
   };
   std::vector<std::thread> threads;
   for (int i = 0; i < 4; ++i) threads.emplace_back(worker, i);
   for (auto& t : threads) t.join();
   compactor.stop();
-  EXPECT_EQ(bad.load(), 0u) << first_error;
+  EXPECT_EQ(check.bad(), 0u) << check.first_error();
   EXPECT_TRUE(check_stats_consistent(p, 0));
   EXPECT_TRUE(compact_and_check_empty(p));
 }
+
+INSTANTIATE_TEST_SUITE_P(Pools, Concurrency, ::testing::ValuesIn(kPoolConfigs), config_name);
 
 }  // namespace

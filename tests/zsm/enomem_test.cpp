@@ -5,7 +5,9 @@
 #include "test_support.h"
 
 #include <memory>
+#include <string>
 #include <thread>
+#include <tuple>
 
 namespace {
 
@@ -88,82 +90,92 @@ TEST_P(ShardsAtTheLimit, AStoreTakesAFreeSlotOfAnotherShard) {
 
 INSTANTIATE_TEST_SUITE_P(Shards, ShardsAtTheLimit, ::testing::Values(2u, 64u));
 
-class FailNthPage : public ::testing::TestWithParam<unsigned> {};
-
-// The N-th page and every later one fail until the source recovers.
-TEST_P(FailNthPage, BurstFailsCleanlyAndPoolRecovers) {
-  const unsigned n = GetParam();
-  for (bool use_malloc : {false, true}) {
-    SCOPED_TRACE(use_malloc ? "zs_malloc+zs_obj_write" : "zs_store");
-    FailingPageSource src;
+// A pool on a page source that fails when told to, as `p`; GetParam() is the test's.
+template <typename Param>
+class OnFailingSource : public ::testing::TestWithParam<Param> {
+ protected:
+  void SetUp() override {
     ASSERT_TRUE(src.ok());
     zs_pool_config cfg{};
     cfg.page_source = src.source();
-    {
-      PoolPtr pool(zs_create_pool_ex("enomem", &cfg));
-      ASSERT_NE(pool, nullptr);
-      zs_pool* p = pool.get();
-      src.fail_from(n);
-      std::vector<Stored> objs;
-      int err = store_until_failure(p, objs, use_malloc);
-      ASSERT_EQ(err, ENOMEM) << "the burst should end in ENOMEM";
-      EXPECT_GE(src.calls(), n);
-      EXPECT_EQ(static_cast<unsigned long>(src.in_use()), zs_get_total_pages(p))
-          << "pages held by the source != pages the pool accounts for (leak from a half-built zspage?)";
-      EXPECT_EQ(src.vm_in_use(), static_cast<size_t>(src.in_use()));
-      EXPECT_LE(zs_get_total_pages(p), n - 1u);
-      EXPECT_TRUE(all_intact(p, objs));
-      EXPECT_TRUE(check_stats_consistent(p, objs.size()));
-
-      // Failing again changes nothing. A huge object always needs a fresh page (nothing was
-      // freed, so there is no spare).
-      {
-        std::vector<uint8_t> buf(4096, 0xab);
-        errno = 0;
-        EXPECT_EQ(zs_store(p, buf.data(), 4000), 0u);
-        EXPECT_EQ(errno, ENOMEM);
-        EXPECT_EQ(static_cast<unsigned long>(src.in_use()), zs_get_total_pages(p));
-      }
-
-      // Pages come back: the pool works again.
-      src.recover();
-      const size_t before = objs.size();
-      ASSERT_EQ(store_until_failure(p, objs, use_malloc, 64), 0);
-      EXPECT_EQ(objs.size(), before + 64);
-      EXPECT_TRUE(all_intact(p, objs));
-      EXPECT_EQ(static_cast<unsigned long>(src.in_use()), zs_get_total_pages(p));
-
-      // Free half, fail again mid-burst, check, then free everything.
-      for (size_t k = 0; k < objs.size(); k += 2) zs_free(p, objs[k].h);
-      std::vector<Stored> kept;
-      for (size_t k = 1; k < objs.size(); k += 2) kept.push_back(std::move(objs[k]));
-      src.fail_from(1 + n % 5);
-      std::vector<Stored> more;
-      EXPECT_EQ(store_until_failure(p, more, use_malloc), ENOMEM);
-      EXPECT_EQ(static_cast<unsigned long>(src.in_use()), zs_get_total_pages(p));
-      EXPECT_TRUE(all_intact(p, kept));
-      EXPECT_TRUE(all_intact(p, more));
-      src.recover();
-      for (const Stored& s : kept) zs_free(p, s.h);
-      for (const Stored& s : more) zs_free(p, s.h);
-      EXPECT_TRUE(compact_and_check_empty(p));
-      EXPECT_EQ(src.in_use(), 0);
-    }
-    EXPECT_EQ(src.in_use(), 0) << "pages not returned after zs_destroy_pool";
-    EXPECT_EQ(src.vm_in_use(), 0u);
+    pool.reset(zs_create_pool_ex("enomem", &cfg));
+    ASSERT_NE(pool, nullptr);
+    p = pool.get();
   }
+
+  FailingPageSource src;
+  PoolPtr pool;
+  zs_pool* p = nullptr;
+};
+
+// The N-th page and every later one fail until the source recovers; the stores go through
+// zs_store() or through zs_malloc()+zs_obj_write().
+class FailNthPageBurst : public OnFailingSource<std::tuple<unsigned, bool>> {};
+
+TEST_P(FailNthPageBurst, FailsCleanlyAndPoolRecovers) {
+  const auto [n, use_malloc] = GetParam();
+  src.fail_from(n);
+  std::vector<Stored> objs;
+  int err = store_until_failure(p, objs, use_malloc);
+  ASSERT_EQ(err, ENOMEM) << "the burst should end in ENOMEM";
+  EXPECT_GE(src.calls(), n);
+  EXPECT_EQ(static_cast<unsigned long>(src.in_use()), zs_get_total_pages(p))
+      << "pages held by the source != pages the pool accounts for (leak from a half-built zspage?)";
+  EXPECT_EQ(src.vm_in_use(), static_cast<size_t>(src.in_use()));
+  EXPECT_LE(zs_get_total_pages(p), n - 1u);
+  EXPECT_TRUE(all_intact(p, objs));
+  EXPECT_TRUE(check_stats_consistent(p, objs.size()));
+
+  // Failing again changes nothing. A huge object always needs a fresh page (nothing was
+  // freed, so there is no spare).
+  {
+    std::vector<uint8_t> buf(4096, 0xab);
+    errno = 0;
+    EXPECT_EQ(zs_store(p, buf.data(), 4000), 0u);
+    EXPECT_EQ(errno, ENOMEM);
+    EXPECT_EQ(static_cast<unsigned long>(src.in_use()), zs_get_total_pages(p));
+  }
+
+  // Pages come back: the pool works again.
+  src.recover();
+  const size_t before = objs.size();
+  ASSERT_EQ(store_until_failure(p, objs, use_malloc, 64), 0);
+  EXPECT_EQ(objs.size(), before + 64);
+  EXPECT_TRUE(all_intact(p, objs));
+  EXPECT_EQ(static_cast<unsigned long>(src.in_use()), zs_get_total_pages(p));
+
+  // Free half, fail again mid-burst, check, then free everything.
+  for (size_t k = 0; k < objs.size(); k += 2) zs_free(p, objs[k].h);
+  std::vector<Stored> kept;
+  for (size_t k = 1; k < objs.size(); k += 2) kept.push_back(std::move(objs[k]));
+  src.fail_from(1 + n % 5);
+  std::vector<Stored> more;
+  EXPECT_EQ(store_until_failure(p, more, use_malloc), ENOMEM);
+  EXPECT_EQ(static_cast<unsigned long>(src.in_use()), zs_get_total_pages(p));
+  EXPECT_TRUE(all_intact(p, kept));
+  EXPECT_TRUE(all_intact(p, more));
+  src.recover();
+  for (const Stored& s : kept) zs_free(p, s.h);
+  for (const Stored& s : more) zs_free(p, s.h);
+  EXPECT_TRUE(compact_and_check_empty(p));
+  EXPECT_EQ(src.in_use(), 0);
+  pool.reset();
+  EXPECT_EQ(src.in_use(), 0) << "pages not returned after zs_destroy_pool";
+  EXPECT_EQ(src.vm_in_use(), 0u);
 }
+
+INSTANTIATE_TEST_SUITE_P(N, FailNthPageBurst,
+                         ::testing::Combine(::testing::Range(1u, 41u), ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::to_string(std::get<0>(info.param)) +
+                                  (std::get<1>(info.param) ? "_malloc" : "_store");
+                         });
+
+class FailNthPage : public OnFailingSource<unsigned> {};
 
 // Only the N-th page fails: exactly one store fails, the next one succeeds.
 TEST_P(FailNthPage, SingleFailureThenSuccess) {
   const unsigned n = GetParam();
-  FailingPageSource src;
-  ASSERT_TRUE(src.ok());
-  zs_pool_config cfg{};
-  cfg.page_source = src.source();
-  PoolPtr pool(zs_create_pool_ex("enomem", &cfg));
-  ASSERT_NE(pool, nullptr);
-  zs_pool* p = pool.get();
   src.fail_once_at(n);
   std::vector<Stored> objs;
   int failures = 0;

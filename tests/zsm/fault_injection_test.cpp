@@ -31,9 +31,11 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <random>
 #include <string>
 #include <system_error>
+#include <tuple>
 #include <vector>
 
 #include "bytes.h"
@@ -139,6 +141,9 @@ struct PoolShape {
   unsigned chain;
   unsigned shards;
 };
+
+// GoogleTest prints a shape by its name (in the test's listing, and on failure).
+void PrintTo(const PoolShape& shape, std::ostream* os) { *os << shape.name; }
 
 // How page requests fail during a replay.
 struct FaultPlan {
@@ -411,69 +416,79 @@ void report(const char* sweep, const PoolShape& shape, unsigned long fault_point
   std::printf("[ summary  ] %s %s: %lu fault points (%s)\n", sweep, shape.name, fault_points, what);
 }
 
-class PoolFaults : public ::testing::TestWithParam<PoolShape> {};
+// The sweeps over fault points, each point a fresh pool replaying the script: every page
+// request failing alone (exactly one store fails, cleanly), every request from the k-th on
+// failing until the phase ends, and the pool's own limit at every page count below the
+// script's peak (stores past it fail with ENOMEM mid-burst and the script goes on).
+enum class Sweep { fail_once, fail_until_phase_end, max_pages };
 
-// Only the k-th page request fails, for every k: exactly one store fails, cleanly.
-TEST_P(PoolFaults, EveryPageRequestFailsOnce) {
-  const PoolShape& shape = GetParam();
-  const Script script = build_script(shape.page_size);
-  Baseline base;
-  ASSERT_TRUE(run_baseline(shape, script, &base));
-  ASSERT_GT(base.page_requests, 0u);
-  for (unsigned long k = 1; k <= base.page_requests; ++k) {
-    PoolRun run(shape, 0);
-    ASSERT_TRUE(run.replay(script, {FaultPlan::once, k})) << "page request " << k << " failing";
-    ASSERT_EQ(run.failed_stores(), 1u) << "page request " << k << " failing";
-    ASSERT_TRUE(run.destroy()) << "page request " << k << " failing";
+const char* sweep_name(Sweep sweep) {
+  switch (sweep) {
+    case Sweep::fail_once: return "EveryPageRequestFailsOnce";
+    case Sweep::fail_until_phase_end: return "FailingFromEveryRequestUntilThePhaseEnds";
+    case Sweep::max_pages: return "MemoryLimitReachedMidBurst";
   }
-  report("fail once", shape, base.page_requests, "each page request of the script failed alone");
+  return "?";
 }
 
-// Every request from the k-th on fails until the phase ends, then the source recovers.
-TEST_P(PoolFaults, FailingFromEveryRequestUntilThePhaseEnds) {
-  const PoolShape& shape = GetParam();
+void PrintTo(Sweep sweep, std::ostream* os) { *os << sweep_name(sweep); }
+
+class PoolFaults : public ::testing::TestWithParam<std::tuple<PoolShape, Sweep>> {};
+
+TEST_P(PoolFaults, EveryFaultPointFailsCleanly) {
+  const auto& [shape, sweep] = GetParam();
   const Script script = build_script(shape.page_size);
   Baseline base;
   ASSERT_TRUE(run_baseline(shape, script, &base));
+  // The fault points: the page requests of the script, or the page counts below its peak.
+  const unsigned long points =
+      sweep == Sweep::max_pages ? base.peak_pages - 1 : base.page_requests;
+  ASSERT_GT(points, 0u);
   unsigned long failed_stores = 0;
-  for (unsigned long k = 1; k <= base.page_requests; ++k) {
-    PoolRun run(shape, 0);
-    ASSERT_TRUE(run.replay(script, {FaultPlan::until_phase_end, k})) << "failing from request " << k;
-    ASSERT_GE(run.failed_stores(), 1u) << "failing from request " << k;
-    ASSERT_TRUE(run.destroy()) << "failing from request " << k;
+  for (unsigned long k = 1; k <= points; ++k) {
+    const std::string at =
+        sweep == Sweep::fail_once    ? "page request " + std::to_string(k) + " failing"
+        : sweep == Sweep::max_pages ? "max_pages " + std::to_string(k) + " below the peak of " +
+                                          std::to_string(base.peak_pages)
+                                    : "failing from request " + std::to_string(k);
+    PoolRun run(shape, sweep == Sweep::max_pages ? k : 0);
+    FaultPlan plan;
+    if (sweep == Sweep::fail_once) plan = {FaultPlan::once, k};
+    if (sweep == Sweep::fail_until_phase_end) plan = {FaultPlan::until_phase_end, k};
+    ASSERT_TRUE(run.replay(script, plan)) << at;
+    if (sweep == Sweep::fail_once)
+      ASSERT_EQ(run.failed_stores(), 1u) << at;
+    else
+      ASSERT_GE(run.failed_stores(), 1u) << at;
+    ASSERT_TRUE(run.destroy()) << at;
     failed_stores += run.failed_stores();
   }
-  report("fail until phase end", shape, base.page_requests,
-         (std::to_string(failed_stores) + " stores refused in all").c_str());
-}
-
-// The pool's own limit, at every page count below the script's peak: stores past it fail
-// with ENOMEM mid-burst and the script goes on.
-TEST_P(PoolFaults, MemoryLimitReachedMidBurst) {
-  const PoolShape& shape = GetParam();
-  const Script script = build_script(shape.page_size);
-  Baseline base;
-  ASSERT_TRUE(run_baseline(shape, script, &base));
-  ASSERT_GT(base.peak_pages, 1u);
-  unsigned long failed_stores = 0;
-  for (unsigned long limit = 1; limit < base.peak_pages; ++limit) {
-    PoolRun run(shape, limit);
-    ASSERT_TRUE(run.replay(script, {})) << "max_pages " << limit;
-    ASSERT_GE(run.failed_stores(), 1u) << "max_pages " << limit << " below the peak of " << base.peak_pages;
-    ASSERT_TRUE(run.destroy()) << "max_pages " << limit;
-    failed_stores += run.failed_stores();
+  const std::string refused = std::to_string(failed_stores) + " stores refused in all";
+  switch (sweep) {
+    case Sweep::fail_once:
+      report("fail once", shape, points, "each page request of the script failed alone");
+      break;
+    case Sweep::fail_until_phase_end:
+      report("fail until phase end", shape, points, refused.c_str());
+      break;
+    case Sweep::max_pages:
+      report("max_pages", shape, failed_stores,
+             (std::to_string(points) + " limits below the peak").c_str());
+      break;
   }
-  report("max_pages", shape, failed_stores,
-         (std::to_string(base.peak_pages - 1) + " limits below the peak").c_str());
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, PoolFaults,
-                         ::testing::Values(PoolShape{"page4k_chain8", 4096, 8, 0},
-                                           PoolShape{"page4k_chain4_1shard", 4096, 4, 1},
-                                           PoolShape{"page16k_chain16_4shards", 16384, 16, 4}),
-                         [](const ::testing::TestParamInfo<PoolShape>& info) {
-                           return std::string(info.param.name);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, PoolFaults,
+    ::testing::Combine(::testing::Values(PoolShape{"page4k_chain8", 4096, 8, 0},
+                                         PoolShape{"page4k_chain4_1shard", 4096, 4, 1},
+                                         PoolShape{"page16k_chain16_4shards", 16384, 16, 4}),
+                       ::testing::Values(Sweep::fail_once, Sweep::fail_until_phase_end,
+                                         Sweep::max_pages)),
+    [](const ::testing::TestParamInfo<std::tuple<PoolShape, Sweep>>& info) {
+      return std::string(sweep_name(std::get<1>(info.param))) + "_" +
+             std::get<0>(info.param).name;
+    });
 
 // ---- the cache script --------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -41,27 +42,43 @@ class HardenedDeath : public ::testing::Test {
   void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
 };
 
-TEST_F(HardenedDeath, DoubleFree) {
+// The checks on a small object (its class is larger than it) and on huge ones (a page of
+// their own): `size` is stored and freed twice, or `size + 1` bytes of it are read.
+class HardenedDeathBySize : public HardenedDeath,
+                            public ::testing::WithParamInterface<size_t> {};
+
+TEST_P(HardenedDeathBySize, DoubleFree) {
+  const size_t size = GetParam();
   EXPECT_DEATH(
       {
         zs_pool* pool = hardened_pool("h");
-        unsigned long h = store_pattern(pool, 100);
+        unsigned long h = store_pattern(pool, size);
         zs_free(pool, h);
         zs_free(pool, h);
       },
       "zsm: fatal: pool 'h': zs_free\\(handle 0x[0-9a-f]+\\): handle is not allocated");
 }
 
-TEST_F(HardenedDeath, DoubleFreeOfHugeObject) {
+TEST_P(HardenedDeathBySize, ReadPastObjectSize) {
+  const size_t size = GetParam();
+  const std::string message = "zs_obj_read_begin\\(handle 0x[0-9a-f]+\\): " +
+                              std::to_string(size + 1) + " bytes of an object of " +
+                              std::to_string(size) + " bytes";
   EXPECT_DEATH(
       {
         zs_pool* pool = hardened_pool("h");
-        unsigned long h = store_pattern(pool, 4000);
-        zs_free(pool, h);
-        zs_free(pool, h);
+        unsigned long h = store_pattern(pool, size);
+        static char buf[4096];
+        zs_obj_read_begin(pool, h, size + 1, buf);
       },
-      "zs_free\\(handle 0x[0-9a-f]+\\): handle is not allocated");
+      message);
 }
+
+INSTANTIATE_TEST_SUITE_P(Objects, HardenedDeathBySize,
+                         ::testing::Values(size_t{100}, size_t{3700}, size_t{4000}),
+                         [](const ::testing::TestParamInfo<size_t>& info) {
+                           return "Size" + std::to_string(info.param);
+                         });
 
 // A cell next to a live one, in the pool's region, that no store has used yet.
 TEST_F(HardenedDeath, HandleNeverReturned) {
@@ -103,28 +120,6 @@ TEST_F(HardenedDeath, MisalignedHandle) {
         zs_free(pool, h + 1);
       },
       "not a handle of this pool");
-}
-
-TEST_F(HardenedDeath, ReadPastObjectSize) {
-  EXPECT_DEATH(
-      {
-        zs_pool* pool = hardened_pool("h");
-        unsigned long h = store_pattern(pool, 100);  // class capacity is larger than 100
-        char buf[200];
-        zs_obj_read_begin(pool, h, 101, buf);
-      },
-      "zs_obj_read_begin\\(handle 0x[0-9a-f]+\\): 101 bytes of an object of 100 bytes");
-}
-
-TEST_F(HardenedDeath, ReadPastHugeObjectSize) {
-  EXPECT_DEATH(
-      {
-        zs_pool* pool = hardened_pool("h");
-        unsigned long h = store_pattern(pool, 3700);
-        static char buf[4096];
-        zs_obj_read_begin(pool, h, 3701, buf);
-      },
-      "3701 bytes of an object of 3700 bytes");
 }
 
 TEST_F(HardenedDeath, WritePastObjectSize) {

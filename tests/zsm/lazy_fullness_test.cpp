@@ -79,12 +79,18 @@ void free_last(zs_pool* pool, std::vector<unsigned long>& objs, unsigned n) {
   }
 }
 
+// Each test gets one_shard_pool() as `p`.
+class LazyFullness : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_NE(p, nullptr); }
+
+  PoolPtr pool_ = one_shard_pool();
+  zs_pool* const p = pool_.get();
+};
+
 // A free from a full zspage makes it hot: the statistics count it in its group at every step,
 // as it stays hot, drops below its group onto a list, and fills again.
-TEST(LazyFullness, StatisticsCountTheHotZspage) {
-  PoolPtr pool = one_shard_pool();
-  ASSERT_NE(pool, nullptr);
-  zs_pool* p = pool.get();
+TEST_F(LazyFullness, StatisticsCountTheHotZspage) {
   auto zspages = fill_zspages(p, 2);
   ASSERT_TRUE(groups_are(p, {26, 26}));
   for (unsigned left = 25; left >= 20; left--) {  // 96 % (hot) down to 76 % (listed)
@@ -104,10 +110,7 @@ TEST(LazyFullness, StatisticsCountTheHotZspage) {
 
 // Frees from two full zspages between stores: the second becomes hot and the first goes back
 // on its list. The next stores fill both again without a new zspage.
-TEST(LazyFullness, AnotherFreeFromFullPutsTheHotZspageBack) {
-  PoolPtr pool = one_shard_pool();
-  ASSERT_NE(pool, nullptr);
-  zs_pool* p = pool.get();
+TEST_F(LazyFullness, AnotherFreeFromFullPutsTheHotZspageBack) {
   auto zspages = fill_zspages(p, 3);
   free_last(p, zspages[0], 1);
   free_last(p, zspages[1], 1);
@@ -123,10 +126,7 @@ TEST(LazyFullness, AnotherFreeFromFullPutsTheHotZspageBack) {
 // (it puts hot zspages back first): it moves the sparser one's objects into it and frees
 // one zspage. Were the hot one left out, compaction would see one listed zspage and free
 // nothing.
-TEST(LazyFullness, CompactionFindsTheHotZspage) {
-  PoolPtr pool = one_shard_pool();
-  ASSERT_NE(pool, nullptr);
-  zs_pool* p = pool.get();
+TEST_F(LazyFullness, CompactionFindsTheHotZspage) {
   auto zspages = fill_zspages(p, 3);
   free_last(p, zspages[0], 23);
   free_last(p, zspages[1], 24);
@@ -144,57 +144,63 @@ TEST(LazyFullness, CompactionFindsTheHotZspage) {
 
 // Random stores and frees in the classes with the fewest objects per zspage (where a group
 // change skips groups, and the huge class, whose zspages are never hot), and in a common
-// class, with one and with four shards, through zs_store() and zs_malloc(): zs_check_pool()
-// holds after every call, and the statistics add up.
-TEST(LazyFullness, CheckPoolHoldsThroughRandomMixes) {
-  for (unsigned shards : {1u, 4u}) {
-    zs_pool_config cfg{};
-    cfg.nr_shards = shards;
-    cfg.flags = ZS_POOL_NO_THREAD_CACHE;
-    PoolPtr pool(zs_create_pool_ex("lazy-mix", &cfg));
-    ASSERT_NE(pool, nullptr);
-    zs_pool* p = pool.get();
-    std::vector<size_t> sizes = {kReq};
-    for (unsigned i = 0; i < zs_class_count(p); i++) {
-      struct zs_class_stats st{};
-      if (zs_class_stats(p, i, &st) == 1 && st.objs_per_zspage <= 4)
-        sizes.push_back(st.size - ZS_HANDLE_SIZE);
-    }
-    ASSERT_GT(sizes.size(), 2u);
-    std::mt19937_64 rng(shards);
-    std::vector<std::pair<unsigned long, size_t>> live;
-    for (int op = 0; op < 3000; op++) {
-      if (rng() % 100 < 45 && !live.empty()) {
-        size_t k = rng() % live.size();
-        ASSERT_TRUE(check_object(p, live[k].first,
-                                 make_pattern(live[k].second, seed_of(live[k].first, live[k].second))));
-        zs_free(p, live[k].first);
-        live[k] = live.back();
-        live.pop_back();
-      } else {
-        size_t size = sizes[rng() % sizes.size()];
-        unsigned long h;
-        if (op % 2 == 0) {  // zs_store(), whose copy comes from the store's own path
-          std::vector<uint8_t> bytes = make_pattern(size, op);
-          h = zs_store(p, bytes.data(), size);
-          ASSERT_NE(h, 0u);
-          ASSERT_TRUE(check_object(p, h, bytes));
-          zs_obj_write(p, h, make_pattern(size, seed_of(h, size)).data(), size);
-        } else {
-          h = zs_malloc(p, size);
-          ASSERT_NE(h, 0u);
-          zs_obj_write(p, h, make_pattern(size, seed_of(h, size)).data(), size);
-        }
-        live.emplace_back(h, size);
-      }
-      ASSERT_EQ(zs_check_pool(p, stderr), 0) << "after op " << op << ", " << shards << " shards";
-      if (op % 100 == 0) {
-        ASSERT_TRUE(zsm_test::check_stats_consistent(p, live.size()));
-      }
-    }
-    for (auto& [h, size] : live) zs_free(p, h);
-    EXPECT_TRUE(zsm_test::compact_and_check_empty(p));
+// class, with one and with four shards (the parameter), through zs_store() and zs_malloc():
+// zs_check_pool() holds after every call, and the statistics add up.
+class LazyFullnessRandomMix : public ::testing::TestWithParam<unsigned> {};
+
+TEST_P(LazyFullnessRandomMix, CheckPoolHolds) {
+  const unsigned shards = GetParam();
+  zs_pool_config cfg{};
+  cfg.nr_shards = shards;
+  cfg.flags = ZS_POOL_NO_THREAD_CACHE;
+  PoolPtr pool(zs_create_pool_ex("lazy-mix", &cfg));
+  ASSERT_NE(pool, nullptr);
+  zs_pool* p = pool.get();
+  std::vector<size_t> sizes = {kReq};
+  for (unsigned i = 0; i < zs_class_count(p); i++) {
+    struct zs_class_stats st{};
+    if (zs_class_stats(p, i, &st) == 1 && st.objs_per_zspage <= 4)
+      sizes.push_back(st.size - ZS_HANDLE_SIZE);
   }
+  ASSERT_GT(sizes.size(), 2u);
+  std::mt19937_64 rng(shards);
+  std::vector<std::pair<unsigned long, size_t>> live;
+  for (int op = 0; op < 3000; op++) {
+    if (rng() % 100 < 45 && !live.empty()) {
+      size_t k = rng() % live.size();
+      ASSERT_TRUE(check_object(p, live[k].first,
+                               make_pattern(live[k].second, seed_of(live[k].first, live[k].second))));
+      zs_free(p, live[k].first);
+      live[k] = live.back();
+      live.pop_back();
+    } else {
+      size_t size = sizes[rng() % sizes.size()];
+      unsigned long h;
+      if (op % 2 == 0) {  // zs_store(), whose copy comes from the store's own path
+        std::vector<uint8_t> bytes = make_pattern(size, op);
+        h = zs_store(p, bytes.data(), size);
+        ASSERT_NE(h, 0u);
+        ASSERT_TRUE(check_object(p, h, bytes));
+        zs_obj_write(p, h, make_pattern(size, seed_of(h, size)).data(), size);
+      } else {
+        h = zs_malloc(p, size);
+        ASSERT_NE(h, 0u);
+        zs_obj_write(p, h, make_pattern(size, seed_of(h, size)).data(), size);
+      }
+      live.emplace_back(h, size);
+    }
+    ASSERT_EQ(zs_check_pool(p, stderr), 0) << "after op " << op << ", " << shards << " shards";
+    if (op % 100 == 0) {
+      ASSERT_TRUE(zsm_test::check_stats_consistent(p, live.size()));
+    }
+  }
+  for (auto& [h, size] : live) zs_free(p, h);
+  EXPECT_TRUE(zsm_test::compact_and_check_empty(p));
 }
+
+INSTANTIATE_TEST_SUITE_P(LazyFullness, LazyFullnessRandomMix, ::testing::Values(1u, 4u),
+                         [](const ::testing::TestParamInfo<unsigned>& info) {
+                           return "Shards" + std::to_string(info.param);
+                         });
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "test_support.h"
 
 #include <algorithm>
+#include <ostream>
 
 namespace {
 
@@ -226,46 +227,53 @@ INSTANTIATE_TEST_SUITE_P(Pages, RoundTripPageSize, ::testing::Values(size_t{1638
 
 class RoundTripErrors : public PoolFixture {};
 
-TEST_F(RoundTripErrors, SizeZeroIsEinval) {
-  uint8_t buf[16] = {};
+// A store or malloc with a bad argument: it returns 0 with `error` in errno, and the pool
+// stays empty. `call` gets the fixture's pool.
+struct BadStore {
+  const char* name;
+  unsigned long (*call)(zs_pool* pool);
+  int error;
+};
+
+void PrintTo(const BadStore& bad, std::ostream* os) { *os << bad.name; }
+
+class RoundTripBadStore : public PoolFixture, public ::testing::WithParamInterface<BadStore> {};
+
+TEST_P(RoundTripBadStore, FailsWithErrnoAndStoresNothing) {
   errno = 0;
-  EXPECT_EQ(zs_malloc(pool_, 0), 0u);
-  EXPECT_EQ(errno, EINVAL);
-  errno = 0;
-  EXPECT_EQ(zs_store(pool_, buf, 0), 0u);
-  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(GetParam().call(pool_), 0u);
+  EXPECT_EQ(errno, GetParam().error);
   EXPECT_EQ(zs_get_total_pages(pool_), 0u);
 }
 
-TEST_F(RoundTripErrors, SizeAbovePageIsEnospc) {
-  std::vector<uint8_t> buf(8192);
-  for (size_t size : {size_t{4097}, size_t{5000}, size_t{8192}}) {
-    errno = 0;
-    EXPECT_EQ(zs_malloc(pool_, size), 0u);
-    EXPECT_EQ(errno, ENOSPC);
-    errno = 0;
-    EXPECT_EQ(zs_store(pool_, buf.data(), size), 0u);
-    EXPECT_EQ(errno, ENOSPC);
-  }
-  errno = 0;
-  EXPECT_EQ(zs_malloc(pool_, static_cast<size_t>(-1)), 0u);
-  EXPECT_EQ(errno, ENOSPC);
-  EXPECT_EQ(zs_get_total_pages(pool_), 0u);
+// Sizes above the page: 4097, 5000 and 8192 bytes, by zs_malloc and by zs_store.
+template <size_t kSize>
+unsigned long store_of_size(zs_pool* pool) {
+  static const std::vector<uint8_t> buf(8192);
+  return zs_store(pool, buf.data(), kSize);
 }
 
-TEST_F(RoundTripErrors, NullPoolAndNullSource) {
-  uint8_t buf[16] = {};
-  errno = 0;
-  EXPECT_EQ(zs_malloc(nullptr, 16), 0u);
-  EXPECT_EQ(errno, EINVAL);
-  errno = 0;
-  EXPECT_EQ(zs_store(nullptr, buf, 16), 0u);
-  EXPECT_EQ(errno, EINVAL);
-  errno = 0;
-  EXPECT_EQ(zs_store(pool_, nullptr, 16), 0u);
-  EXPECT_EQ(errno, EINVAL);
-  EXPECT_EQ(zs_get_total_pages(pool_), 0u);
-}
+const BadStore kBadStores[] = {
+    {"MallocOfSizeZero", [](zs_pool* p) { return zs_malloc(p, 0); }, EINVAL},
+    {"StoreOfSizeZero",
+     [](zs_pool* p) { uint8_t buf[16] = {}; return zs_store(p, buf, 0); }, EINVAL},
+    {"MallocOf4097", [](zs_pool* p) { return zs_malloc(p, 4097); }, ENOSPC},
+    {"MallocOf5000", [](zs_pool* p) { return zs_malloc(p, 5000); }, ENOSPC},
+    {"MallocOf8192", [](zs_pool* p) { return zs_malloc(p, 8192); }, ENOSPC},
+    {"MallocOfSizeMax", [](zs_pool* p) { return zs_malloc(p, static_cast<size_t>(-1)); }, ENOSPC},
+    {"StoreOf4097", store_of_size<4097>, ENOSPC},
+    {"StoreOf5000", store_of_size<5000>, ENOSPC},
+    {"StoreOf8192", store_of_size<8192>, ENOSPC},
+    {"MallocIntoNullPool", [](zs_pool*) { return zs_malloc(nullptr, 16); }, EINVAL},
+    {"StoreIntoNullPool",
+     [](zs_pool*) { uint8_t buf[16] = {}; return zs_store(nullptr, buf, 16); }, EINVAL},
+    {"StoreFromNullSource", [](zs_pool* p) { return zs_store(p, nullptr, 16); }, EINVAL},
+};
+
+INSTANTIATE_TEST_SUITE_P(RoundTripErrors, RoundTripBadStore, ::testing::ValuesIn(kBadStores),
+                         [](const ::testing::TestParamInfo<BadStore>& info) {
+                           return std::string(info.param.name);
+                         });
 
 TEST_F(RoundTripErrors, FreeOfHandleZeroOrNullPoolIsNoop) {
   unsigned long h = store(100, 1);

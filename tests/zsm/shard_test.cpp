@@ -25,6 +25,24 @@ zs_pool* make_pool(unsigned shards) {
   return zs_create_pool_ex("shards", &cfg);
 }
 
+// `threads` threads, started together, each calling zs_malloc(pool, size(t, i)) `per_thread`
+// times; handles[t] holds thread t's handles.
+std::vector<std::vector<unsigned long>> malloc_from_threads(zs_pool* pool, int threads,
+                                                            int per_thread,
+                                                            size_t (*size)(int t, int i)) {
+  std::vector<std::vector<unsigned long>> handles(threads);
+  std::barrier start(threads);
+  std::vector<std::thread> running;
+  for (int t = 0; t < threads; t++) {
+    running.emplace_back([&, t] {
+      start.arrive_and_wait();
+      for (int i = 0; i < per_thread; i++) handles[t].push_back(zs_malloc(pool, size(t, i)));
+    });
+  }
+  for (auto& th : running) th.join();
+  return handles;
+}
+
 TEST(Shards, CountMustBeAPowerOfTwoUpTo64) {
   for (unsigned bad : {3u, 6u, 100u, 128u}) {
     errno = 0;
@@ -162,14 +180,8 @@ TEST(Shards, ClassStatsSumTheShards) {
   constexpr int kThreads = 2, kPerThread = 500;
   zs_pool* pool = make_pool(2);
   ASSERT_NE(pool, nullptr);
-  std::vector<std::vector<unsigned long>> handles(kThreads);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; t++) {
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < kPerThread; i++) handles[t].push_back(zs_malloc(pool, 1000));
-    });
-  }
-  for (auto& th : threads) th.join();
+  auto handles =
+      malloc_from_threads(pool, kThreads, kPerThread, [](int, int) -> size_t { return 1000; });
   struct zs_class_stats st = class_for_request(pool, 1000);
   EXPECT_EQ(st.obj_used, static_cast<unsigned long>(kThreads * kPerThread));
   EXPECT_TRUE(check_stats_consistent(pool, kThreads * kPerThread));
@@ -185,17 +197,8 @@ TEST(Shards, CompactionMergesAcrossShards) {
   constexpr int kThreads = 4, kPerThread = 20000;
   zs_pool* pool = make_pool(4);
   ASSERT_NE(pool, nullptr);
-  std::vector<std::vector<unsigned long>> handles(kThreads);
-  std::barrier start(kThreads);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; t++) {
-    threads.emplace_back([&, t] {
-      start.arrive_and_wait();
-      for (int i = 0; i < kPerThread; i++)
-        handles[t].push_back(zs_malloc(pool, 200 + 37 * ((i + t) % 40)));
-    });
-  }
-  for (auto& th : threads) th.join();
+  auto handles = malloc_from_threads(
+      pool, kThreads, kPerThread, [](int t, int i) -> size_t { return 200 + 37 * ((i + t) % 40); });
   std::vector<unsigned long> kept;
   size_t n = 0;
   for (auto& hs : handles) {
