@@ -33,7 +33,9 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import progress as progress_lines  # noqa: E402
 
 # The general-purpose allocators zsm is compared with (bench/variants.h), and every
 # allocator's families: zsm's two variants store and malloc+write, the others store.
@@ -145,23 +147,19 @@ def count(binary, allocators, sizes, pairs, jobs=os.cpu_count() or 1, use_perf=F
           progress=False):
     """run_one() for every allocator, each of its families and every size, `jobs` at a time;
     the results ordered by allocator (as ALL lists them), family and size. With progress, a
-    line on stderr counts the runs done: rewritten in place on a terminal, one line per tenth
-    of the runs into a log."""
+    line on stderr counts the runs done (progress.Counter: rewritten in place on a terminal,
+    one line per tenth of the runs into a log)."""
     runs = [(a, f, s) for a in allocators for f in ALL[a] for s in sizes]
-    on_terminal = sys.stderr.isatty()
-    start = time.time()
+    counter = progress_lines.Counter("[count_pairs]", len(runs), "callgrind runs")
     results = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = [pool.submit(run_one, binary, a, f, s, pairs, use_perf) for a, f, s in runs]
-        for done, fut in enumerate(concurrent.futures.as_completed(futures), 1):
+        for fut in concurrent.futures.as_completed(futures):
             results.append(fut.result())
-            if progress and (on_terminal or done % max(1, len(runs) // 10) == 0
-                             or done == len(runs)):
-                lead, end = ("\r", "") if on_terminal else ("", "\n")
-                print(f"{lead}[count_pairs] {done}/{len(runs)} callgrind runs, "
-                      f"{time.time() - start:.0f} s", end=end, file=sys.stderr, flush=True)
-    if progress and on_terminal:
-        print(file=sys.stderr, flush=True)
+            if progress:
+                counter.step()
+    if progress:
+        counter.close()
     return sorted(results, key=lambda r: (list(ALL).index(r["allocator"]), r["family"], r["size"]))
 
 

@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """Unit tests of the A/B driver's parsing, statistics and report (ab_analysis, ab_report)
-and of the golden-count comparison (golden), on small hand-made inputs. ctest runs this;
+of the golden-count comparison (golden) and of the progress lines (progress), on small
+hand-made inputs. ctest runs this;
 tools/tests/ab_smoke_test.py runs the whole driver.
 """
+import io
 import os
 import sys
 import unittest
@@ -11,6 +13,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import ab_analysis as an  # noqa: E402
 import ab_report  # noqa: E402
 import golden  # noqa: E402
+import progress  # noqa: E402
 
 P = "zsm::bench_patched::"
 B = "zsm::bench_baseline::"
@@ -265,6 +268,24 @@ class GoldenTest(unittest.TestCase):
         moved = golden.compare(want, outside)
         self.assertEqual(len(moved), 1)
         self.assertIn("patched store 784 B: 250.00 -> 255.10", moved[0])
+
+
+class ProgressTest(unittest.TestCase):
+    """Into a file that is not a terminal, progress is whole lines: a tenth each, and the end."""
+
+    def test_lines_into_a_log(self):
+        log = io.StringIO()
+        counter = progress.Counter("[t]", 25, "runs", file=log)
+        for _ in range(25):
+            counter.step()
+        counter.close()
+        text = log.getvalue()
+        self.assertNotIn("\r", text)
+        lines = text.splitlines()
+        self.assertEqual([line.split(",")[0] for line in lines],
+                         [f"[t] {n}/25 runs" for n in (2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22,
+                                                       24, 25)])
+        self.assertTrue(text.endswith("\n"))
 
 
 if __name__ == "__main__":
