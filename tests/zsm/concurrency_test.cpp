@@ -83,13 +83,23 @@ class Checker {
   std::string first_error_;
 };
 
-// Each test runs on every pool configuration of pool_configs.h.
-class Concurrency : public ::testing::TestWithParam<PoolConfig> {};
+// Each test runs on every pool configuration of pool_configs.h, on the pool `p`, which must
+// end with statistics that add up and no page left after a compaction.
+class Concurrency : public ::testing::TestWithParam<PoolConfig> {
+ protected:
+  void SetUp() override { ASSERT_NE(p, nullptr); }
+
+  void TearDown() override {
+    if (p == nullptr) return;
+    EXPECT_TRUE(check_stats_consistent(p, 0));
+    EXPECT_TRUE(compact_and_check_empty(p));
+  }
+
+  PoolPtr pool_{create_pool(GetParam(), "concurrency")};
+  zs_pool* const p = pool_.get();
+};
 
 TEST_P(Concurrency, OwnObjectsWithConcurrentCompaction) {
-  PoolPtr pool(create_pool(GetParam(), "concurrency"));
-  ASSERT_NE(pool, nullptr);
-  zs_pool* p = pool.get();
   constexpr int kThreads = 4;
   constexpr unsigned kOpsPerThread = 50000;
   std::atomic<unsigned long> failed_allocs{0};
@@ -142,15 +152,10 @@ TEST_P(Concurrency, OwnObjectsWithConcurrentCompaction) {
   struct zs_pool_stats s{};
   zs_pool_stats(p, &s);
   EXPECT_EQ(s.pages_compacted, compactor.freed());
-  EXPECT_TRUE(check_stats_consistent(p, 0));
-  EXPECT_TRUE(compact_and_check_empty(p));
 }
 
 // Producers store and hand handles over a queue; consumers read, verify and free them.
 TEST_P(Concurrency, CrossThreadFreeThroughQueue) {
-  PoolPtr pool(create_pool(GetParam(), "crossfree"));
-  ASSERT_NE(pool, nullptr);
-  zs_pool* p = pool.get();
   constexpr int kProducers = 2, kConsumers = 2;
   constexpr unsigned kPerProducer = 20000;
   std::mutex mu;
@@ -209,17 +214,12 @@ TEST_P(Concurrency, CrossThreadFreeThroughQueue) {
   EXPECT_EQ(check.bad(), 0u) << check.first_error();
   EXPECT_EQ(failed_allocs.load(), 0u);
   EXPECT_EQ(consumed.load(), kProducers * kPerProducer);
-  EXPECT_TRUE(check_stats_consistent(p, 0));
-  EXPECT_TRUE(compact_and_check_empty(p));
 }
 
 // Shared, read-only objects are read by several threads while the main thread keeps
 // fragmenting their zspages (fillers stored between them, then mostly freed) and compacting,
 // so the shared objects are moved again and again under the readers.
 TEST_P(Concurrency, SharedReadersWhileCompactionMovesObjects) {
-  PoolPtr pool(create_pool(GetParam(), "shared"));
-  ASSERT_NE(pool, nullptr);
-  zs_pool* p = pool.get();
   std::vector<Obj> shared;
   std::vector<uint8_t> buf;
   std::mt19937_64 rng(5);
@@ -278,16 +278,11 @@ TEST_P(Concurrency, SharedReadersWhileCompactionMovesObjects) {
     EXPECT_TRUE(check.verify(o, scratch));
     zs_free(p, o.h);
   }
-  EXPECT_TRUE(check_stats_consistent(p, 0));
-  EXPECT_TRUE(compact_and_check_empty(p));
 }
 
 // Many threads allocating and freeing in one class at once (class lock contention, zspages
 // created and emptied concurrently), with compaction.
 TEST_P(Concurrency, SameClassChurn) {
-  PoolPtr pool(create_pool(GetParam(), "sameclass"));
-  ASSERT_NE(pool, nullptr);
-  zs_pool* p = pool.get();
   Checker check(p);
   Compactor compactor(p);
   auto worker = [&](int id) {
@@ -309,8 +304,6 @@ TEST_P(Concurrency, SameClassChurn) {
   for (auto& t : threads) t.join();
   compactor.stop();
   EXPECT_EQ(check.bad(), 0u) << check.first_error();
-  EXPECT_TRUE(check_stats_consistent(p, 0));
-  EXPECT_TRUE(compact_and_check_empty(p));
 }
 
 INSTANTIATE_TEST_SUITE_P(Pools, Concurrency, ::testing::ValuesIn(kPoolConfigs), config_name);

@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ostream>
 #include <random>
 #include <string>
 #include <thread>
@@ -166,90 +167,75 @@ TwoObjects two_objects_in_one_zspage(const char* name) {
   return {pool, store_pattern(pool, 100), store_pattern(pool, 100)};
 }
 
-// Each read misuse dies at the faulty call. Before, an unmatched zs_obj_read_end() left the
-// zspage's reader count at -1 ("a writer holds it"): every later read of b spun forever.
-TEST_F(HardenedDeath, ReadEndWithoutReadBegin) {
-  EXPECT_DEATH(
-      {
-        TwoObjects t = two_objects_in_one_zspage("h");
-        zs_obj_read_end(t.pool, t.a, 100, nullptr);
-      },
-      "pool 'h': zs_obj_read_end\\(handle 0x[0-9a-f]+\\): no read of this handle is in progress");
-}
+// Each read misuse dies at the faulty call, with its message. Before, an unmatched
+// zs_obj_read_end() left the zspage's reader count at -1 ("a writer holds it"): every later
+// read of b spun forever. Each case is given two objects a and b stored into one zspage of
+// pool 'h' and, where `reading`, the memory of a read of a in progress.
+struct ReadMisuse {
+  const char* name;
+  bool reading;
+  void (*misuse)(TwoObjects& t, void* mem);
+  const char* message;
+};
 
-TEST_F(HardenedDeath, ReadEndTwice) {
+void PrintTo(const ReadMisuse& m, std::ostream* os) { *os << m.name; }
+
+const ReadMisuse kReadMisuses[] = {
+    {"ReadEndWithoutReadBegin", false,
+     [](TwoObjects& t, void*) { zs_obj_read_end(t.pool, t.a, 100, nullptr); },
+     "pool 'h': zs_obj_read_end\\(handle 0x[0-9a-f]+\\): no read of this handle is in progress"},
+    {"ReadEndTwice", true,
+     [](TwoObjects& t, void* mem) {
+       zs_obj_read_end(t.pool, t.a, 100, mem);
+       zs_obj_read_end(t.pool, t.a, 100, mem);
+     },
+     "zs_obj_read_end\\(handle 0x[0-9a-f]+\\): no read of this handle is in progress"},
+    // Ending b's read instead of a's would leave a's zspage pinned for good.
+    {"ReadEndOfAnotherHandle", true,
+     [](TwoObjects& t, void* mem) { zs_obj_read_end(t.pool, t.b, 100, mem); },
+     "zs_obj_read_end\\(handle 0x[0-9a-f]+\\): no read of this handle is in progress"},
+    // A read of one pool is not ended through another pool with the same handle value.
+    {"ReadEndThroughAnotherPool", true,
+     [](TwoObjects& t, void* mem) { zs_obj_read_end(hardened_pool("other", 1), t.a, 100, mem); },
+     "pool 'other': zs_obj_read_end\\(handle 0x[0-9a-f]+\\): not a handle of this pool"},
+    {"FreeWhileThisThreadReads", true, [](TwoObjects& t, void*) { zs_free(t.pool, t.a); },
+     "zs_free\\(handle 0x[0-9a-f]+\\): the object is being read by this thread"},
+    // Another thread's free cannot be refused (nothing records which object of a zspage a
+    // reader holds); the read's end finds the object gone and says so.
+    {"FreedByAnotherThreadDuringARead", true,
+     [](TwoObjects& t, void* mem) {
+       std::thread([&] { zs_free(t.pool, t.a); }).join();
+       zs_obj_read_end(t.pool, t.a, 100, mem);
+     },
+     "zs_obj_read_end\\(handle 0x[0-9a-f]+\\): the object was freed while this read was in "
+     "progress"},
+    {"TooManyReadsOnOneThread", false,
+     [](TwoObjects& t, void*) {
+       char buf[100];
+       for (int i = 0; i < 1000; i++) zs_obj_read_begin(t.pool, t.a, 100, buf);
+     },
+     "zs_obj_read_begin\\(handle 0x[0-9a-f]+\\): more than [0-9]+ reads in progress on this "
+     "thread"},
+};
+
+class HardenedReadMisuse : public HardenedDeath,
+                           public ::testing::WithParamInterface<ReadMisuse> {};
+
+TEST_P(HardenedReadMisuse, Dies) {
   EXPECT_DEATH(
       {
         TwoObjects t = two_objects_in_one_zspage("h");
         char buf[100];
-        void* mem = zs_obj_read_begin(t.pool, t.a, 100, buf);
-        zs_obj_read_end(t.pool, t.a, 100, mem);
-        zs_obj_read_end(t.pool, t.a, 100, mem);
+        void* mem = GetParam().reading ? zs_obj_read_begin(t.pool, t.a, 100, buf) : nullptr;
+        GetParam().misuse(t, mem);
       },
-      "zs_obj_read_end\\(handle 0x[0-9a-f]+\\): no read of this handle is in progress");
+      GetParam().message);
 }
 
-// Ending b's read instead of a's would leave a's zspage pinned for good.
-TEST_F(HardenedDeath, ReadEndOfAnotherHandle) {
-  EXPECT_DEATH(
-      {
-        TwoObjects t = two_objects_in_one_zspage("h");
-        char buf[100];
-        void* mem = zs_obj_read_begin(t.pool, t.a, 100, buf);
-        zs_obj_read_end(t.pool, t.b, 100, mem);
-      },
-      "zs_obj_read_end\\(handle 0x[0-9a-f]+\\): no read of this handle is in progress");
-}
-
-// A read of one pool is not ended through another pool with the same handle value.
-TEST_F(HardenedDeath, ReadEndThroughAnotherPool) {
-  EXPECT_DEATH(
-      {
-        TwoObjects t = two_objects_in_one_zspage("h");
-        zs_pool* other = hardened_pool("other", 1);
-        char buf[100];
-        zs_obj_read_begin(t.pool, t.a, 100, buf);
-        zs_obj_read_end(other, t.a, 100, buf);
-      },
-      "pool 'other': zs_obj_read_end\\(handle 0x[0-9a-f]+\\): not a handle of this pool");
-}
-
-TEST_F(HardenedDeath, FreeWhileThisThreadReads) {
-  EXPECT_DEATH(
-      {
-        TwoObjects t = two_objects_in_one_zspage("h");
-        char buf[100];
-        zs_obj_read_begin(t.pool, t.a, 100, buf);
-        zs_free(t.pool, t.a);
-      },
-      "zs_free\\(handle 0x[0-9a-f]+\\): the object is being read by this thread");
-}
-
-// Another thread's free cannot be refused (nothing records which object of a zspage a
-// reader holds); the read's end finds the object gone and says so.
-TEST_F(HardenedDeath, FreedByAnotherThreadDuringARead) {
-  EXPECT_DEATH(
-      {
-        TwoObjects t = two_objects_in_one_zspage("h");
-        char buf[100];
-        void* mem = zs_obj_read_begin(t.pool, t.a, 100, buf);
-        std::thread([&] { zs_free(t.pool, t.a); }).join();
-        zs_obj_read_end(t.pool, t.a, 100, mem);
-      },
-      "zs_obj_read_end\\(handle 0x[0-9a-f]+\\): the object was freed while this read was in "
-      "progress");
-}
-
-TEST_F(HardenedDeath, TooManyReadsOnOneThread) {
-  EXPECT_DEATH(
-      {
-        TwoObjects t = two_objects_in_one_zspage("h");
-        char buf[100];
-        for (int i = 0; i < 1000; i++) zs_obj_read_begin(t.pool, t.a, 100, buf);
-      },
-      "zs_obj_read_begin\\(handle 0x[0-9a-f]+\\): more than [0-9]+ reads in progress on this "
-      "thread");
-}
+INSTANTIATE_TEST_SUITE_P(HardenedDeath, HardenedReadMisuse, ::testing::ValuesIn(kReadMisuses),
+                         [](const ::testing::TestParamInfo<ReadMisuse>& info) {
+                           return std::string(info.param.name);
+                         });
 
 // A's old handle, given to B, which was created after A was destroyed. B reuses A's cell
 // region, so before, the stale handle equalled one of B's and freed B's object.

@@ -25,22 +25,29 @@ zs_pool* make_pool(unsigned shards) {
   return zs_create_pool_ex("shards", &cfg);
 }
 
-// `threads` threads, started together, each calling zs_malloc(pool, size(t, i)) `per_thread`
-// times; handles[t] holds thread t's handles.
-std::vector<std::vector<unsigned long>> malloc_from_threads(zs_pool* pool, int threads,
-                                                            int per_thread,
-                                                            size_t (*size)(int t, int i)) {
-  std::vector<std::vector<unsigned long>> handles(threads);
+// A pool of `shards` shards into which `threads` threads, started together, each stored
+// `per_thread` objects of zs_malloc(pool, size(t, i)); handles[t] holds thread t's handles.
+struct StoredFromThreads {
+  PoolPtr pool;
+  std::vector<std::vector<unsigned long>> handles;
+};
+
+StoredFromThreads malloc_from_threads(unsigned shards, int threads, int per_thread,
+                                      size_t (*size)(int t, int i)) {
+  StoredFromThreads out{PoolPtr(make_pool(shards)), {}};
+  out.handles.resize(threads);
+  zs_pool* pool = out.pool.get();
+  if (pool == nullptr) return out;
   std::barrier start(threads);
   std::vector<std::thread> running;
   for (int t = 0; t < threads; t++) {
     running.emplace_back([&, t] {
       start.arrive_and_wait();
-      for (int i = 0; i < per_thread; i++) handles[t].push_back(zs_malloc(pool, size(t, i)));
+      for (int i = 0; i < per_thread; i++) out.handles[t].push_back(zs_malloc(pool, size(t, i)));
     });
   }
   for (auto& th : running) th.join();
-  return handles;
+  return out;
 }
 
 TEST(Shards, CountMustBeAPowerOfTwoUpTo64) {
@@ -178,27 +185,26 @@ TEST(Shards, ThreadsAliveAtOnceGetShardsOfTheirOwn) {
 // With one shard per thread, a class's statistics are the sum of what each thread stored.
 TEST(Shards, ClassStatsSumTheShards) {
   constexpr int kThreads = 2, kPerThread = 500;
-  zs_pool* pool = make_pool(2);
+  auto [owner, handles] =
+      malloc_from_threads(2, kThreads, kPerThread, [](int, int) -> size_t { return 1000; });
+  zs_pool* pool = owner.get();
   ASSERT_NE(pool, nullptr);
-  auto handles =
-      malloc_from_threads(pool, kThreads, kPerThread, [](int, int) -> size_t { return 1000; });
   struct zs_class_stats st = class_for_request(pool, 1000);
   EXPECT_EQ(st.obj_used, static_cast<unsigned long>(kThreads * kPerThread));
   EXPECT_TRUE(check_stats_consistent(pool, kThreads * kPerThread));
   for (auto& hs : handles)
     for (unsigned long h : hs) zs_free(pool, h);
   EXPECT_TRUE(compact_and_check_empty(pool));
-  zs_destroy_pool(pool);
 }
 
 // Compaction treats a class's shards as one: after threads spread a class over the shards and
 // most objects are freed, one compaction leaves nothing freeable in any class.
 TEST(Shards, CompactionMergesAcrossShards) {
   constexpr int kThreads = 4, kPerThread = 20000;
-  zs_pool* pool = make_pool(4);
+  auto [owner, handles] = malloc_from_threads(
+      4, kThreads, kPerThread, [](int t, int i) -> size_t { return 200 + 37 * ((i + t) % 40); });
+  zs_pool* pool = owner.get();
   ASSERT_NE(pool, nullptr);
-  auto handles = malloc_from_threads(
-      pool, kThreads, kPerThread, [](int t, int i) -> size_t { return 200 + 37 * ((i + t) % 40); });
   std::vector<unsigned long> kept;
   size_t n = 0;
   for (auto& hs : handles) {
@@ -219,7 +225,6 @@ TEST(Shards, CompactionMergesAcrossShards) {
   EXPECT_TRUE(check_stats_consistent(pool, kept.size()));
   for (unsigned long h : kept) zs_free(pool, h);
   EXPECT_TRUE(compact_and_check_empty(pool));
-  zs_destroy_pool(pool);
 }
 
 }  // namespace
