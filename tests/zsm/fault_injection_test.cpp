@@ -440,6 +440,9 @@ TEST_P(PoolFaults, EveryFaultPointFailsCleanly) {
   const Script script = build_script(shape.page_size);
   Baseline base;
   ASSERT_TRUE(run_baseline(shape, script, &base));
+  if (sweep == Sweep::max_pages) {
+    ASSERT_GT(base.peak_pages, 1u);
+  }
   // The fault points: the page requests of the script, or the page counts below its peak.
   const unsigned long points =
       sweep == Sweep::max_pages ? base.peak_pages - 1 : base.page_requests;
