@@ -20,7 +20,7 @@ namespace zsm_bench {
 inline constexpr size_t kLiveObjects = 1024;  // a power of two: the victim is rng & mask
 
 // The sizes the kernel mail measured: 384..3136 B, 8 classes evenly spaced, rounded to 16 B.
-// The one list: the scripts read it from here (tools/count_pairs.py, SIZES).
+// The one list: the scripts read it from here (tools/lib/count_pairs.py, SIZES).
 inline constexpr size_t kSizes[] = {384, 784, 1168, 1568, 1952, 2352, 2736, 3136};
 
 struct XorShift {

@@ -18,7 +18,7 @@
 //                      tenant or shard); uncached is a default pool with
 //                      ZS_POOL_NO_THREAD_CACHE, through the same C API entries
 // Built as zsm_overhead_bench (ZSM_BENCH_OVERHEAD_ONLY), it runs only zs_store+zs_free on
-// patched and the overhead variants of variants.h (hardened, profiling), for tools/overhead.py.
+// patched and the overhead variants of variants.h (hardened, profiling), for tools/lib/overhead.py.
 #include <benchmark/benchmark.h>
 
 #include <cstring>

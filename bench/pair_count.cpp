@@ -1,7 +1,7 @@
 // zsm_pair_count: runs a fixed number of steady-state pairs (live_set.h) of one family, size
 // and allocator, with callgrind collecting only around the measured loop. Run it under
 //   valgrind --tool=callgrind --instr-atstart=no zsm_pair_count <allocator> <family> <size> <pairs>
-// (tools/count_pairs.py does, for every size and allocator, and divides by <pairs>).
+// (tools/lib/count_pairs.py does, for every size and allocator, and divides by <pairs>).
 //   allocator: cached | cached_baseline | patched | baseline | mimalloc | glibc | jemalloc | tcmalloc | hardened
 //              | prof_{inline,outline}_{off,on} | kernel (the kernel's own 6.1 zsmalloc, write only,
 //              where linux-source-6.1 is installed)

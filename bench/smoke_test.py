@@ -12,7 +12,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                "tools"))
+                                "tools", "lib"))
 from count_pairs import FAMILIES, MALLOCS, SIZES  # noqa: E402  (kSizes of bench/live_set.h)
 
 

@@ -3,7 +3,7 @@
 //   cached             zsm as a user gets it: the patched build, a default pool (per-thread
 //                      caches on, one shard per CPU), called through the C API's entries.
 //   cached_baseline    the same on the baseline build: the A/B of the inline policies with
-//                      the caches on (tools/ab.py).
+//                      the caches on (tools/lib/ab.py).
 //   uncached           the patched build's pools with ZS_POOL_NO_THREAD_CACHE (one shard),
 //                      through the C API's entries, as a user who turns the caches off.
 //   patched, baseline  zsm compiled twice from the same sources, under the namespaces

@@ -1,6 +1,6 @@
 # kernel.cmake (included by tests/ and bench/): the kernel's own mm/zsmalloc.c from Debian's
 # linux-source-6.1, compiled unchanged by
-# tools/kernel_build.py (C, gcc-12, the kernel's flags; kernel/kshim.h) into a static library
+# tools/lib/kernel_build.py (C, gcc-12, the kernel's flags; kernel/kshim.h) into a static library
 # whose zsmalloc symbols live in the C++ namespace zsm::bench_kernel (objcopy --redefine-syms),
 # so that it links beside zsm's own zs_* C API. The package's tarball is the input: without it
 # (tools/setup.sh installs it) nothing here is built.
@@ -17,10 +17,10 @@ function(zsm_add_kernel_ref target)
   set(lib ${out}/lib${target}.a)
   add_custom_command(
     OUTPUT ${lib} ${out}/kapi_symbols.h
-    COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tools/kernel_build.py --out ${out}
+    COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tools/lib/kernel_build.py --out ${out}
             --compiler gcc --variant kernel ${ARGN}
     COMMAND ${CMAKE_AR} rcs ${lib} ${out}/kernel.o ${out}/kservices.o ${out}/khost.o
-    DEPENDS ${PROJECT_SOURCE_DIR}/tools/kernel_build.py ${PROJECT_SOURCE_DIR}/kernel/kshim.h
+    DEPENDS ${PROJECT_SOURCE_DIR}/tools/lib/kernel_build.py ${PROJECT_SOURCE_DIR}/kernel/kshim.h
             ${PROJECT_SOURCE_DIR}/kernel/kservices.c ${PROJECT_SOURCE_DIR}/kernel/khost.c
             ${ZSM_KERNEL_TARBALL}
     COMMENT "Compiling the kernel's mm/zsmalloc.c (linux-source-6.1) for ${target}"

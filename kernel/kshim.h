@@ -1,7 +1,7 @@
 /*
  * kshim.h: the part of the Linux kernel's API that mm/zsmalloc.c uses, with userspace
- * meanings, so that the kernel's own file compiles unchanged in a process (tools/kernel_build.py
- * builds it; docs/ab.md, "The A/B on the kernel's own code", says how it is used). Every
+ * meanings, so that the kernel's own file compiles unchanged in a process
+ * (tools/lib/kernel_build.py builds it; docs/ab.md, "The A/B on the kernel's own code", says how it is used). Every
  * <linux/...> and <asm/...> header the file includes is a one-line forward to this one. Written
  * from what each interface is documented to do; no kernel text is copied here. Out-of-line
  * "kernel" services (page allocator, slab, locks, vmstat, workqueue, shrinker, cpuhp, printk)

@@ -1,5 +1,5 @@
 // kernel_pair_bench: zsm_pair_bench's paired families (bench/pair_bench.cpp) on the kernel's own
-// zsmalloc (kernel/kapi.h), under the same benchmark names, so tools/ab_analysis.py reads both:
+// zsmalloc (kernel/kapi.h), under the same benchmark names, so tools/lib/ab_analysis.py reads both:
 //   zs_malloc+zs_obj_write+zs_free/<variant>/<size>  (6.1: zs_map_object(WO) + memcpy +
 //                                                    zs_unmap_object for the write)
 //   zs_store+zs_free/<variant>/<size>                where the tree has zs_store()

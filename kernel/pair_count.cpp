@@ -1,6 +1,6 @@
 // kernel_pair_count: zsm_pair_count (bench/pair_count.cpp) on the kernel's own zsmalloc
 // (kernel/kapi.h): a fixed number of steady-state pairs of one family, size and variant, with
-// callgrind collecting only around the measured loop, so tools/count_pairs.py counts it as it
+// callgrind collecting only around the measured loop, so tools/lib/count_pairs.py counts it as it
 // counts zsm. Run it under
 //   valgrind --tool=callgrind --instr-atstart=no kernel_pair_count <variant> <family> <size> <pairs>
 //   variant: the variants built in (patched, baseline, kernel)

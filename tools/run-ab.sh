@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The A/B of the inline policies in one command: set up (compilers, valgrind, scipy, gnuplot,
-# Google Benchmark's tools), then tools/ab.py with the arguments given, e.g. --pgo, --quick,
+# Google Benchmark's tools), then tools/lib/ab.py with the arguments given, e.g. --pgo, --quick,
 # --compilers gcc, --patched-defs ZSM_WRITE_HELPER=, --write-golden. Results in build/ab/.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/tools/setup.sh"
-exec /usr/bin/python3 "$root/tools/ab.py" "$@"
+exec /usr/bin/python3 "$root/tools/lib/ab.py" "$@"

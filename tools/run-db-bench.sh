@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # RocksDB's own db_bench and cache_bench (Debian's rocksdb-tools, 7.8) with no secondary tier,
 # RocksDB's compressed tier and zsm's (libzsm_rocksdb_plugin.so through LD_PRELOAD, the tools
-# unmodified), at equal capacity, repeated and interleaved (tools/db_bench_side_by_side.py says
+# unmodified), at equal capacity, repeated and interleaved (tools/lib/db_bench_side_by_side.py says
 # what each column is and where it comes from):
 #
 #   tools/run-db-bench.sh [db_bench_side_by_side.py options: --reps=N --reads=N --num=N
@@ -34,5 +34,5 @@ cmake --build "$build" --target zsm_rocksdb_plugin > /dev/null
 plugin="$(find "$build" -name libzsm_rocksdb_plugin.so -print -quit)"
 [ -n "$plugin" ] || { echo "run-db-bench: no libzsm_rocksdb_plugin.so in $build" >&2; exit 1; }
 mkdir -p "$out"
-python3 "$root/tools/db_bench_side_by_side.py" --plugin="$plugin" --db="$db" \
+python3 "$root/tools/lib/db_bench_side_by_side.py" --plugin="$plugin" --db="$db" \
   --out="$out/results.md" "$@"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The A/B of the inline policies on the kernel's own mm/zsmalloc.c, one command: set up
-# (compilers, valgrind, scipy, linux-source-6.1), then tools/kernel_ab.py with the arguments
+# (compilers, valgrind, scipy, linux-source-6.1), then tools/lib/kernel_ab.py with the arguments
 # given: [TREE] [--patch FILE] [--config FILE] [--compilers gcc,clang,clang22] [--quick].
 # Without TREE it measures Debian's linux-source-6.1. Results in build/kernel-ab/.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/tools/setup.sh"
-exec /usr/bin/python3 "$root/tools/kernel_ab.py" "$@"
+exec /usr/bin/python3 "$root/tools/lib/kernel_ab.py" "$@"

@@ -28,4 +28,4 @@ fi
 cmake --build "$build" --target zsm_rocksdb_bench > /dev/null
 mkdir -p "$out"
 "$build/bench/zsm_rocksdb_bench" --out="$out/rocksdb.dat" "$@" | tee "$out/rocksdb.txt"
-ROCKSDB_DAT="$out/rocksdb.dat" "$root/tools/plot.sh" rocksdb "$out"
+ROCKSDB_DAT="$out/rocksdb.dat" "$root/tools/run-plots.sh" rocksdb "$out"

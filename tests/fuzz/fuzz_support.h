@@ -5,7 +5,7 @@
 // back short, so any input is a complete program and the seeds of make_seeds.py are easy to
 // write by hand. FUZZ_CHECK reports a broken invariant on stderr and aborts, which libFuzzer
 // records as a crash together with the input. Stored objects and values are filled with the
-// patterns of tests/bytes.h (zsm_test::fill_pattern) and checked with first_difference().
+// patterns of tests/support/bytes.h (zsm_test::fill_pattern) and checked with first_difference().
 #pragma once
 
 #include <algorithm>
@@ -17,7 +17,7 @@
 #include <cstring>
 #include <span>
 
-#include "../bytes.h"
+#include "../support/bytes.h"
 
 namespace zsm_fuzz {
 

@@ -1,0 +1,46 @@
+// tests/support/pool_configs.h: the pool configurations that a test runs one body over, as a
+// value-parameterised test (scudo's habit: every test across several configs):
+//
+//   class Concurrency : public ::testing::TestWithParam<zsm_test::PoolConfig> {};
+//   TEST_P(Concurrency, ...) { zsm_test::PoolPtr pool(zsm_test::create_pool(GetParam(), "name")); }
+//   INSTANTIATE_TEST_SUITE_P(Pools, Concurrency, ::testing::ValuesIn(zsm_test::kPoolConfigs),
+//                            zsm_test::config_name);
+#pragma once
+
+#include <zsm/zsmalloc.h>
+
+#include <gtest/gtest.h>
+
+#include <ostream>
+#include <string>
+
+namespace zsm_test {
+
+struct PoolConfig {
+  const char* name;  // the parameter's name in the test's name
+  unsigned flags;    // ZS_POOL_*
+  unsigned shards;   // nr_shards; 0 = one per CPU
+};
+
+inline constexpr PoolConfig kPoolConfigs[] = {
+    {"Default", 0, 0},                              // per-thread caches, a shard per CPU
+    {"NoThreadCache", ZS_POOL_NO_THREAD_CACHE, 0},  // the locked path on every call
+    {"Hardened", ZS_POOL_HARDENED, 0},              // every handle and size checked
+    {"OneLockPerClass", ZS_POOL_NO_THREAD_CACHE, 1},  // the kernel's design exactly
+};
+
+inline zs_pool* create_pool(const PoolConfig& config, const char* name) {
+  zs_pool_config cfg{};
+  cfg.flags = config.flags;
+  cfg.nr_shards = config.shards;
+  return zs_create_pool_ex(name, &cfg);
+}
+
+inline std::string config_name(const ::testing::TestParamInfo<PoolConfig>& info) {
+  return info.param.name;
+}
+
+// GoogleTest prints a configuration by its name (in the test's listing, and on failure).
+inline void PrintTo(const PoolConfig& config, std::ostream* os) { *os << config.name; }
+
+}  // namespace zsm_test

@@ -1,0 +1,511 @@
+#!/usr/bin/python3
+"""Compiles a kernel tree's mm/zsmalloc.c unchanged in userspace, against the shims of kernel/
+(kshim.h, one-line forwarding headers, kservices.c), with the kernel's code-generation flags
+and its config, so that the kernel's own allocator can be driven, counted and compared.
+
+The tree is a directory holding mm/zsmalloc.c and include/linux/zsmalloc.h (a checkout, an
+unpacked linux-source), or, by default, Debian's linux-source-6.1 package: only the files the
+build needs are unpacked from /usr/src/linux-source-6.1.tar.xz into the build folder. Nothing of
+the tree is ever written into this repository.
+
+Per variant (a name, and the source change it is built with: none, the mail's attribute change
+or a patch file), the file is copied into the build folder, changed there, compiled as C with
+the kernel's flags, and its symbols renamed into a C++ namespace (zsm::bench_<variant>::zs_malloc()
+and so on, mangled as functions without parameters), so that two variants link into one binary
+and tools/lib/ab_analysis.py reads their sizes and calls as it reads zsm's. kapi.h, generated,
+names each variant's symbols for the drivers (kernel/kapi.h).
+
+The config (the tree's .config, --config FILE, or Debian's defaults below) decides the CONFIG_
+options zsmalloc.c tests (kconfig.h) and the flags (stack auto-init, ftrace entry NOP, stack
+protector, return and indirect-branch thunks, -O2/-Os). An option zsmalloc.c tests that the
+shims do not model, set in the config, stops the build with one line naming it; so does a kernel
+interface the shims lack (the compiler's first error, mapped to the interface).
+
+Usage (the CMake build of the differential test uses this; tools/lib/kernel_ab.py imports it):
+  kernel_build.py --out DIR [--tree TREE] [--config FILE] [--set CONFIG_X=VALUE]...
+                  [--compiler gcc|clang|clang22] [--variant NAME[=none|mail|PATCH]]...
+                  [--namespace-prefix zsm::bench_]
+"""
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+KERNEL_DIR = os.path.join(ROOT, "kernel")
+DEBIAN_TARBALL = "/usr/src/linux-source-6.1.tar.xz"
+DEBIAN_TOP = "linux-source-6.1"
+# The files of a tree the build reads (mm/zpdesc.h exists in newer trees only).
+TREE_FILES = ("mm/zsmalloc.c", "mm/zpdesc.h", "include/linux/zsmalloc.h", "Makefile")
+
+COMPILERS = {"gcc": ("gcc-12", "g++-12"), "clang": ("clang-19", "clang++-19"),
+             "clang22": ("clang-22", "clang++-22")}
+
+# Every header zsmalloc.c (any form so far) and zpdesc.h include, forwarded to kshim.h.
+# linux/zsmalloc.h is the tree's own.
+FORWARDS = [f"linux/{h}.h" for h in (
+    "module", "kernel", "sched", "bitops", "errno", "highmem", "string", "slab", "pgtable",
+    "cpumask", "cpu", "vmalloc", "preempt", "spinlock", "shrinker", "types", "debugfs",
+    "zpool", "migrate", "wait", "pagemap", "fs", "local_lock", "scatterlist", "sprintf",
+    "workqueue", "mm", "page-flags", "rwlock", "atomic", "list", "compiler", "init", "magic",
+    "mm_types", "rmap", "swap", "gfp", "percpu", "lockdep", "export", "build_bug", "minmax",
+    "math", "err", "printk", "bug", "kmsan", "mmzone", "vmstat")] + ["asm/tlbflush.h"]
+
+# Debian 12's linux 6.1 amd64 config, for the options below. The package ships the source
+# without a .config and this machine has none of Debian's to read, so these are Debian's
+# kernel as its packaging is known (zsmalloc as a module, no zsmalloc stats, no DEBUG_VM,
+# compaction and migration on, function tracer with dynamic ftrace, strong stack protector,
+# retpolines and return thunks), not read from a file; for stack auto-init, Kconfig's default
+# for a compiler that supports zero init (security/Kconfig.hardening). --config overrides all.
+DEBIAN_DEFAULTS = {
+    "CONFIG_ZSMALLOC": "m", "CONFIG_ZSMALLOC_STAT": "n", "CONFIG_DEBUG_VM": "n",
+    "CONFIG_COMPACTION": "y", "CONFIG_MIGRATION": "y", "CONFIG_ZSMALLOC_CHAIN_SIZE": "8",
+    "CONFIG_ZPOOL": "y", "CONFIG_INIT_STACK_ALL_ZERO": "y", "CONFIG_FUNCTION_TRACER": "y",
+    "CONFIG_DYNAMIC_FTRACE": "y", "CONFIG_STACKPROTECTOR": "y",
+    "CONFIG_STACKPROTECTOR_STRONG": "y", "CONFIG_RETPOLINE": "y", "CONFIG_RETHUNK": "y",
+    "CONFIG_CC_OPTIMIZE_FOR_PERFORMANCE": "y", "CONFIG_SMP": "y", "CONFIG_64BIT": "y",
+    "CONFIG_X86_64": "y", "CONFIG_MMU": "y",
+}
+# CONFIG_ options that kconfig.h passes on to the code as the config sets them.
+MODELLED = {"CONFIG_DEBUG_VM", "CONFIG_ZSMALLOC_STAT", "CONFIG_COMPACTION", "CONFIG_MIGRATION",
+            "CONFIG_ZSMALLOC_CHAIN_SIZE", "CONFIG_SMP", "CONFIG_64BIT", "CONFIG_X86_64",
+            "CONFIG_MMU", "CONFIG_ZSMALLOC"}
+# Tested by the shims themselves (kernel/kshim.h: VM_BUG_ON() and friends), whether or not
+# zsmalloc.c names them.
+SHIM_OPTIONS = ("CONFIG_DEBUG_VM",)
+# Tested by zsmalloc.c but off here whatever the config says, with the reason.
+FORCED_OFF = {"CONFIG_ZPOOL": "the zpool front end is not modelled; drivers call zs_* directly",
+              "CONFIG_ZSMALLOC_STAT_DEBUGFS": "not modelled"}
+# Options that change the primitives' shape, which the shims do not model: set, they stop
+# the build.
+NOT_MODELLED = ("CONFIG_PREEMPT_RT", "CONFIG_DEBUG_SPINLOCK", "CONFIG_DEBUG_LOCK_ALLOC",
+                "CONFIG_LOCKDEP", "CONFIG_KASAN", "CONFIG_KCSAN", "CONFIG_KMSAN",
+                "CONFIG_HIGHMEM", "CONFIG_DEBUG_KMAP_LOCAL_FORCE_MAP", "CONFIG_DEBUG_LIST",
+                "CONFIG_LIST_HARDENED", "CONFIG_DEBUG_PREEMPT", "CONFIG_CFI_CLANG",
+                "CONFIG_KCOV_INSTRUMENT_ALL", "CONFIG_GCOV_PROFILE_ALL")
+# The mail's attribute change: (function, attribute) on its `static` definition.
+MAIL_CHANGE = (("obj_malloc", "__always_inline"), ("obj_free", "__always_inline"),
+               ("obj_write", "__always_inline"), ("alloc_zspage", "noinline"))
+# The API whose symbols kapi.h names, when the object defines them.
+API = ("zs_create_pool", "zs_destroy_pool", "zs_malloc", "zs_free", "zs_map_object",
+       "zs_unmap_object", "zs_obj_write", "zs_obj_read_begin", "zs_obj_read_end", "zs_store",
+       "zs_compact", "zs_get_total_pages", "zs_pool_stats", "zs_huge_class_size",
+       "zs_lookup_class_index", "kshim_module_init", "kshim_module_exit")
+
+
+class BuildError(Exception):
+    """A build that cannot go on; the message is one line."""
+
+
+# --- the tree ---------------------------------------------------------------------------------
+
+def unpack_debian(dest):
+    """Debian's linux-source-6.1 files the build needs, unpacked once into dest; the tree."""
+    tree = os.path.join(dest, DEBIAN_TOP)
+    stamp = os.path.join(tree, ".unpacked")
+    if not os.path.exists(DEBIAN_TARBALL):
+        raise BuildError(f"{DEBIAN_TARBALL} is missing: install the Debian package "
+                         "linux-source-6.1 (tools/setup.sh does)")
+    mtime = str(os.path.getmtime(DEBIAN_TARBALL))
+    if os.path.exists(stamp) and open(stamp).read() == mtime:
+        return tree
+    wanted = {f"{DEBIAN_TOP}/{f}" for f in TREE_FILES}
+    with tarfile.open(DEBIAN_TARBALL, "r:xz") as tar:
+        members = [m for m in tar if m.name in wanted]
+        tar.extractall(dest, members=members)
+    with open(stamp, "w") as fh:
+        fh.write(mtime)
+    return tree
+
+
+def tree_version(tree):
+    """'6.1.192'-style version from the tree's Makefile, or '' when it has none."""
+    path = os.path.join(tree, "Makefile")
+    if not os.path.exists(path):
+        return ""
+    text = open(path).read(4000)
+    parts = [re.search(rf"^{k}\s*=\s*(\S*)", text, re.M) for k in ("VERSION", "PATCHLEVEL",
+                                                                   "SUBLEVEL")]
+    return ".".join(p.group(1) for p in parts if p and p.group(1))
+
+
+def detect_form(source):
+    """What the file's API looks like: its name, and the pairs it can run."""
+    has = {fn: re.search(rf"^\S.*\b{fn}\s*\(", source, re.M) is not None
+           for fn in ("zs_obj_write", "zs_store", "zs_map_object")}
+    zpdesc = '#include "zpdesc.h"' in source
+    nid = re.search(r"^unsigned long zs_malloc\([^)]*\bnid\b", source, re.M) is not None
+    if has["zs_obj_write"]:
+        name = "2026 (zpdesc, zs_obj_write)" if zpdesc else "zs_obj_write"
+    elif has["zs_map_object"]:
+        name = "6.1 (zs_map_object)"
+    else:
+        raise BuildError("mm/zsmalloc.c has neither zs_obj_write() nor zs_map_object(): "
+                         "a form the drivers do not know")
+    families = ["write"] + (["store"] if has["zs_store"] else [])
+    if has["zs_store"] and not re.search(
+            r"^unsigned long zs_store\(struct zs_pool \*\w+,\s*(const )?void \*\w+,\s*"
+            r"size_t \w+,\s*gfp_t \w+(,\s*(const )?int \w+)?\)", source, re.M):
+        raise BuildError("zs_store() has a signature the drivers do not know (expected "
+                         "pool, src, size, gfp[, nid])")
+    return {"name": name, "write_api": "obj_write" if has["zs_obj_write"] else "map",
+            "families": families, "zpdesc": zpdesc, "malloc_nid": nid}
+
+
+# --- the config -------------------------------------------------------------------------------
+
+def read_config(path):
+    """{CONFIG_X: value} from a .config ('n' for '# CONFIG_X is not set')."""
+    cfg = {}
+    for line in open(path):
+        m = re.match(r"^(CONFIG_\w+)=(.*)$", line.strip())
+        if m:
+            cfg[m.group(1)] = m.group(2).strip('"')
+        m = re.match(r"^# (CONFIG_\w+) is not set", line)
+        if m:
+            cfg[m.group(1)] = "n"
+    return cfg
+
+
+def choose_config(tree, config_file):
+    """(config, description): --config FILE, the tree's .config, or Debian's defaults."""
+    if config_file:
+        return read_config(config_file), f"--config {config_file}"
+    dot = os.path.join(tree, ".config")
+    if os.path.exists(dot):
+        return read_config(dot), f"the tree's .config ({dot})"
+    return dict(DEBIAN_DEFAULTS), "Debian 6.1 amd64 defaults (tools/lib/kernel_build.py)"
+
+
+def enabled(cfg, key):
+    return cfg.get(key, "n") not in ("n", "")
+
+
+def kconfig_header(cfg, sources):
+    """kconfig.h's text and the list of the options it decided, for the report."""
+    used = sorted(set(re.findall(r"\bCONFIG_\w+", "\n".join(sources))) | set(SHIM_OPTIONS))
+    lines, decided = ["/* Generated by tools/lib/kernel_build.py from the kernel config. */"], []
+    for key in NOT_MODELLED:
+        if enabled(cfg, key):
+            raise BuildError(f"config option {key} is set, and the shims do not model it "
+                             "(kernel/kshim.h)")
+    for key in used:
+        if key in FORCED_OFF:
+            decided.append(f"{key}=off ({FORCED_OFF[key]})")
+            continue
+        if key not in MODELLED:
+            if enabled(cfg, key):
+                raise BuildError(f"mm/zsmalloc.c tests {key}, set in the config, and the "
+                                 "shims do not model it")
+            continue
+        value = cfg.get(key, "n")
+        if value in ("y", "m"):
+            lines.append(f"#define {key} 1")
+        elif value not in ("n", ""):
+            lines.append(f"#define {key} {value}")
+        decided.append(f"{key}={value}")
+    if "CONFIG_ZSMALLOC_CHAIN_SIZE" in used and "CONFIG_ZSMALLOC_CHAIN_SIZE" not in cfg:
+        lines.append("#define CONFIG_ZSMALLOC_CHAIN_SIZE 8")
+    return "\n".join(lines) + "\n", decided
+
+
+# --- flags ------------------------------------------------------------------------------------
+
+def accepts(cc, flag):
+    """Whether the compiler takes the flag (the kernel's cc-option)."""
+    proc = subprocess.run([cc, "-Werror", flag, "-c", "-x", "c", "-", "-o", os.devnull],
+                          input="int x;", text=True, capture_output=True)
+    return proc.returncode == 0
+
+
+def kernel_flags(compiler, cfg):
+    """The kernel's x86-64 code-generation flags for this compiler and config (arch/x86/Makefile
+    and the top Makefile), with -mcmodel=small for -mcmodel=kernel (userspace addresses)."""
+    cc = COMPILERS[compiler][0]
+    clang = compiler.startswith("clang")
+    flags = ["-std=gnu11", "-Os" if enabled(cfg, "CONFIG_CC_OPTIMIZE_FOR_SIZE") else "-O2",
+             "-fno-strict-aliasing", "-fno-common", "-fshort-wchar", "-fno-PIE", "-fno-pic",
+             "-m64", "-mno-sse", "-mno-mmx", "-mno-sse2", "-mno-3dnow", "-mno-avx",
+             "-mno-80387", "-mtune=generic", "-mno-red-zone", "-mcmodel=small",
+             "-fno-asynchronous-unwind-tables", "-fno-delete-null-pointer-checks",
+             "-fno-strict-overflow", "-fcf-protection=none", "-fno-stack-clash-protection",
+             "-gdwarf-4"]
+    # What the kernel passes through cc-option: taken where this compiler has it.
+    optional = ["-mno-fp-ret-in-387", "-mskip-rax-setup", "-fno-stack-check", "-fconserve-stack",
+                "-falign-jumps=1", "-falign-loops=1", "-fno-allow-store-data-races"]
+    flags += [f for f in optional if accepts(cc, f)]
+    flags += ["-mstack-alignment=8"] if clang else ["-mpreferred-stack-boundary=3"]
+    if enabled(cfg, "CONFIG_RETPOLINE"):
+        flags += ["-mretpoline-external-thunk"] if clang else \
+            ["-mindirect-branch=thunk-extern", "-mindirect-branch-register"]
+        flags.append("-fno-jump-tables")
+        if not clang and accepts(cc, "-mindirect-branch-cs-prefix"):
+            flags.append("-mindirect-branch-cs-prefix")
+    if enabled(cfg, "CONFIG_RETHUNK"):
+        flags.append("-mfunction-return=thunk-extern")
+    if enabled(cfg, "CONFIG_STACKPROTECTOR_STRONG"):
+        flags.append("-fstack-protector-strong")
+    elif enabled(cfg, "CONFIG_STACKPROTECTOR"):
+        flags.append("-fstack-protector")
+    else:
+        flags.append("-fno-stack-protector")
+    if enabled(cfg, "CONFIG_INIT_STACK_ALL_ZERO"):
+        flags.append("-ftrivial-auto-var-init=zero")
+    elif enabled(cfg, "CONFIG_INIT_STACK_ALL_PATTERN"):
+        flags.append("-ftrivial-auto-var-init=pattern")
+    if enabled(cfg, "CONFIG_FUNCTION_TRACER"):
+        # Dynamic ftrace leaves a 5-byte NOP at every traced function's entry: gcc writes it
+        # itself, clang as a patchable entry of 5 bytes (one NOP); without dynamic ftrace the
+        # entry calls __fentry__.
+        if not enabled(cfg, "CONFIG_DYNAMIC_FTRACE"):
+            flags += ["-pg", "-mfentry"]
+        elif clang:
+            flags += ["-fpatchable-function-entry=5", "-DCC_USING_PATCHABLE_FUNCTION_ENTRY"]
+        else:
+            flags += ["-pg", "-mfentry", "-mnop-mcount", "-mrecord-mcount"]
+    flags += ["-D__KERNEL__", '-DKBUILD_MODNAME="zsmalloc"', "-DKBUILD_BASENAME=\"zsmalloc\"",
+              "-Werror=implicit-function-declaration", "-Werror=implicit-int",
+              "-Werror=return-type", "-Werror=incompatible-pointer-types", "-Wno-unused",
+              "-Wno-sign-compare", "-Wno-pointer-sign", "-Wno-address-of-packed-member"]
+    if clang:
+        flags += ["-Wno-gnu-variable-sized-type-not-at-end", "-Wno-initializer-overrides",
+                  "-Wno-unknown-warning-option", "-Wno-gnu", "-Wno-unused-command-line-argument"]
+    return flags
+
+
+# --- compiling, and what a failure means --------------------------------------------------------
+
+FIRST_ERROR = [  # (pattern on the compiler's first error, what the line says is missing)
+    (r"fatal error: '?((?:linux|asm)/[\w./-]+)'?(?:: No such file| file not found)",
+     "header <{}>"),
+    (r"implicit declaration of function '(\w+)'", "function {}()"),
+    (r"call to undeclared function '(\w+)'", "function {}()"),
+    (r"unknown type name '(\w+)'", "type {}"),
+    (r"'(\w+)' undeclared", "identifier {}"),
+    (r"use of undeclared identifier '(\w+)'", "identifier {}"),
+    (r"has no member named '(\w+)'", "struct member .{}"),
+    (r"no member named '(\w+)' in", "struct member .{}"),
+    (r"storage size of '(\w+)' isn't known", "the size of {}'s type"),
+    (r"(?:incomplete type|incomplete definition of type) '([\w ]+)'", "type {}"),
+]
+
+
+def explain(log_text, source_name):
+    """One line: which interface the first compiler error says is missing."""
+    for line in log_text.splitlines():
+        if not re.search(r"(^|: )(fatal )?error: ", line):
+            continue
+        for pattern, what in FIRST_ERROR:
+            m = re.search(pattern, line)
+            if m:
+                where = re.match(r"^([^:]+:\d+)", line)
+                at = f" ({where.group(1)})" if where else ""
+                return (f"{source_name} uses a kernel interface the shims do not have: "
+                        f"{what.format(m.group(1))}{at}")
+        return f"{source_name} does not compile against the shims: {line.strip()}"
+    return f"{source_name} does not compile against the shims (see the log)"
+
+
+def run(cmd, log, cwd=None):
+    with open(log, "a") as fh:
+        fh.write("$ " + " ".join(cmd) + "\n")
+        fh.flush()
+        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=cwd,
+                              env=dict(os.environ, LC_ALL="C"))
+    return proc.returncode == 0
+
+
+def log_tail(log):
+    return open(log).read().split("$ ")[-1]
+
+
+def apply_change(src_dir, variant, change, log):
+    """Changes the copy of the tree's files for one variant; the functions it changed."""
+    path = os.path.join(src_dir, "mm", "zsmalloc.c")
+    if change == "none":
+        return []
+    if change == "mail":
+        text = open(path).read()
+        changed = []
+        for fn, attr in MAIL_CHANGE:
+            pattern = re.compile(rf"^static\s+((?:inline\s+)?)([^\n(;=]*?\b{fn})\s*\(", re.M)
+            m = pattern.search(text)
+            if not m:
+                continue
+            text = text[:m.start()] + f"static {attr} {m.group(2)}(" + text[m.end():]
+            changed.append(f"{fn}: {attr}")
+        if not any(c.startswith("obj_malloc") for c in changed):
+            raise BuildError("the mail's change needs a static obj_malloc() in mm/zsmalloc.c")
+        with open(path, "w") as fh:
+            fh.write(text)
+        return changed
+    if not run(["patch", "-p1", "--forward", "--batch", "-i", os.path.abspath(change)], log,
+               cwd=src_dir):
+        raise BuildError(f"patch {change} does not apply to the tree (variant {variant}; "
+                         f"log {log})")
+    return [f"patch {change}"]
+
+
+def mangle(prefix_parts, name, function):
+    """The Itanium-mangled name of namespace::name (a function without parameters, or a
+    variable), with a GCC/clang clone suffix (.isra.0, .cold, ...) kept after it."""
+    base, dot, suffix = name.partition(".")
+    if not re.fullmatch(r"[A-Za-z_]\w*", base):
+        return None
+    nested = "".join(f"{len(p)}{p}" for p in prefix_parts)
+    return f"_ZN{nested}{len(base)}{base}E{'v' if function else ''}{dot}{suffix}"
+
+
+def rename_into(obj, out_obj, namespace, log):
+    """objcopy's --redefine-syms with every symbol obj defines moved into namespace."""
+    parts = namespace.split("::")
+    nm = subprocess.run(["nm", "--defined-only", "-P", obj], check=True, capture_output=True,
+                        text=True).stdout
+    pairs = []
+    for line in nm.splitlines():
+        fields = line.split()
+        if len(fields) < 2 or fields[1] in ("a", "A", "N", "U"):
+            continue
+        new = mangle(parts, fields[0], fields[1] in "tTwW")
+        if new:
+            pairs.append((fields[0], new))
+    mapfile = out_obj + ".syms"
+    with open(mapfile, "w") as fh:
+        fh.writelines(f"{a} {b}\n" for a, b in pairs)
+    if not run(["objcopy", f"--redefine-syms={mapfile}", obj, out_obj], log):
+        raise BuildError(f"objcopy failed (log {log})")
+    return {a: b for a, b in pairs}
+
+
+def write_forwards(include_dir, tree):
+    for h in FORWARDS:
+        path = os.path.join(include_dir, h)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as fh:
+            fh.write('#include "kshim.h"\n')
+    shutil.copy(os.path.join(tree, "include", "linux", "zsmalloc.h"),
+                os.path.join(include_dir, "linux", "zsmalloc.h"))
+
+
+def build(out, tree=None, config_file=None, compiler="gcc", variants=(("kernel", "none"),),
+          namespace_prefix="zsm::bench_", overrides=()):
+    """Builds the shared services and every variant's object under out; returns what was built
+    (also written to out/build.json)."""
+    os.makedirs(out, exist_ok=True)
+    log = os.path.join(out, "build.log")
+    open(log, "w").close()
+    tree = os.path.abspath(tree) if tree else unpack_debian(os.path.join(out, "..", "tree"))
+    if not os.path.exists(os.path.join(tree, "mm", "zsmalloc.c")):
+        raise BuildError(f"{tree} has no mm/zsmalloc.c")
+    source = open(os.path.join(tree, "mm", "zsmalloc.c")).read()
+    form = detect_form(source)
+    cfg, cfg_name = choose_config(tree, config_file)
+    for key, value in overrides:
+        cfg[key] = value
+        cfg_name += f", {key}={value}"
+    extra = [open(os.path.join(tree, "mm", "zpdesc.h")).read()] if form["zpdesc"] else []
+    kconfig, decided = kconfig_header(cfg, [source, *extra])
+    include = os.path.join(out, "include")
+    write_forwards(include, tree)
+    with open(os.path.join(include, "kconfig.h"), "w") as fh:
+        fh.write(kconfig)
+    cc, cxx = COMPILERS[compiler]
+    flags = kernel_flags(compiler, cfg)
+    common = flags + ["-include", "kconfig.h", "-I", include, "-I", KERNEL_DIR]
+    objects = {}
+    services = os.path.join(out, "kservices.o")
+    if not run([cc, *common, "-c", os.path.join(KERNEL_DIR, "kservices.c"), "-o", services], log):
+        raise BuildError(f"kernel/kservices.c does not compile with {cc}: {log_tail(log)[-600:]}")
+    host = os.path.join(out, "khost.o")
+    if not run([cc, "-O2", "-gdwarf-4", "-fno-pie", "-c", os.path.join(KERNEL_DIR, "khost.c"),
+                "-o", host], log):
+        raise BuildError(f"kernel/khost.c does not compile: {log_tail(log)[-600:]}")
+    symbols = {}
+    changes = {}
+    for name, change in variants:
+        src = os.path.join(out, f"src-{name}")
+        shutil.rmtree(src, ignore_errors=True)
+        for f in TREE_FILES[:3]:
+            if os.path.exists(os.path.join(tree, f)):
+                os.makedirs(os.path.dirname(os.path.join(src, f)), exist_ok=True)
+                shutil.copy(os.path.join(tree, f), os.path.join(src, f))
+        changes[name] = apply_change(src, name, change, log)
+        raw = os.path.join(out, f"{name}.raw.o")
+        cfile = os.path.join(src, "mm", "zsmalloc.c")
+        if not run([cc, *common, "-I", os.path.join(src, "mm"), "-c", cfile, "-o", raw], log):
+            raise BuildError(explain(log_tail(log), f"{tree}/mm/zsmalloc.c"))
+        obj = os.path.join(out, f"{name}.o")
+        symbols[name] = rename_into(raw, obj, namespace_prefix + name, log)
+        objects[name] = obj
+    write_kapi(os.path.join(out, "kapi_symbols.h"), symbols, form)
+    result = {"tree": tree, "version": tree_version(tree), "form": form, "config": cfg_name,
+              "config_options": decided, "compiler": compiler, "cc": cc, "cxx": cxx,
+              "flags": flags, "objects": objects, "services": [services, host],
+              "changes": changes, "include": out,
+              "source_sha256": hashlib.sha256(source.encode()).hexdigest()}
+    with open(os.path.join(out, "build.json"), "w") as fh:
+        json.dump(result, fh, indent=1)
+    return result
+
+
+def write_kapi(path, symbols, form):
+    """KZS_SYM_<variant>_<function>: the asm name of each variant's API function; the form's
+    macros (kernel/kapi.h)."""
+    lines = ["/* Generated by tools/lib/kernel_build.py: the renamed symbols of each variant. */",
+             "#define KZS_FORM_MAP 1" if form["write_api"] == "map" else
+             "#define KZS_FORM_OBJ_WRITE 1"]
+    if form["malloc_nid"]:
+        lines.append("#define KZS_MALLOC_NID 1")
+    if "store" in form["families"]:
+        lines.append("#define KZS_STORE_SRC_FIRST 1")
+    for variant, table in symbols.items():
+        for fn in API:
+            if fn in table:
+                lines.append(f'#define KZS_SYM_{variant}_{fn} "{table[fn]}"')
+                lines.append(f"#define KZS_HAS_{variant}_{fn} 1")
+    with open(path, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+
+def parse_variant(text):
+    name, _, change = text.partition("=")
+    if not re.fullmatch(r"[a-z_]\w*", name):
+        raise argparse.ArgumentTypeError(f"variant name {name!r}: lower-case identifier")
+    return name, change or "none"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--tree", help="kernel tree (default: Debian's linux-source-6.1)")
+    ap.add_argument("--config", help="kernel .config (default: the tree's, else Debian's)")
+    ap.add_argument("--compiler", default="gcc", choices=sorted(COMPILERS))
+    ap.add_argument("--variant", action="append", type=parse_variant,
+                    help="NAME[=none|mail|PATCH] (default: kernel=none)")
+    ap.add_argument("--namespace-prefix", default="zsm::bench_")
+    ap.add_argument("--set", action="append", default=[], metavar="CONFIG_X=VALUE",
+                    help="override one option of the config (e.g. CONFIG_ZSMALLOC_STAT=y)")
+    args = ap.parse_args()
+    overrides = []
+    for item in args.set:
+        key, eq, value = item.partition("=")
+        if not eq or not re.fullmatch(r"CONFIG_\w+", key):
+            ap.error(f"--set {item}: expected CONFIG_X=VALUE")
+        overrides.append((key, value))
+    try:
+        result = build(args.out, args.tree, args.config, args.compiler,
+                       args.variant or [("kernel", "none")], args.namespace_prefix, overrides)
+    except BuildError as e:
+        sys.exit(f"kernel_build: {e}")
+    print(f"kernel_build: {result['tree']} ({result['form']['name']}), {result['config']}, "
+          f"{result['cc']}: {', '.join(result['objects'].values())}")
+
+
+if __name__ == "__main__":
+    main()
