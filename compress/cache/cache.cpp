@@ -5,7 +5,6 @@
 
 #include "cache_core.h"
 
-#include <algorithm>
 #include <cstdio>
 
 namespace zsm {
@@ -88,11 +87,12 @@ std::optional<size_t> Cache::get(std::string_view key, std::span<std::byte> out)
 }
 
 std::optional<std::vector<std::byte>> Cache::get(std::string_view key) {
-  // A page first, which holds most values; a larger one is read again into the largest size.
+  // Sized as the value in memory; a value not in memory may be on the backing file, with any
+  // size up to the largest. The value may change before the copy: then read again at that size.
   const CacheOptions& o = core_->options();
-  const size_t page = o.pool.page_size != 0 ? o.pool.page_size : 4096;
-  std::vector<std::byte> value(std::min(page, o.max_value_size));
   size_t size = 0;
+  if (core_->value_size(key, size)) size = o.backing_file ? o.max_value_size : 0;
+  std::vector<std::byte> value(size);
   std::error_code ec = core_->get(key, value, size);
   if (ec == CacheError::buffer_too_small) {
     value.resize(o.max_value_size);

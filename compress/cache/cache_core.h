@@ -56,6 +56,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <type_traits>
 #include <vector>
 
 namespace zsm::detail {
@@ -114,15 +115,19 @@ std::string bd_stat_line(const BackingFileStats& f);
 
 // Writes a put's value into the span it is given (exactly the size put() was given), e.g.
 // serialising an object there; a non-empty error_code stops the put, which returns it.
-// Called once, before the put takes any lock. A reference to a callable: it must outlive the
-// call.
+// Called once, before the put takes any lock; it must not throw. A reference to a callable:
+// it must outlive the call.
 class ValueWriter {
  public:
   template <typename F>
+    requires(!std::is_same_v<std::remove_cvref_t<F>, ValueWriter>)
   ValueWriter(F& f) noexcept  // NOLINT: implicit, as a function reference
       : object_(&f), call_([](void* o, std::span<std::byte> out) noexcept {
           return (*static_cast<F*>(o))(out);
-        }) {}
+        }) {
+    static_assert(std::is_nothrow_invocable_r_v<std::error_code, F&, std::span<std::byte>>,
+                  "a ValueWriter is called from noexcept code: the callable must be noexcept");
+  }
   std::error_code operator()(std::span<std::byte> out) const noexcept { return call_(object_, out); }
 
  private:
@@ -151,6 +156,9 @@ class CacheCore {
   std::error_code put(std::string_view key, size_t value_size, ValueWriter write) noexcept;
   std::error_code get(std::string_view key, std::span<std::byte> out, size_t& size) noexcept;
   std::error_code erase(std::string_view key) noexcept;
+  // The size of the key's value in memory (not_found when memory has no entry for it; the
+  // backing file is not read). Counts no hit or miss.
+  std::error_code value_size(std::string_view key, size_t& size) const noexcept;
   std::error_code contains(std::string_view key, bool& found) const noexcept;
   // Not noexcept: what fn throws comes out of it (the shard's lock released).
   void for_each_key(const std::function<void(std::string_view)>& fn) const;
@@ -176,6 +184,8 @@ class CacheCore {
   // ValueWriter wrote it, else empty.
   std::error_code put_value(std::string_view key, std::span<const std::byte> value,
                             std::span<std::byte> written) noexcept;
+  std::error_code peek(std::string_view key, std::optional<size_t>& in_memory,
+                       bool& on_file) const noexcept;
   std::error_code get_locked(Shard& sh, uint64_t h, std::string_view key, std::span<std::byte> out,
                              size_t& size) noexcept;
 

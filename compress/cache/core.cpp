@@ -264,13 +264,34 @@ std::error_code CacheCore::erase(std::string_view key) noexcept {
   return ec;
 }
 
-std::error_code CacheCore::contains(std::string_view key, bool& found) const noexcept {
+// Under the key's shard read lock: the size of its value in memory, if there is one, and
+// whether the backing file has a record of its hash.
+std::error_code CacheCore::peek(std::string_view key, std::optional<size_t>& in_memory,
+                                bool& on_file) const noexcept {
   const uint64_t h = hash_key(key);
   Shard& sh = shard_of(h);
   std::shared_lock guard(sh.lock);
   std::error_code ec;
-  found = find(sh, h, key, ec) != nullptr || (file_ && file_->contains(h));
+  if (const Slot* s = find(sh, h, key, ec)) in_memory = s->value_size;
+  on_file = file_ && file_->contains(h);
   return ec;
+}
+
+std::error_code CacheCore::contains(std::string_view key, bool& found) const noexcept {
+  std::optional<size_t> in_memory;
+  bool on_file = false;
+  std::error_code ec = peek(key, in_memory, on_file);
+  found = in_memory || on_file;
+  return ec;
+}
+
+std::error_code CacheCore::value_size(std::string_view key, size_t& size) const noexcept {
+  std::optional<size_t> in_memory;
+  bool on_file = false;
+  if (std::error_code ec = peek(key, in_memory, on_file)) return ec;
+  if (!in_memory) return make_error_code(CacheError::not_found);
+  size = *in_memory;
+  return {};
 }
 
 void CacheCore::for_each_key(const std::function<void(std::string_view)>& fn) const {
