@@ -3,9 +3,12 @@
 // callbacks on one side, the cache's byte values on the other, and the counters in RocksDB's
 // terms.
 //
-// - Insert() serializes the block with the helper's size and save callbacks and puts the
-//   bytes in the cache, which compresses them with the codec of its CacheOptions (lz4 by
-//   default; CacheOptions::codec) into its zsm pool; the cache's CLOCK evicts. recompress()
+// - Insert() serializes the block with the helper's size and save callbacks into the cache's
+//   record buffer, which the cache compresses with the codec of its CacheOptions (lz4 by
+//   default; CacheOptions::codec) into its zsm pool; the cache's CLOCK evicts. A block not
+//   stored is a Status: the save callback's own when it fails, InvalidArgument for a block
+//   above max_value_size or a key the cache refuses, MemoryLimit when it finds no room even
+//   after evicting. recompress()
 //   re-encodes stored blocks with CacheOptions::recompress_codec, for a caller's thread.
 //   Which blocks are admitted is the tier's Admission: every block offered, or (RocksDB's
 //   own tier's rule) a block only on its second eviction from the primary cache.
