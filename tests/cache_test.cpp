@@ -606,8 +606,8 @@ TEST(Cache, CorruptedPoolMemoryNeverCrashes) {
 #endif
 }
 
-// A value that would fit only by evicting itself is refused with no_memory and leaves no entry
-// (it used to be evicted by the put that stored it, which then returned as if it had kept it).
+// A value that would fit only by evicting itself is refused with no_memory and leaves no entry:
+// a put that returns has kept its value.
 TEST(Cache, PutThatCannotKeepItsValueFails) {
   zsm::CacheOptions probe;
   probe.pool.nr_shards = 1;

@@ -345,8 +345,8 @@ TEST(RocksSecondaryCache, InsertErrorsMapToOneStatusEach) {
   EXPECT_EQ(full->stats().inserts_refused, 1u);
 }
 
-// Blocks above a pool page are stored up to 64 KiB by default (cache_bench's 8 KiB values were
-// all refused, in silence); a larger one is refused, counted, and said on stderr once.
+// Blocks above a pool page are stored up to 64 KiB by default; a larger one is refused,
+// counted, and said on stderr once.
 TEST(RocksSecondaryCache, BlocksUpTo64KiBAreStoredAndLargerOnesRefusedAloud) {
   auto tier = make_tier();
   for (size_t n : {4097u, 8192u, 65536u}) {
