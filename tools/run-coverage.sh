@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Line coverage of the libraries (zsm/src, compress/src) from clang's source-based coverage:
+# Line coverage of the libraries (zsm/src, zsm/stats, compress/) from clang's source-based coverage:
 # builds with -fprofile-instr-generate -fcoverage-mapping (clang-19, build/cov), replays the
 # fuzz corpora (the committed seeds, plus build/fuzz-corpus/ when tools/run-fuzz.sh has filled
 # it) through the fuzz targets, then runs the GoogleTest suite (ctest label zsm), and prints
@@ -46,7 +46,8 @@ mapfile -t binaries < <(find "$build/tests" -maxdepth 2 -type f -perm -u+x \
   \( -name '*_test' -o -name '*_fuzz' \) | sort)
 objects=("${binaries[0]}")  # llvm-cov takes the first binary as is, the others with -object
 for b in "${binaries[@]:1}"; do objects+=(-object "$b"); done
-mapfile -t sources < <(find "$root/zsm/src" "$root/compress/src" -type f | sort)
+mapfile -t sources < <(find "$root/zsm/src" "$root/zsm/stats" "$root/compress/codec" \
+  "$root/compress/cache" "$root/compress/rocksdb" -type f \( -name '*.cpp' -o -name '*.h' \) | sort)
 
 # report <name> <profile directories...>: merges their profiles, prints the table.
 report() {

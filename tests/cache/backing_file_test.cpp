@@ -1,4 +1,4 @@
-// The cache's backing file on its own (compress/src/backing_file.h): records read back as
+// The cache's backing file on its own (compress/cache/backing_file.h): records read back as
 // staged, from the batch in memory and from the file; the ring reuses its space oldest first
 // and never grows the file past its capacity; and every fault the file can have (a failed,
 // short or ENOSPC write, a file truncated or overwritten under it, a full file system) makes

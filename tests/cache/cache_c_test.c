@@ -1,5 +1,5 @@
-/* The cache's C API from C: put/get/erase/contains, errors as negative errno, stats, and
- * codec fields outside the enum. */
+/* The cache's C API from C: put/get/erase/contains, errors as negative errno (each error
+ * code of the cache's core, mapped once), stats, and codec fields outside the enum. */
 #include <zsm/cache.h>
 
 #include <errno.h>
@@ -71,6 +71,26 @@ int main(void)
 		err = 1;
 		CHECK(zsm_cache_create(&cfg, &err) == NULL && err == -EINVAL);
 	}
+	/* No room even in an empty cache: a capacity of one page, below the cache's own
+	 * bookkeeping. The put is -ENOMEM and leaves the key absent; the calls that cannot fail
+	 * say 0. */
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.capacity_bytes = 4096;
+	cache = zsm_cache_create(&cfg, &err);
+	CHECK(cache != NULL && err == 0);
+	CHECK(zsm_cache_put(cache, "k", 1, value, 100) == -ENOMEM);
+	CHECK(zsm_cache_contains(cache, "k", 1) == 0);
+	CHECK(zsm_cache_get(cache, "k", 1, out, sizeof(out)) == -ENOENT);
+	CHECK(zsm_cache_recompress(cache, 10) == 0);   /* no recompress codec */
+	CHECK(zsm_cache_writeback_idle(cache) == 0);   /* no backing file */
+	zsm_cache_destroy(cache);
+
+	/* A backing file that cannot be opened: its errno, negated. */
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.backing_file = "/nonexistent-zsm-dir/backing";
+	err = 1;
+	CHECK(zsm_cache_create(&cfg, &err) == NULL && err == -ENOENT);
+
 	printf("cache C API: all checks passed\n");
 	return 0;
 }

@@ -1,4 +1,4 @@
-// The compressed cache (compress/include/zsm/cache.hpp): round trips for every codec and value
+// The compressed cache (compress/include/zsm/cache.hpp, compress/cache/): round trips for every codec and value
 // shape, same-filled and raw storage, errors that leave every other entry intact, capacity
 // under a randomized workload, an exact single-threaded model in geometries of few large
 // pages (every call under a watchdog: a put once looped forever there), CLOCK eviction order,
@@ -606,8 +606,8 @@ TEST(Cache, CorruptedPoolMemoryNeverCrashes) {
 #endif
 }
 
-// A value that would fit only by evicting itself is refused with no_memory and leaves no entry
-// (it used to be evicted by the put that stored it, which then returned as if it had kept it).
+// A value that would fit only by evicting itself is refused with no_memory and leaves no entry:
+// a put that returns has kept its value.
 TEST(Cache, PutThatCannotKeepItsValueFails) {
   zsm::CacheOptions probe;
   probe.pool.nr_shards = 1;
@@ -626,6 +626,37 @@ TEST(Cache, PutThatCannotKeepItsValueFails) {
     }
     EXPECT_LE(cache.stats().bytes_held, o.capacity_bytes);
   }
+}
+
+// Every object of a record goes to the pool from store_record() (through zs_store()): one
+// object for a record within a page, one per piece for a chain, and the chain reads back whole.
+TEST(Cache, RecordsAreStoredByStoreRecordPieceByPiece) {
+  if (zs_alloc_profiling_set(1) < 0) GTEST_SKIP() << "built without ZSM_PROFILING";
+  auto store_record_calls = [] {
+    std::vector<zs_alloc_info> sites(256);
+    sites.resize(std::min(sites.size(), zs_alloc_info_read(sites.data(), sites.size())));
+    unsigned long calls = 0;
+    for (const zs_alloc_info& site : sites)
+      if (std::string_view(site.func) == "store_record" &&
+          std::string_view(site.file) == "compress/cache/records.cpp")
+        calls += site.calls;
+    return calls;
+  };
+  {
+    zsm::CacheOptions o = small_cache(8 << 20);
+    o.max_value_size = 3 * 4096;
+    o.codec.kind = zsm::CodecKind::none;
+    zsm::Cache cache(o);
+    const unsigned long before = store_record_calls();
+    cache.put("one", random_bytes(1000, 1));
+    EXPECT_EQ(store_record_calls() - before, 1u);
+    const Bytes chained = random_bytes(3 * 4096 - 100, 2);  // 3 pieces: two pages and the rest
+    cache.put("chain", chained);
+    EXPECT_EQ(store_record_calls() - before, 4u);
+    EXPECT_EQ(cache.get("chain"), chained);
+    EXPECT_EQ(cache.get("one"), random_bytes(1000, 1));
+  }
+  zs_alloc_profiling_set(0);
 }
 
 // Readers and writers on shared keys: a value always matches its key (it is derived from it).

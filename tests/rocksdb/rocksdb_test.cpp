@@ -320,8 +320,33 @@ TEST(RocksSecondaryCache, FailingSaveIsRefused) {
   EXPECT_EQ(tier->stats().inserts_refused, 1u);
 }
 
-// Blocks above a pool page are stored up to 64 KiB by default (cache_bench's 8 KiB values were
-// all refused, in silence); a larger one is refused, counted, and said on stderr once.
+// Each error of the cache's core becomes one Status: the save callback's own, InvalidArgument
+// for a key the cache refuses, MemoryLimit when the block finds no room; each is counted.
+TEST(RocksSecondaryCache, InsertErrorsMapToOneStatusEach) {
+  Item item{block_text(500, 9)};
+  auto tier = make_tier();
+  EXPECT_TRUE(tier->Insert("k", &item, &kFailingHelper).IsIOError());
+
+  zsm::CacheOptions short_keys;
+  short_keys.capacity_bytes = size_t{4} << 20;
+  short_keys.max_key_size = 4;
+  auto keyed = make_tier_with(short_keys);
+  EXPECT_TRUE(keyed->Insert("a long key", &item, &kHelper).IsInvalidArgument());
+  EXPECT_TRUE(keyed->Insert("key", &item, &kHelper).ok());
+
+  // Two pages: less than an empty cache's own bookkeeping, so no block ever fits.
+  auto full = make_tier(8192);
+  Status s = full->Insert("k", &item, &kHelper);
+  EXPECT_TRUE(s.IsMemoryLimit()) << s.ToString();
+  EXPECT_FALSE(lookup(*full, "k", false, nullptr));
+  EXPECT_EQ(tier->stats().inserts_refused, 1u);
+  EXPECT_EQ(keyed->stats().inserts_refused, 1u);
+  EXPECT_EQ(keyed->stats().inserts, 1u);
+  EXPECT_EQ(full->stats().inserts_refused, 1u);
+}
+
+// Blocks above a pool page are stored up to 64 KiB by default; a larger one is refused,
+// counted, and said on stderr once.
 TEST(RocksSecondaryCache, BlocksUpTo64KiBAreStoredAndLargerOnesRefusedAloud) {
   auto tier = make_tier();
   for (size_t n : {4097u, 8192u, 65536u}) {

@@ -23,7 +23,8 @@
 //   its index and buffers are (bytes_held); bd_stat() and CacheStats::backing_file count it.
 // Every method may be called from any thread at once, except the destructor; no call holds
 // two shard locks. Errors are std::system_error with a CacheError code (the constructor also
-// throws CodecError ones), and std::bad_alloc when the heap is short. A failed call changes
+// throws CodecError ones); a short heap is CacheError::no_memory, except std::bad_alloc from
+// the constructor and from the calls that return a new vector or string. A failed call changes
 // nothing, except where its comment says otherwise: a put that fails with no_memory may have
 // evicted entries, and a get that finds a corrupt value drops it.
 #pragma once
@@ -45,6 +46,10 @@
 
 namespace zsm {
 
+namespace detail {
+class CacheCore;  // the noexcept core that Cache wraps (compress/cache/cache_core.h)
+}  // namespace detail
+
 // Errors of the cache (category "zsm.cache").
 enum class CacheError {
   value_too_large = 1,  // above CacheOptions::max_value_size
@@ -54,6 +59,8 @@ enum class CacheError {
   corrupt,              // a stored value failed to decompress (the entry is dropped)
   buffer_too_small,     // get(key, out): out is smaller than the value
   bad_options,          // CacheOptions out of range, or a pool configuration zsm refuses
+  not_found,            // no entry for the key: what the C API and the core report where
+                        // Cache returns nothing or false (Cache never throws it)
 };
 // The category of CacheError codes, named "zsm.cache"; one object for the whole process.
 const std::error_category& cache_category() noexcept;
@@ -64,9 +71,9 @@ std::error_code make_error_code(CacheError e) noexcept;
 // defaults: 64 MiB, lz4, no recompression, values up to a page, keys up to 256 bytes.
 struct CacheOptions {
   // The bound on everything the cache holds (CacheStats::bytes_held); at least the pool's page
-  // size. The pool's pages never pass it. A put that fails leaves behind the index slots it
-  // gave its shard (16 at first) and any bookkeeping the pool grew, so a capacity within a few
-  // KiB of a new cache's own bytes_held (tens of KiB) can be passed, and then refuses puts.
+  // size. The pool's pages never pass it. A put that fails leaves behind any bookkeeping the
+  // pool grew, so a capacity within a few KiB of a new cache's own bytes_held (tens of KiB)
+  // can be passed, and then refuses puts.
   size_t capacity_bytes = size_t{64} << 20;
   CodecOptions codec;                        // lz4 by default
   // The codec of recompress(); std::nullopt (the default) turns recompress() off.
@@ -106,7 +113,9 @@ struct CacheStats {
   BackingFileStats backing_file;  // zeros without a backing file
 };
 
-// The cache (see the top of this header). Neither copyable nor movable.
+// The cache (see the top of this header): a throwing facade over a noexcept core, whose
+// error codes the C API (zsm/cache.h) and the RocksDB adapter use directly. Neither copyable
+// nor movable.
 class Cache {
  public:
   // Makes an empty cache and its pool. Throws std::system_error with CacheError::bad_options
@@ -188,8 +197,7 @@ class Cache {
   [[nodiscard]] const CacheOptions& options() const noexcept;
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<detail::CacheCore> core_;
 };
 
 }  // namespace zsm

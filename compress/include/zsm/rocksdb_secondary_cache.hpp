@@ -1,11 +1,14 @@
-// zsm::RocksSecondaryCache: RocksDB's SecondaryCache (the interface of RocksDB 7.8) on a
-// zsm::Cache. It owns the translation between the two: RocksDB's item helpers and create
+// zsm::RocksSecondaryCache: RocksDB's SecondaryCache (the interface of RocksDB 7.8) on zsm's
+// compressed cache (the noexcept core of zsm::Cache, same options and semantics). It owns the translation between the two: RocksDB's item helpers and create
 // callbacks on one side, the cache's byte values on the other, and the counters in RocksDB's
 // terms.
 //
-// - Insert() serializes the block with the helper's size and save callbacks and puts the
-//   bytes in the cache, which compresses them with the codec of its CacheOptions (lz4 by
-//   default; CacheOptions::codec) into its zsm pool; the cache's CLOCK evicts. recompress()
+// - Insert() serializes the block with the helper's size and save callbacks into the cache's
+//   record buffer, which the cache compresses with the codec of its CacheOptions (lz4 by
+//   default; CacheOptions::codec) into its zsm pool; the cache's CLOCK evicts. A block not
+//   stored is a Status: the save callback's own when it fails, InvalidArgument for a block
+//   above max_value_size or a key the cache refuses, MemoryLimit when it finds no room even
+//   after evicting. recompress()
 //   re-encodes stored blocks with CacheOptions::recompress_codec, for a caller's thread.
 //   Which blocks are admitted is the tier's Admission: every block offered, or (RocksDB's
 //   own tier's rule) a block only on its second eviction from the primary cache.
@@ -21,8 +24,8 @@
 //   cache of the new capacity and moves the blocks over (the new one evicts what does not
 //   fit); a capacity the cache refuses (below a pool page, zero included) is
 //   Status::InvalidArgument from Create() and SetCapacity(), and changes nothing.
-// No exception leaves a RocksDB entry point: the cache's errors become a Status (Insert) or a
-// miss (Lookup). Every method may be called from any thread at once.
+// No exception leaves a RocksDB entry point: the adapter calls the cache's noexcept core, whose
+// error codes become a Status (Insert, Create, SetCapacity) or a miss (Lookup). Every method may be called from any thread at once.
 #pragma once
 
 #include <zsm/cache.hpp>
@@ -34,6 +37,7 @@
 #include <memory>
 #include <shared_mutex>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace zsm {
@@ -118,6 +122,7 @@ class RocksSecondaryCache : public rocksdb::SecondaryCache {
   static rocksdb::Status CreateFromUri(const std::string& uri,
                                        std::shared_ptr<RocksSecondaryCache>* out);
 
+  ~RocksSecondaryCache() override;
   const char* Name() const override { return "ZsmSecondaryCache"; }
   rocksdb::Status Insert(const rocksdb::Slice& key, void* value,
                          const rocksdb::Cache::CacheItemHelper* helper) override;
@@ -149,7 +154,8 @@ class RocksSecondaryCache : public rocksdb::SecondaryCache {
   [[nodiscard]] zs_pool* pool() const;
 
  private:
-  RocksSecondaryCache(std::unique_ptr<Cache> cache, size_t capacity, Admission admission);
+  RocksSecondaryCache(std::unique_ptr<detail::CacheCore> cache, size_t capacity,
+                      Admission admission);
   // Admission::second_eviction: true when the key was remembered (and forgets it), else
   // remembers it.
   bool seen_before(const rocksdb::Slice& key);
@@ -157,14 +163,13 @@ class RocksSecondaryCache : public rocksdb::SecondaryCache {
   std::atomic<uint64_t>& admission_word(uint64_t hash);  // the table's word for a key's hash
   [[nodiscard]] size_t admission_bytes() const;
   void refuse_too_large(size_t size, size_t max_value_size);
-  bool insert_bytes(const rocksdb::Slice& key, void* value,
-                    const rocksdb::Cache::CacheItemHelper* helper);
+  rocksdb::Status insert_status(std::error_code ec, size_t size, const rocksdb::Status& saved);
   std::unique_ptr<rocksdb::SecondaryCacheResultHandle> create_from_cache(
       const rocksdb::Slice& key, const rocksdb::Cache::CreateCallback& create_cb);
 
   // cache_ is replaced only by SetCapacity(), under the write lock; every other call reads.
   mutable std::shared_mutex cache_lock_;
-  std::unique_ptr<Cache> cache_;
+  std::unique_ptr<detail::CacheCore> cache_;  // the cache's noexcept core (cache_core.h)
   size_t capacity_;  // the tier's: the cache's and the admission table's
   Admission admission_;
   // Admission::second_eviction: hashes of keys evicted once (0: none), a power of two long.

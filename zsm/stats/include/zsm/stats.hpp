@@ -1,6 +1,6 @@
-// zsm::stats (compress/, above the cache): what a program can print about its own pool or
-// cache, in the kernel's formats, and a sampler that records how a pool's memory evolves, for
-// plots.
+// zsm::stats (zsm/stats/, beside the pool; print_mm_stat() takes a zsm::Cache): what a
+// program can print about its own pool or cache, in the kernel's formats, and a sampler that
+// records how a pool's memory evolves, for plots.
 //
 // - print_classes: the kernel's debugfs /sys/kernel/debug/zsmalloc/<pool>/classes table (the
 //   library's zs_print_classes, unchanged).

@@ -1,7 +1,15 @@
-// RocksDB's SecondaryCache on zsm::Cache (zsm/rocksdb_secondary_cache.hpp).
+// RocksDB's SecondaryCache on the cache's noexcept core (zsm/rocksdb_secondary_cache.hpp,
+// compress/cache/cache_core.h).
 //
-// Buffers. A block is serialized into, and decompressed into, a per-thread buffer of the
-// cache's max_value_size, so neither direction allocates once a thread has its buffer.
+// Buffers. Insert() has the block serialized by its helper straight into the record buffer
+// the cache stores from (CacheCore::put() with a ValueWriter), so a block is copied once on its
+// way into the pool: from the object into that buffer, which either goes to the pool as it is
+// (a raw block) or is compressed into the buffer that does. Lookup() decompresses into a
+// per-thread buffer of the cache's max_value_size. Neither direction allocates once a thread
+// has its buffers.
+//
+// Errors. The core returns std::error_code values; Insert() maps them to a Status in
+// insert_status() and Lookup() treats every error as a miss. No exception is caught here.
 //
 // Locks. cache_lock_ is read by every call and written only by SetCapacity(), which swaps the
 // cache; the cache has its own shard locks underneath. The admission table is words read and
@@ -13,6 +21,8 @@
 #include <zsm/rocksdb_secondary_cache.hpp>
 
 #include <zsm/codec.hpp>
+
+#include "cache_core.h"
 
 #include <algorithm>
 #include <bit>
@@ -71,26 +81,18 @@ class ReadyHandle : public rocksdb::SecondaryCacheResultHandle {
   size_t charge_;
 };
 
-// A cache made with `options`, or nothing (with the reason in *status) when it refuses them.
-std::unique_ptr<Cache> make_cache(const CacheOptions& options, rocksdb::Status* status) {
-  try {
-    return std::make_unique<Cache>(options);
-  } catch (const std::system_error& e) {
-    *status = rocksdb::Status::InvalidArgument("zsm cache", e.what());
-  } catch (const std::bad_alloc&) {
-    *status = rocksdb::Status::MemoryLimit("zsm cache");
-  }
-  return nullptr;
-}
+using detail::CacheCore;
 
-// Puts every entry of `from` into `to`; `to` evicts by its CLOCK what does not fit. A get or
-// put that throws ends the move, and the entries not yet moved are dropped with `from`.
-void move_entries(Cache& from, Cache& to) {
-  std::vector<std::string> keys;
-  from.for_each_key([&keys](std::string_view key) { keys.emplace_back(key); });
-  for (const std::string& key : keys) {
-    if (auto value = from.get(key)) to.put(key, *value);
-  }
+// A cache core made with `options`, or nothing (with the reason in *status) when it refuses
+// them.
+std::unique_ptr<CacheCore> make_cache(const CacheOptions& options, rocksdb::Status* status) {
+  std::error_code ec;
+  std::string why;
+  std::unique_ptr<CacheCore> core = CacheCore::create(options, ec, why);
+  if (!core)
+    *status = ec == CacheError::no_memory ? rocksdb::Status::MemoryLimit("zsm cache", why)
+                                          : rocksdb::Status::InvalidArgument("zsm cache", why);
+  return core;
 }
 
 // --- the zsm:// URI -------------------------------------------------------------------------
@@ -219,12 +221,14 @@ rocksdb::Status ParseZsmUri(const std::string& uri, RocksTierConfig* out) {
   return rocksdb::Status::OK();
 }
 
-RocksSecondaryCache::RocksSecondaryCache(std::unique_ptr<Cache> cache, size_t capacity,
+RocksSecondaryCache::RocksSecondaryCache(std::unique_ptr<CacheCore> cache, size_t capacity,
                                          Admission admission)
     : cache_(std::move(cache)),
       capacity_(capacity),
       admission_(admission),
       evicted_once_(admission_words(capacity, admission)) {}
+
+RocksSecondaryCache::~RocksSecondaryCache() = default;
 
 rocksdb::Status RocksSecondaryCache::Create(const CacheOptions& options,
                                             std::shared_ptr<RocksSecondaryCache>* out,
@@ -234,7 +238,7 @@ rocksdb::Status RocksSecondaryCache::Create(const CacheOptions& options,
   cache_options.capacity_bytes -= std::min(table_bytes, options.capacity_bytes);
   if (cache_options.max_value_size == 0) cache_options.max_value_size = kDefaultMaxBlock;
   rocksdb::Status status;
-  std::unique_ptr<Cache> cache = make_cache(cache_options, &status);
+  std::unique_ptr<CacheCore> cache = make_cache(cache_options, &status);
   if (!cache) return status;
   out->reset(new RocksSecondaryCache(std::move(cache), options.capacity_bytes, admission));
   return rocksdb::Status::OK();
@@ -281,12 +285,36 @@ rocksdb::Status RocksSecondaryCache::Insert(const rocksdb::Slice& key, void* val
     first_evictions_.fetch_add(1, std::memory_order_relaxed);
     return rocksdb::Status::OK();
   }
-  if (insert_bytes(key, value, helper)) {
+  std::shared_lock lock(cache_lock_);
+  const size_t size = helper->size_cb(value);
+  rocksdb::Status saved;
+  auto serialize = [&](std::span<std::byte> out) noexcept {
+    saved = helper->saveto_cb(value, 0, size, out.data());
+    return saved.ok() ? std::error_code{} : std::make_error_code(std::errc::io_error);
+  };
+  return insert_status(cache_->put(as_view(key), size, serialize), size, saved);
+}
+
+// The Status of an Insert() from the cache's error, counted: OK, the save callback's own
+// Status when it failed, or the cache's refusal.
+rocksdb::Status RocksSecondaryCache::insert_status(std::error_code ec, size_t size,
+                                                   const rocksdb::Status& saved) {
+  if (!ec) {
     inserts_.fetch_add(1, std::memory_order_relaxed);
     return rocksdb::Status::OK();
   }
   inserts_refused_.fetch_add(1, std::memory_order_relaxed);
-  return rocksdb::Status::InvalidArgument("zsm secondary cache: block not stored");
+  if (!saved.ok()) return saved;
+  const char* what = "zsm secondary cache";
+  if (ec == CacheError::value_too_large) {
+    refuse_too_large(size, cache_->options().max_value_size);
+    return rocksdb::Status::InvalidArgument(what, "block above max_value_size, not stored");
+  }
+  if (ec == CacheError::key_too_large)
+    return rocksdb::Status::InvalidArgument(what, "key empty or above max_key_size");
+  if (ec == CacheError::no_memory)
+    return rocksdb::Status::MemoryLimit(what, "no room for the block, even after evicting");
+  return rocksdb::Status::InvalidArgument(what, ec.message());
 }
 
 // Counts a block above max_value_size, and says so on stderr the first time: a tier that
@@ -298,26 +326,6 @@ void RocksSecondaryCache::refuse_too_large(size_t size, size_t max_value_size) {
                  "and is not stored; blocks this large need a larger max_value_size "
                  "(CacheOptions::max_value_size, or zsm://...;max_value=, up to 1M)\n",
                  size, max_value_size);
-}
-
-// Serializes the block and puts it; false when it is too large, fails to save or finds no room.
-bool RocksSecondaryCache::insert_bytes(const rocksdb::Slice& key, void* value,
-                                       const rocksdb::Cache::CacheItemHelper* helper) {
-  std::shared_lock lock(cache_lock_);
-  const size_t size = helper->size_cb(value);
-  if (size > cache_->options().max_value_size) {
-    refuse_too_large(size, cache_->options().max_value_size);
-    return false;
-  }
-  std::span<std::byte> bytes = thread_buffer(size);
-  if (!helper->saveto_cb(value, 0, size, bytes.data()).ok()) return false;
-  try {
-    cache_->put(as_view(key), bytes);
-    return true;
-  } catch (const std::system_error&) {  // key_too_large or no_memory
-  } catch (const std::bad_alloc&) {
-  }
-  return false;
 }
 
 std::unique_ptr<rocksdb::SecondaryCacheResultHandle> RocksSecondaryCache::Lookup(
@@ -347,22 +355,18 @@ std::unique_ptr<rocksdb::SecondaryCacheResultHandle> RocksSecondaryCache::create
     const rocksdb::Slice& key, const rocksdb::Cache::CreateCallback& create_cb) {
   std::shared_lock lock(cache_lock_);
   std::span<std::byte> buffer = thread_buffer(cache_->options().max_value_size);
-  std::optional<size_t> size;
-  try {
-    size = cache_->get(as_view(key), buffer);
-  } catch (const std::system_error&) {  // corrupt (dropped) or no_memory for the codec
-    return nullptr;
-  }
-  if (!size) return nullptr;
+  size_t size = 0;
+  // not_found, corrupt (dropped by the cache) and no_memory (for the codec) are all misses.
+  if (cache_->get(as_view(key), buffer, size)) return nullptr;
   void* object = nullptr;
   size_t charge = 0;
-  if (!create_cb(buffer.data(), *size, &object, &charge).ok() || object == nullptr) return nullptr;
+  if (!create_cb(buffer.data(), size, &object, &charge).ok() || object == nullptr) return nullptr;
   return std::make_unique<ReadyHandle>(object, charge);
 }
 
 void RocksSecondaryCache::Erase(const rocksdb::Slice& key) {
   std::shared_lock lock(cache_lock_);
-  if (cache_->erase(as_view(key))) erases_.fetch_add(1, std::memory_order_relaxed);
+  if (!cache_->erase(as_view(key))) erases_.fetch_add(1, std::memory_order_relaxed);
 }
 
 rocksdb::Status RocksSecondaryCache::SetCapacity(size_t capacity) {
@@ -375,12 +379,9 @@ rocksdb::Status RocksSecondaryCache::SetCapacity(size_t capacity) {
   CacheOptions options = cache_->options();
   options.capacity_bytes = capacity - table_bytes;
   rocksdb::Status status;
-  std::unique_ptr<Cache> resized = make_cache(options, &status);
+  std::unique_ptr<CacheCore> resized = make_cache(options, &status);
   if (!resized) return status;
-  try {
-    move_entries(*cache_, *resized);
-  } catch (const std::exception&) {  // see move_entries()
-  }
+  cache_->move_entries_to(*resized);  // the new cache evicts by its CLOCK what does not fit
   cache_ = std::move(resized);
   capacity_ = capacity;
   return rocksdb::Status::OK();
@@ -400,12 +401,14 @@ std::string RocksSecondaryCache::GetPrintableOptions() const {
          (admission_ == Admission::every_block ? "every_block" : "second_eviction") +
          "\n    codec : " + std::string(Codec::create(options.codec)->name()) +
          "\n    max_value_size : " + std::to_string(options.max_value_size) +
-         "\n    mm_stat : " + cache_->mm_stat() + "\n";
+         "\n    mm_stat : " + detail::mm_stat_line(cache_->stats()) + "\n";
 }
 
 size_t RocksSecondaryCache::recompress(size_t max_entries) {
   std::shared_lock lock(cache_lock_);
-  return cache_->recompress(max_entries);
+  size_t moved = 0;
+  (void)cache_->recompress(max_entries, moved);  // no_memory: stopped early, `moved` moved
+  return moved;
 }
 
 RocksSecondaryCacheStats RocksSecondaryCache::stats() const {
@@ -425,12 +428,12 @@ RocksSecondaryCacheStats RocksSecondaryCache::stats() const {
 
 std::string RocksSecondaryCache::mm_stat() const {
   std::shared_lock lock(cache_lock_);
-  return cache_->mm_stat();
+  return detail::mm_stat_line(cache_->stats());
 }
 
 std::string RocksSecondaryCache::bd_stat() const {
   std::shared_lock lock(cache_lock_);
-  return cache_->bd_stat();
+  return detail::bd_stat_line(cache_->stats().backing_file);
 }
 
 zs_pool* RocksSecondaryCache::pool() const {

@@ -1,0 +1,154 @@
+// The cache's side of its backing file (backing_file.h holds the file itself): what goes to
+// the file (evicted entries, raw ones, idle ones), reading a record back on a miss, and putting
+// it back into the pool. The file's writer thread calls release_written(), which takes one
+// shard's write lock; everything else here runs on the caller's thread.
+#include "cache_core.h"
+
+#include <cstring>
+#include <new>
+
+namespace zsm::detail {
+
+// stage() grows the file's lists: a heap too short for them makes the record one the file
+// does not take, as one larger than a batch.
+Staged CacheCore::stage_noexcept(uint64_t h, std::string_view key, const Slot& s,
+                                 std::span<const std::byte> stored, bool release) noexcept {
+  try {
+    return file_->stage(h, key, {s.kind, s.value_size}, stored, release, s.handle);
+  } catch (const std::bad_alloc&) {
+    return Staged::too_large;
+  }
+}
+
+// An entry promoted from the file and evicted again is not written again while the file
+// still holds its record (a put of a new value makes a new entry and erases that record).
+Staged CacheCore::write_back(const Slot& s, bool release) noexcept {
+  return with_record(s, Staged::too_large, [&](std::span<const std::byte> record) {
+    std::string_view key(reinterpret_cast<const char*>(record.data()), s.key_size);
+    const uint64_t h = hash_key(key);
+    if (!release && (s.flags & kOnFile) && file_->contains(h)) return Staged::taken;
+    return stage_noexcept(h, key, s, record.subspan(s.key_size, s.stored_size), release);
+  });
+}
+
+// On the writer thread: the entry staged with `token` (its handle then) is on file; frees it
+// from memory if it is still that record (no put or eviction replaced it meanwhile).
+void CacheCore::release_written(uint64_t hash, unsigned long token) noexcept {
+  Shard& sh = shard_of(hash);
+  std::unique_lock guard(sh.lock);
+  if (sh.slots.empty()) return;
+  const size_t mask = sh.slots.size() - 1;
+  for (size_t i = hash & mask; sh.slots[i].handle != 0; i = (i + 1) & mask) {
+    Slot& s = sh.slots[i];
+    if (s.handle != token || s.hash != static_cast<uint32_t>(hash)) continue;
+    drop(sh, &s);
+    written_back_++;
+    return;
+  }
+}
+
+std::error_code CacheCore::get_from_file(std::string_view key, uint64_t h,
+                                         std::span<std::byte> out, size_t& size) noexcept {
+  std::vector<std::byte> stored;
+  std::optional<FileRecordInfo> info;
+  try {
+    info = file_->read(h, key, stored);
+  } catch (const std::bad_alloc&) {
+    return make_error_code(CacheError::no_memory);
+  }
+  if (!info) return make_error_code(CacheError::not_found);
+  if (out.size() < info->value_size) return make_error_code(CacheError::buffer_too_small);
+  Slot s;
+  s.kind = info->kind;
+  s.value_size = info->value_size;
+  s.stored_size = static_cast<uint32_t>(stored.size());
+  if (std::error_code ec = decode(s, stored, out.first(s.value_size))) {
+    file_->erase(h);
+    return make_error_code(ec == CodecError::corrupt ? CacheError::corrupt : CacheError::no_memory);
+  }
+  if (options_.backing_file->promote_on_read) promote(key, h, *info, stored);
+  size = s.value_size;
+  return {};
+}
+
+// Puts a record read from the file back into the pool, as it was (no recompression), unless
+// a put got there first or there is no room (it stays on file then). The file keeps the
+// record (kOnFile), so that evicting the entry again costs no write.
+void CacheCore::promote(std::string_view key, uint64_t h, const FileRecordInfo& info,
+                        std::span<const std::byte> stored) noexcept {
+  std::span<std::byte> record = scratch(Scratch::record, key.size() + stored.size());
+  if (record.data() == nullptr) return;
+  std::memcpy(record.data(), key.data(), key.size());
+  if (!stored.empty()) std::memcpy(record.data() + key.size(), stored.data(), stored.size());
+  Slot s;
+  s.hash = static_cast<uint32_t>(h);
+  s.key_size = static_cast<uint16_t>(key.size());
+  s.value_size = info.value_size;
+  s.stored_size = static_cast<uint32_t>(stored.size());
+  s.kind = info.kind;
+  s.flags = kReferenced | kOnFile;
+  s.handle = store_making_room(record);
+  if (s.handle == 0) return;
+  {
+    Shard& sh = shard_of(h);
+    std::unique_lock guard(sh.lock);
+    std::error_code ec;
+    if (find(sh, h, key, ec) != nullptr || ec || !reserve_slot(sh)) {
+      free_record(s);
+      return;
+    }
+    insert(sh, s);
+    account(s, +1);
+  }
+  file_->count_promoted();
+  make_room(options_.capacity_bytes, s.handle);
+}
+
+// Stages the shard's idle entries, clearing their mark; stops when the writer's queue is full
+// (queue_full then says so) or the write limit is reached. Returns how many it staged.
+size_t CacheCore::writeback_idle_shard(Shard& sh, bool& queue_full) noexcept {
+  std::unique_lock guard(sh.lock);
+  size_t staged = 0;
+  for (Slot& s : sh.slots) {
+    if (s.handle == 0 || (s.flags & (kIdle | kReferenced)) != kIdle) continue;
+    Staged r = write_back(s, true);
+    if (r == Staged::queue_full) {
+      queue_full = true;
+      return staged;
+    }
+    if (r == Staged::write_limit) return staged;
+    if (r == Staged::taken) {
+      s.flags &= static_cast<uint8_t>(~kIdle);
+      staged++;
+    }
+  }
+  return staged;
+}
+
+std::error_code CacheCore::writeback_idle(size_t& staged) noexcept {
+  staged = 0;
+  if (!file_) return {};
+  for (Shard& sh : shards_) {
+    for (bool queue_full = true; queue_full;) {
+      queue_full = false;
+      staged += writeback_idle_shard(sh, queue_full);
+      if (queue_full) file_->flush();  // without the shard's lock: the writer takes it
+    }
+  }
+  file_->flush();
+  return {};
+}
+
+void CacheCore::flush_backing_file() noexcept {
+  if (file_) file_->flush();
+}
+
+void CacheCore::mark_idle() noexcept {
+  for (Shard& sh : shards_) {
+    std::unique_lock guard(sh.lock);
+    for (Slot& s : sh.slots)
+      if (s.handle != 0) s.flags = static_cast<uint8_t>((s.flags | kIdle) & ~kReferenced);
+  }
+}
+
+}  // namespace zsm::detail

@@ -1,0 +1,175 @@
+// Room in the cache (cache_core.h, "Room" and "Density"): CLOCK eviction, compaction, and the
+// loop that stores a record while the pool has no room for it. Called with no shard lock held;
+// evict_one() takes one shard's write lock at a time.
+#include "cache_core.h"
+
+namespace zsm::detail {
+
+namespace {
+
+bool test_and_clear(Slot& s, uint8_t flag) {
+  return std::atomic_ref<uint8_t>(s.flags).fetch_and(static_cast<uint8_t>(~flag),
+                                                     std::memory_order_relaxed) & flag;
+}
+
+}  // namespace
+
+size_t CacheCore::bytes_held() const noexcept {
+  return pool_bytes() + zs_pool_bookkeeping_bytes(pool_) + index_bytes_.load() +
+         (file_ ? file_->memory_bytes() : 0);
+}
+
+// CLOCK over one shard at a time, shards in turn. Evicts an entry the hand finds
+// unreferenced, never the record `keep`.
+//
+// With a class to prefer (a store found the pool at its page limit and no free slot in that
+// class), it evicts instead the first unreferenced entry of that class within kClassScan slots
+// of the hand, if there is one (see of_class_near_hand()). Why: evicting another class's entry
+// frees a slot there, rarely a page, so the store still fails and every such eviction leaves
+// a hole that only compaction (moving objects) gives back; a slot of the store's own class is
+// taken by the store at once.
+bool CacheCore::evict_one(unsigned long keep, unsigned prefer_class) noexcept {
+  size_t start = next_victim_.fetch_add(1, std::memory_order_relaxed);
+  for (size_t tries = 0; tries < shards_.size(); tries++) {
+    Shard& sh = shards_[(start + tries) % shards_.size()];
+    std::unique_lock guard(sh.lock);
+    Slot* victim = clock_hand(sh, keep);
+    if (victim == nullptr) continue;
+    if (prefer_class != kAnyClass) victim = of_class_near_hand(sh, victim, keep, prefer_class);
+    if (file_ && write_back(*victim, false) == Staged::taken) written_back_++;
+    drop(sh, victim);
+    evictions_++;
+    return true;
+  }
+  return false;
+}
+
+// Moves the shard's hand to the next entry other than `keep` that is not referenced since the
+// hand last passed, clearing the bit of each referenced one on the way, and returns that entry;
+// the hand stays on it. Nullptr when the shard holds no other entry.
+Slot* CacheCore::clock_hand(Shard& sh, unsigned long keep) noexcept {
+  if (sh.used == 0) return nullptr;
+  size_t mask = sh.slots.size() - 1;
+  for (size_t steps = 0; steps < 2 * sh.slots.size() + 1; steps++) {
+    Slot& s = sh.slots[sh.hand];
+    if (s.handle != 0 && s.handle != keep && !test_and_clear(s, kReferenced)) return &s;
+    sh.hand = (sh.hand + 1) & mask;
+  }
+  return nullptr;
+}
+
+// The first unreferenced entry of class `cls` (other than `keep`) in the kClassScan slots from
+// the hand, else `at_hand`. It only reads the bits, so the hand moves no faster than CLOCK's
+// and entries read since it last passed keep their standing.
+Slot* CacheCore::of_class_near_hand(Shard& sh, Slot* at_hand, unsigned long keep,
+                                    unsigned cls) const noexcept {
+  size_t mask = sh.slots.size() - 1;
+  for (size_t n = 0, i = sh.hand; n < kClassScan; n++, i = (i + 1) & mask) {
+    Slot& s = sh.slots[i];
+    if (s.handle == 0 || s.handle == keep ||
+        (std::atomic_ref<uint8_t>(s.flags).load(std::memory_order_relaxed) & kReferenced))
+      continue;
+    if (class_of_record(s.record_size()) == cls) return &s;
+  }
+  return at_hand;
+}
+
+// Pool bytes outside live objects: free slots inside zspages, and the rounding of objects up
+// to their class's slot size (an estimate: each object counted at its size with its header).
+size_t CacheCore::holes() const noexcept {
+  size_t held = pool_bytes(), live = record_bytes_.load() + entries_.load() * ZS_HANDLE_SIZE;
+  return held > live ? held - live : 0;
+}
+
+// Whether compacting may free pages: the holes have grown by more than kCompactAfterZspages
+// of the largest zspage since the last compaction left them. Not the holes alone: part of
+// them no compaction frees (each class's last, partly filled zspage, and class rounding), and
+// a pool held with those above a threshold would compact for nothing at every call.
+bool CacheCore::worth_compacting() const noexcept {
+  return pool_bytes() > 4 * page_size_ &&
+         holes() > holes_left_.load() + kCompactAfterZspages * zspage_bytes_;
+}
+
+// Frees some pool memory, and says what counts as progress: an entry evicted, or the pool
+// compacted below `floor` pages. Compacts first when worth_compacting(); otherwise, or when
+// compaction does not go below the floor, evicts one entry other than `keep` (of
+// `prefer_class` if it can, see evict_one()); with nothing left to evict, compaction is the
+// last resort.
+CacheCore::Room CacheCore::free_some(size_t floor, unsigned long keep,
+                                     unsigned prefer_class) noexcept {
+  if (worth_compacting() && compact() > 0 && zs_get_total_pages(pool_) < floor)
+    return Room::compacted;
+  if (evict_one(keep, prefer_class)) return Room::evicted;
+  compact();
+  return zs_get_total_pages(pool_) < floor ? Room::compacted : Room::none;
+}
+
+// Compacts when worth_compacting(), unless another thread is compacting already: that one
+// frees the same holes (zs_compact() covers the whole pool).
+void CacheCore::compact_if_worth() noexcept {
+  if (!worth_compacting()) return;
+  std::unique_lock guard(compact_lock_, std::try_to_lock);
+  if (!guard.owns_lock() || !worth_compacting()) return;
+  zs_compact(pool_);
+  holes_left_ = holes();
+}
+
+unsigned long CacheCore::compact() noexcept {
+  std::lock_guard guard(compact_lock_);
+  unsigned long freed = zs_compact(pool_);
+  holes_left_ = holes();
+  return freed;
+}
+
+// Brings bytes_held() down to `limit`, keeping the record `keep` (the one a put just stored).
+// False when everything else is gone and it still does not fit.
+bool CacheCore::make_room(size_t limit, unsigned long keep) noexcept {
+  while (bytes_held() > limit)
+    if (free_some(zs_get_total_pages(pool_), keep) == Room::none) return false;
+  return true;
+}
+
+// Stores a record, making room while the pool has none; 0 when it cannot fit even in an
+// empty pool.
+//
+// Why this ends. A failed attempt can leave pages behind: a split record's last pieces are
+// stored, a piece before them finds no page, and their zspages, freed again, stay as their
+// classes' spares. Compacting frees exactly those spares, so "compaction freed pages" would let
+// the next attempt do the same forever. Progress is therefore measured against the pages held
+// before the failed attempt: each retry follows an eviction (entries fall) or a pool smaller
+// than before that attempt (pages fall, entries unchanged). Alone, the pair (entries, pages
+// before the attempt) falls in lexicographic order at every retry and cannot fall forever. With
+// puts failing on other threads at the same time, the pages before an attempt may include their
+// leftovers, which their compaction then frees, and two such puts could each see the other's
+// leftovers go and retry forever. So at most kCompactionRetries retries may follow a compaction
+// alone; past that the floor is 0, which no compaction goes below, so only an eviction lets a
+// put retry, and each eviction removes an entry (what other threads add is their own puts'
+// progress).
+//
+// Within a zspage of the capacity, a put first evicts an entry of its own class (see
+// evict_one()): the store then takes the slot that freed, so a full cache replaces entries
+// without opening a zspage. Otherwise the store would open one past the capacity, and
+// make_room() would evict entries of every class until enough zspages empty or compaction,
+// moving objects, frees them.
+unsigned long CacheCore::store_making_room(std::span<std::byte> record) noexcept {
+  constexpr unsigned kCompactionRetries = 4;
+  if (bytes_held() + zspage_bytes_ > options_.capacity_bytes)
+    evict_one(0, class_of_record(record.size()));
+  for (unsigned compactions = 0;;) {
+    size_t pages_before = zs_get_total_pages(pool_);
+    if (unsigned long handle = store_record(record)) return handle;
+    Room room = free_some(compactions < kCompactionRetries ? pages_before : 0, 0,
+                          class_of_record(record.size()));
+    if (room == Room::none) return 0;
+    if (room == Room::compacted) compactions++;
+  }
+}
+
+// mem_used_max: the most pool bytes seen after a put.
+void CacheCore::note_mem_used() noexcept {
+  uint64_t used = pool_bytes(), max = mem_used_max_.load();
+  while (used > max && !mem_used_max_.compare_exchange_weak(max, used)) {
+  }
+}
+
+}  // namespace zsm::detail
