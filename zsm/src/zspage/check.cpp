@@ -61,8 +61,10 @@ void check_zspage(const ZsPool* pool, const ClassShard* shard, const ZsPage* zsp
   const ClassGeometry g = shard->geom;
   const uint32_t objs = shard->objs_per_zspage;
   if (zspage->shard.load(std::memory_order_relaxed) != shard)
-    f.add("class %u: zspage %p names another class", shard->index, static_cast<const void*>(zspage));
-  if (zspage->inuse > objs) f.add("class %u: zspage in use %u > %u slots", shard->index, zspage->inuse, objs);
+    f.add("class %u: zspage %p names another shard", shard->index,
+          static_cast<const void*>(zspage));
+  if (zspage->inuse > objs)
+    f.add("class %u: zspage in use %u > %u slots", shard->index, zspage->inuse, objs);
   if (zspage->lock.count() < 0)
     f.add("class %u: zspage %p has reader count %d with no writer (a read ended twice?)",
           shard->index, static_cast<const void*>(zspage), zspage->lock.count());
@@ -94,19 +96,20 @@ void check_zspage(const ZsPool* pool, const ClassShard* shard, const ZsPage* zsp
   }
 }
 
-// Zspages and objects a class's lists hold.
+// Zspages and objects a shard's lists hold.
 struct ListTotals {
   unsigned long zspages[NR_FULLNESS_GROUPS] = {};
   unsigned long inuse = 0;
 };
 
-// The class's fullness lists; fully checks each listed zspage when `deep`.
+// The shard's fullness lists; fully checks each listed zspage when `deep`.
 ListTotals check_lists(const ZsPool* pool, ClassShard* shard, bool deep, Findings& f)
     ZSM_REQUIRES(shard->lock) {
   ListTotals totals;
   for (int fg = ZS_INUSE_RATIO_0; fg < ZS_INUSE_RATIO_100; fg++) {
     const ZsPage* prev = nullptr;
-    for (const ZsPage* zspage = shard->fullness_list[fg]; zspage != nullptr; zspage = zspage->next) {
+    for (const ZsPage* zspage = shard->fullness_list[fg]; zspage != nullptr;
+         zspage = zspage->next) {
       if (totals.zspages[fg] > shard->stats[fg]) {
         f.add("class %u: list %d longer than its count %lu", shard->index, fg, shard->stats[fg]);
         break;
@@ -129,12 +132,13 @@ ListTotals check_lists(const ZsPool* pool, ClassShard* shard, bool deep, Finding
   return totals;
 }
 
-// The class's hot zspage, if any; fully checked when `deep`.
+// The shard's hot zspage, if any; fully checked when `deep`.
 void check_hot(const ZsPool* pool, const ClassShard* shard, bool deep, Findings& f)
     ZSM_REQUIRES(shard->lock) {
   const ZsPage* hot = shard->hot;
   if (hot == nullptr) return;
-  if (hot->inuse == 0 || hot->inuse >= shard->objs_per_zspage || hot->fullness >= ZS_INUSE_RATIO_100 ||
+  if (hot->inuse == 0 || hot->inuse >= shard->objs_per_zspage ||
+      hot->fullness >= ZS_INUSE_RATIO_100 ||
       hot->inuse < shard->fullness_lo[hot->fullness])
     f.add("class %u: hot zspage holds %u of %u objects, floor group %u", shard->index, hot->inuse,
           shard->objs_per_zspage, hot->fullness);
@@ -142,9 +146,10 @@ void check_hot(const ZsPool* pool, const ClassShard* shard, bool deep, Findings&
     check_zspage(pool, shard, hot, f);
 }
 
-// The class's object counts against its lists, full zspages (on none: counted only) and the
+// The shard's object counts against its lists, full zspages (on none: counted only) and the
 // hot zspage (neither listed nor counted).
-void check_stats(ClassShard* shard, const ListTotals& totals, Findings& f) ZSM_REQUIRES(shard->lock) {
+void check_stats(ClassShard* shard, const ListTotals& totals, Findings& f)
+    ZSM_REQUIRES(shard->lock) {
   unsigned long zspages = shard->stats[ZS_INUSE_RATIO_100] + (shard->hot != nullptr ? 1 : 0);
   for (int fg = ZS_INUSE_RATIO_0; fg < ZS_INUSE_RATIO_100; fg++) zspages += totals.zspages[fg];
   unsigned long unlisted_objs = shard->stats[ZS_INUSE_RATIO_100] * shard->objs_per_zspage +
@@ -174,7 +179,8 @@ void check_all_zspages(ZsPool* pool, Findings& f) ZSM_NO_THREAD_SAFETY_ANALYSIS 
     MutexGuard guard(arenas.lock);
     for (RecordArena* arena : arenas.meta) {
       if (arena == nullptr) continue;
-      arena->for_each_record([&](void* record) ZSM_NO_THREAD_SAFETY_ANALYSIS {  // every shard lock is held
+      // Every shard's lock is held.
+      arena->for_each_record([&](void* record) ZSM_NO_THREAD_SAFETY_ANALYSIS {
         auto* zspage = static_cast<ZsPage*>(record);
         ClassShard* shard = zspage->shard.load(std::memory_order_relaxed);
         if (shard == nullptr) return;

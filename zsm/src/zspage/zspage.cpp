@@ -110,7 +110,8 @@ void free_zspage(ZsPool* pool, ClassShard* shard, ZsPage* zspage) ZSM_REQUIRES(s
   pages_freed_here += shard->pages_per_zspage;
 }
 
-void release_empty_zspage(ZsPool* pool, ClassShard* shard, ZsPage* zspage) ZSM_REQUIRES(shard->lock) {
+void release_empty_zspage(ZsPool* pool, ClassShard* shard, ZsPage* zspage)
+    ZSM_REQUIRES(shard->lock) {
   if (shard->stats[ZS_INUSE_RATIO_0] > 1) {
     remove_zspage(shard, zspage);
     free_zspage(pool, shard, zspage);

@@ -157,13 +157,15 @@ inline ZsPage* make_fullest_hot(ClassShard* shard) ZSM_REQUIRES(shard->lock) {
   ZsPage* zspage = find_get_zspage(shard);
   if (zspage == nullptr) return nullptr;
   remove_zspage(shard, zspage);
-  if (zspage->fullness == ZS_INUSE_RATIO_0) zspage->fullness = static_cast<uint8_t>(regroup(shard, 0, 1));
+  if (zspage->fullness == ZS_INUSE_RATIO_0)
+    zspage->fullness = static_cast<uint8_t>(regroup(shard, 0, 1));
   shard->hot = zspage;
   return zspage;
 }
 
 // A store has filled the hot zspage: it is counted as full, off every list as full ones are.
-ZSM_ALWAYS_INLINE void retire_full_hot(ClassShard* shard, ZsPage* zspage) ZSM_REQUIRES(shard->lock) {
+ZSM_ALWAYS_INLINE void retire_full_hot(ClassShard* shard, ZsPage* zspage)
+    ZSM_REQUIRES(shard->lock) {
   shard->hot = nullptr;
   zspage->fullness = ZS_INUSE_RATIO_100;
   shard->stats[ZS_INUSE_RATIO_100]++;
@@ -196,8 +198,8 @@ ZSM_ALWAYS_INLINE void fix_fullness_after_free(ZsPool* pool, ClassShard* shard, 
 
 // --- objects --------------------------------------------------------------------------------
 // Static, as in the kernel's one file: each translation unit that uses them
-// (pool/object_api.cpp and pool/compact.cpp) has its own copy for the inline policy to act on ([[maybe_unused]] for those
-// that include this header without calling them).
+// (pool/object_api.cpp and pool/compact.cpp) has its own copy for the inline policy to act
+// on ([[maybe_unused]] for those that include this header without calling them).
 
 // What obj_malloc() returns: the new object's obj value, and where its payload starts (in
 // the page of its header), so that a store writes there without finding the page again.
@@ -244,7 +246,8 @@ ZSM_COLD_PATH void refill_cell_stock(ZsPool* pool, ClassShard* shard) ZSM_REQUIR
 // Gives kHandleBatch cells of an overfull stock back to the shard's arena.
 ZSM_COLD_PATH void release_cell_stock(ZsPool* pool, ClassShard* shard) ZSM_REQUIRES(shard->lock);
 
-// alloc_handle() (the kernel's cache_alloc_handle()): a free cell from the shard's stock; 0 when memory is short.
+// alloc_handle() (the kernel's cache_alloc_handle()): a free cell from the shard's stock; 0
+// when memory is short.
 inline unsigned long alloc_handle(ZsPool* pool, ClassShard* shard) ZSM_REQUIRES(shard->lock) {
   if (ZSM_UNLIKELY(shard->cell_stock == nullptr)) {
     refill_cell_stock(pool, shard);
@@ -295,7 +298,8 @@ unsigned long pages_freed_by_this_thread();
 void free_zspage(ZsPool* pool, ClassShard* shard, ZsPage* zspage) ZSM_REQUIRES(shard->lock);
 // A zspage a free has just left empty (on the 0 % list): kept as the shard's spare unless
 // the shard has one already.
-void release_empty_zspage(ZsPool* pool, ClassShard* shard, ZsPage* zspage) ZSM_REQUIRES(shard->lock);
+void release_empty_zspage(ZsPool* pool, ClassShard* shard, ZsPage* zspage)
+    ZSM_REQUIRES(shard->lock);
 // Frees the shard's spare empty zspages; returns the pages freed.
 unsigned long free_empty_zspages(ZsPool* pool, ClassShard* shard) ZSM_REQUIRES(shard->lock);
 // Frees every shard's spare; for a pool at its memory limit. Takes each shard's lock.
