@@ -1,23 +1,22 @@
 // Per-thread caches off the fast path (design: thread_cache.h): making and registering a
 // thread's cache, giving it back when the thread exits, the heavy half of the handshake, and
 // draining every cache of a pool for compaction, statistics, the memory limit and teardown.
+// fork() handling is in fork.cpp.
 #include "cache/thread_cache.h"
 
 #include <linux/membarrier.h>
-#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <new>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
 #include "base/lock.h"
+#include "cache/registry.h"
 #include "zspage/report.h"
 #include "zspage/shard_placement.h"
 #include "zspage/zspage.h"
@@ -25,18 +24,15 @@
 namespace zsm {
 inline namespace ZSM_VARIANT_NS {
 
+Mutex registry_lock;
+ZsPool* all_pools = nullptr;
+Mutex barrier_lock;
+
 namespace {
 
 // A cache of no pool: what current_cache names until a thread's first cached call, and
 // again once the thread's caches are gone. Never written (its pool never matches).
 ThreadCache no_cache;
-
-// Guards every pool's list of caches and the caches' `pool` fields against a thread
-// exiting, a pool being destroyed and a drain, which may happen at once, and the list of
-// every pool. Taken off the fast path only, never under a shard lock (a drain takes shard
-// locks under it).
-Mutex registry_lock;
-ZsPool* all_pools ZSM_GUARDED_BY(registry_lock) = nullptr;
 
 // Cache slots (ZsPool::cache_slot): those of destroyed pools, reused newest first, and the
 // next never used. Room for every slot is reserved when the slot is first handed out, so
@@ -45,46 +41,6 @@ ZsPool* all_pools ZSM_GUARDED_BY(registry_lock) = nullptr;
 std::vector<uint32_t>* const free_slots ZSM_PT_GUARDED_BY(registry_lock) =
     new std::vector<uint32_t>;
 uint32_t next_slot ZSM_GUARDED_BY(registry_lock) = 0;
-
-// Serialises the mprotect() barrier (a leaf: nothing is taken under it).
-Mutex barrier_lock;
-
-// --- the heavy barrier ----------------------------------------------------------------------
-
-#if !ZSM_TSAN  // under TSan the barrier is a fence (see heavy_barrier())
-long membarrier(int cmd) { return syscall(SYS_membarrier, cmd, 0, 0); }
-
-// mprotect() on a page of our own, which makes the kernel interrupt every CPU that may hold
-// a translation of it: the stand-in for membarrier where that is refused.
-void mprotect_barrier() {
-  static char* page = [] {
-    void* p = mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? nullptr : static_cast<char*>(p);
-  }();
-  if (page == nullptr) report_fatal("thread caches: no page for the mprotect() barrier");
-  MutexGuard guard(barrier_lock);
-  if (mprotect(page, 4096, PROT_READ | PROT_WRITE) != 0)
-    report_fatal("thread caches: mprotect() failed");
-  *static_cast<volatile char*>(page) = 0;  // make it present, so that narrowing it shoots down
-  if (mprotect(page, 4096, PROT_READ) != 0) report_fatal("thread caches: mprotect() failed");
-}
-#endif
-
-// A full memory barrier on every CPU running a thread of this process.
-void heavy_barrier() {
-#if ZSM_TSAN
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-#else
-  static std::atomic<int> use_membarrier{-1};  // -1: not tried yet
-  int use = use_membarrier.load(std::memory_order_relaxed);
-  if (use < 0) {
-    use = membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 ? 1 : 0;
-    use_membarrier.store(use, std::memory_order_relaxed);
-  }
-  if (use == 1 && membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return;
-  mprotect_barrier();
-#endif
-}
 
 // --- one cache ------------------------------------------------------------------------------
 
@@ -125,13 +81,6 @@ void unlink_cache(ZsPool* pool, ThreadCache* tc) ZSM_REQUIRES(registry_lock) {
     pool->caches = tc->next;
   if (tc->next != nullptr) tc->next->prev = tc->prev;
   tc->prev = tc->next = nullptr;
-}
-
-// Waits until the owner of `tc` is outside its fast path; the pool's caches are blocked,
-// so it cannot come back in.
-void wait_for_owner(const ThreadCache* tc) {
-  Backoff backoff;
-  while (tc->in_fast.load(std::memory_order_seq_cst) != 0) backoff.pause();
 }
 
 // Handles a drain takes out of caches under the registry lock, to free once it has dropped
@@ -269,128 +218,56 @@ uint32_t magazine_capacity(const ClassShard& shard) {
   return std::min(kMaxMagazine, kMagazineBytes / shard.geom.size);
 }
 
-// --- fork() ---------------------------------------------------------------------------------
-//
-// A child of fork() has one thread, the one that forked, and a copy of every pool as the
-// parent's threads left it. So that the child can go on using its pools (zsmalloc.h,
-// "fork()"), the prepare handler brings every pool to a state no thread is inside: it takes
-// the registry, blocks every pool's caches and waits until no owner is inside its fast path,
-// then takes every lock of every pool (its shards', record arenas' and page source's) and
-// the barrier's. Every change to a pool is made under those, so the child's copy is
-// consistent, but for what a vanished thread kept to itself: the slots its caches reserve
-// (they are orphaned, and the pool's next drain gives them back), a zspage it was adding
-// between two of those locks (lost to the child, which recounts the pool's pages), a read it
-// had begun (that zspage stays read-locked; compaction passes it by). The parent's handler
-// unlocks everything; the child's also clears what vanished threads held: blocked caches,
-// in-fast-path flags, a compaction in progress, lock waiters and shard hints.
-//
-// A page source's callback runs under its pool's locks and may call into another pool,
-// whose locks the prepare may hold already. So the prepare never waits long for one lock
-// while it holds others: it gives them all back, sleeps a moment and starts again.
+}  // namespace
 
-constexpr int kForkLockPatience = 4096;  // Backoff pauses on one lock before starting again
+// --- the heavy barrier ----------------------------------------------------------------------
 
-bool lock_patiently(Mutex& m) ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  Backoff backoff;
-  for (int i = 0; i < kForkLockPatience; i++) {
-    if (m.try_lock()) return true;
-    backoff.pause();
-  }
-  return false;
+namespace {
+
+#if !ZSM_TSAN  // under TSan the barrier is a fence (see heavy_barrier())
+long membarrier(int cmd) { return syscall(SYS_membarrier, cmd, 0, 0); }
+
+// mprotect() on a page of our own, which makes the kernel interrupt every CPU that may hold
+// a translation of it: the stand-in for membarrier where that is refused.
+void mprotect_barrier() {
+  static char* page = [] {
+    void* p = mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? nullptr : static_cast<char*>(p);
+  }();
+  if (page == nullptr) report_fatal("thread caches: no page for the mprotect() barrier");
+  MutexGuard guard(barrier_lock);
+  if (mprotect(page, 4096, PROT_READ | PROT_WRITE) != 0)
+    report_fatal("thread caches: mprotect() failed");
+  *static_cast<volatile char*>(page) = 0;  // make it present, so that narrowing it shoots down
+  if (mprotect(page, 4096, PROT_READ) != 0) report_fatal("thread caches: mprotect() failed");
 }
-
-// Calls `visit(lock)` for every lock of a registered pool, in the lock order (pool/object_api.cpp).
-template <typename Visit>
-void for_each_pool_lock(ZsPool* pool, Visit visit) ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  for (uint32_t c = 0; c < pool->nr_class_shards; c++) visit(pool->class_shards[c].lock);
-  for (uint32_t s = 0; s <= pool->shard_mask; s++) visit(pool->arenas[s].lock);
-  visit(pool->source_lock);
-}
-
-// Blocks every pool's caches and waits until no owner is inside its fast path.
-void block_all_caches() ZSM_REQUIRES(registry_lock) {
-  for (ZsPool* pool = all_pools; pool != nullptr; pool = pool->next_pool)
-    pool->caches_blocked.fetch_add(1, std::memory_order_seq_cst);
-  heavy_barrier();
-  for (ZsPool* pool = all_pools; pool != nullptr; pool = pool->next_pool)
-    for (const ThreadCache* tc = pool->caches; tc != nullptr; tc = tc->next) wait_for_owner(tc);
-}
-
-void unblock_all_caches() ZSM_REQUIRES(registry_lock) {
-  for (ZsPool* pool = all_pools; pool != nullptr; pool = pool->next_pool)
-    unblock_thread_caches(pool);
-}
-
-// Takes every lock of every pool; false, with none of them held, when one stays busy.
-bool lock_all_pools() ZSM_REQUIRES(registry_lock) ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  size_t taken = 0;
-  bool ok = true;
-  for (ZsPool* pool = all_pools; ok && pool != nullptr; pool = pool->next_pool) {
-    for_each_pool_lock(pool, [&](Mutex& m) ZSM_NO_THREAD_SAFETY_ANALYSIS {
-      if (ok && (ok = lock_patiently(m))) taken++;
-    });
-  }
-  if (ok) return true;
-  for (ZsPool* pool = all_pools; taken > 0; pool = pool->next_pool) {
-    for_each_pool_lock(pool, [&](Mutex& m) ZSM_NO_THREAD_SAFETY_ANALYSIS {
-      if (taken > 0 && taken--) m.unlock();
-    });
-  }
-  return false;
-}
-
-void prepare_fork() ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  for (unsigned round = 1;; round++) {
-    registry_lock.lock();
-    block_all_caches();
-    if (lock_all_pools()) {
-      barrier_lock.lock();
-      return;
-    }
-    unblock_all_caches();
-    registry_lock.unlock();
-    std::this_thread::sleep_for(std::chrono::microseconds(std::min(round, 1000u)));
-  }
-}
-
-void after_fork_in_parent() ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  barrier_lock.unlock();
-  for (ZsPool* pool = all_pools; pool != nullptr; pool = pool->next_pool)
-    for_each_pool_lock(pool, [](Mutex& m) ZSM_NO_THREAD_SAFETY_ANALYSIS { m.unlock(); });
-  unblock_all_caches();
-  registry_lock.unlock();
-}
-
-// The child's copy of a pool, whose users other than this thread have vanished.
-void forget_vanished_threads(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  pool->caches_blocked.store(0, std::memory_order_relaxed);
-  pool->compaction_in_progress.store(false, std::memory_order_relaxed);
-  pool->exit_frees_in_flight.store(0, std::memory_order_relaxed);
-  for (ThreadCache* tc = pool->caches; tc != nullptr; tc = tc->next) {
-    tc->in_fast.store(0, std::memory_order_relaxed);
-    if (tc->owner != &thread_caches) tc->orphaned = true;
-  }
-  if (pool->zspages_being_added.load(std::memory_order_relaxed) != 0) {
-    pool->pages_allocated.store(count_zspage_pages(pool), std::memory_order_relaxed);
-    pool->zspages_being_added.store(0, std::memory_order_relaxed);
-  }
-  for_each_pool_lock(pool, [](Mutex& m) ZSM_NO_THREAD_SAFETY_ANALYSIS {
-    m.forget_waiters();
-    m.unlock();
-  });
-}
-
-void after_fork_in_child() ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  barrier_lock.forget_waiters();
-  barrier_lock.unlock();
-  for (ZsPool* pool = all_pools; pool != nullptr; pool = pool->next_pool)
-    forget_vanished_threads(pool);
-  forget_other_threads_shard_hints();
-  registry_lock.forget_waiters();
-  registry_lock.unlock();
-}
+#endif
 
 }  // namespace
+
+void heavy_barrier() {
+#if ZSM_TSAN
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#else
+  static std::atomic<int> use_membarrier{-1};  // -1: not tried yet
+  int use = use_membarrier.load(std::memory_order_relaxed);
+  if (use < 0) {
+    use = membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 ? 1 : 0;
+    use_membarrier.store(use, std::memory_order_relaxed);
+  }
+  if (use == 1 && membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return;
+  mprotect_barrier();
+#endif
+}
+
+void wait_for_owner(const ThreadCache* tc) {
+  Backoff backoff;
+  while (tc->in_fast.load(std::memory_order_seq_cst) != 0) backoff.pause();
+}
+
+bool owned_by_this_thread(const ThreadCache* tc) { return tc->owner == &thread_caches; }
+
+// --- the pool's side ------------------------------------------------------------------------
 
 constinit thread_local ThreadCache* current_cache = &no_cache;
 
@@ -454,8 +331,7 @@ void drain_thread_caches(ZsPool* pool) {
 }
 
 bool register_pool(ZsPool* pool) {
-  static const bool fork_handled = pthread_atfork(prepare_fork, after_fork_in_parent,
-                                                  after_fork_in_child) == 0;
+  static const bool fork_handled = handle_fork();
   if (!fork_handled) return false;
   MutexGuard guard(registry_lock);
   if (!free_slots->empty()) {

@@ -43,7 +43,7 @@
 // use sequentially consistent atomics instead, the same protocol in the C++ model.
 //
 // Threads and pools. A thread's caches are registered with their pools under one process-
-// wide lock (registry_lock in thread_cache.cpp), and the thread keeps them in a list of its
+// wide lock (registry_lock, cache/registry.h), and the thread keeps them in a list of its
 // own. `current_cache` (one load from the thread pointer) names the one the thread used
 // last; a call on another pool looks its cache up or makes one. When the thread exits, its
 // caches go back to their pools, their slots freed a batch at a time with the registry
@@ -52,7 +52,7 @@
 // (their slots die with the pool; the threads must not be using the pool, as for any call
 // racing with destroy), and a detached cache never matches a pool again. Every pool is
 // also in a process-wide list under the same lock, which the fork() handlers walk
-// (thread_cache.cpp, "fork()"): in a child, a cache whose thread the child does not have is
+// (cache/fork.cpp): in a child, a cache whose thread the child does not have is
 // orphaned, and the pool's next drain takes its slots and frees it.
 //
 // Not cached: hardened pools (their checks of a free need the shard lock, so that two frees
@@ -204,7 +204,7 @@ void unblock_thread_caches(ZsPool* pool);
 // Both: afterwards the pool's figures count no reserved slot (until the next free).
 void drain_thread_caches(ZsPool* pool);
 // zs_create_pool(): enters the pool in the process-wide registry (false: no memory), which
-// fork() handling walks (thread_cache.cpp, "fork()").
+// fork() handling walks (cache/fork.cpp).
 bool register_pool(ZsPool* pool);
 // zs_destroy_pool(): detaches every thread's cache from the pool and takes it out of the
 // registry; then waits until no exiting thread is freeing slots into it.
