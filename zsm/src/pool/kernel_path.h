@@ -102,6 +102,18 @@ ZSM_ALWAYS_INLINE void place_object(ZsPool* pool, ClassShard* shard, ZsPage* zsp
   fill(geom, obj, placed.payload);
 }
 
+// place_object(), then the shard's checks and unlock: a store's end. Returns the handle.
+template <typename Fill>
+ZSM_ALWAYS_INLINE unsigned long place_and_unlock(ZsPool* pool, ClassShard* shard,
+                                                 ZsPage* zspage, unsigned long handle,
+                                                 size_t size, zs_alloc_tag* tag, Fill fill)
+    ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  place_object(pool, shard, zspage, handle, size, tag, fill);
+  debug_check_class(pool, shard, zspage);
+  shard->lock.unlock();
+  return handle;
+}
+
 // A store found no hot zspage in its shard and no listed one to make hot: a new zspage, made
 // with the lock dropped, is listed (empty) and the fullest listed zspage becomes hot (another
 // store may have made one hot, or frees may have listed fuller ones, meanwhile). When no
@@ -148,12 +160,7 @@ ZSM_COLD_PATH unsigned long alloc_in_other_shard(ZsPool* pool, ClassShard* first
     lock_shard(shard);
     ZsPage* zspage = shard->hot != nullptr ? shard->hot : make_fullest_hot(shard);
     unsigned long handle = zspage != nullptr ? alloc_handle(pool, shard) : 0;
-    if (handle != 0) {
-      place_object(pool, shard, zspage, handle, size, tag, fill);
-      debug_check_class(pool, shard, zspage);
-      shard->lock.unlock();
-      return handle;
-    }
+    if (handle != 0) return place_and_unlock(pool, shard, zspage, handle, size, tag, fill);
     shard->lock.unlock();
   }
   errno = ENOMEM;
@@ -183,10 +190,7 @@ ZSM_OFF_FAST_PATH unsigned long alloc_object_slow(ZsPool* pool, ClassShard* firs
   if (zspage == nullptr && (zspage = make_fullest_hot(shard)) == nullptr &&
       (zspage = make_new_zspage_hot(pool, shard, handle)) == nullptr)
     return pool->shard_mask != 0 ? alloc_in_other_shard(pool, first, shard, size, tag, fill) : 0;
-  place_object(pool, shard, zspage, handle, size, tag, fill);
-  debug_check_class(pool, shard, zspage);
-  shard->lock.unlock();
-  return handle;
+  return place_and_unlock(pool, shard, zspage, handle, size, tag, fill);
 }
 
 // The kernel's zs_malloc(), written once for the malloc and the store: a stocked cell of the
@@ -206,10 +210,7 @@ ZSM_ALWAYS_INLINE unsigned long alloc_object(ZsPool* pool, size_t size, zs_alloc
   if (ZSM_UNLIKELY(zspage == nullptr || shard->cell_stock == nullptr))
     return alloc_object_slow(pool, first, shard, size, tag, fill);
   unsigned long handle = alloc_handle(pool, shard);
-  place_object(pool, shard, zspage, handle, size, tag, fill);
-  debug_check_class(pool, shard, zspage);
-  shard->lock.unlock();
-  return handle;
+  return place_and_unlock(pool, shard, zspage, handle, size, tag, fill);
 }
 
 // A store that failed its entry's guard: the arguments checked (errno EINVAL or ENOSPC), then a
