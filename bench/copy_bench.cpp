@@ -1,5 +1,5 @@
 // zsm_copy_bench: the copy alone, the C library's memcpy against zsm's copy_payload()
-// (zsm/src/copy.cpp), at the places zsm's objects really take (Google Benchmark).
+// (zsm/src/base/copy.cpp), at the places zsm's objects really take (Google Benchmark).
 //
 // For each of the pair benchmark's sizes (live_set.h), the payload slots of as many zspages of
 // the size's class as the pair benchmark's live set of kLiveObjects objects fills (slot size
@@ -32,7 +32,7 @@
 #include "live_set.h"
 #include "variants.h"
 #define ZSM_VARIANT_NS bench_patched
-#include "copy.h"
+#include "base/copy.h"
 #undef ZSM_VARIANT_NS
 
 namespace zsm_bench {

@@ -44,26 +44,29 @@
 #include <cstring>
 
 #define ZSM_VARIANT_NS bench_patched
-#include "pool.h"
+#include "pool/pool.h"
 #undef ZSM_VARIANT_NS
 #define ZSM_VARIANT_NS bench_baseline
-#include "pool.h"
+#include "pool/pool.h"
 #undef ZSM_VARIANT_NS
 #define ZSM_VARIANT_NS bench_prof_inline
-#include "pool.h"
+#include "pool/pool.h"
 #undef ZSM_VARIANT_NS
 #define ZSM_VARIANT_NS bench_prof_outline
-#include "pool.h"
+#include "pool/pool.h"
 #undef ZSM_VARIANT_NS
 
 namespace zsm_bench {
 
 // A zsm variant whose pools are created with `pool_flags`, with the variant's profiling
 // switch on while a pool lives when `profiling` (benchmarks use one pool at a time).
-// `entry` is _entry for the calls a user makes (through the per-thread cache where the pool
-// has one), empty for the kernel's functions (the locked path, on pools without caches and
-// with one shard unless the benchmark's configuration asks for more).
-#define ZSM_BENCH_VARIANT(Trait, ns, pool_flags, profiling, entry)                            \
+// `calls` says where store, malloc and free go: ZSM_BENCH_API, the calls a user makes
+// (through the per-thread cache where the pool has one), or ZSM_BENCH_KERNEL_PATH, the
+// kernel's functions (the locked path, on pools without caches and with one shard unless the
+// benchmark's configuration asks for more).
+#define ZSM_BENCH_API(ns, call) zsm::ns::zs_##call
+#define ZSM_BENCH_KERNEL_PATH(ns, call) zsm::ns::kernel_path::call
+#define ZSM_BENCH_VARIANT(Trait, ns, pool_flags, profiling, calls)                            \
   struct Trait {                                                                              \
     static constexpr const char* name = #Trait;                                               \
     using Pool = zsm::ns::ZsPool;                                                             \
@@ -80,13 +83,13 @@ namespace zsm_bench {
       if (profiling) zsm::ns::zs_alloc_profiling_set(0);                                      \
     }                                                                                         \
     static unsigned long store(Pool* p, const void* src, size_t n) {                         \
-      return zsm::ns::zs_store##entry(p, src, n);                                             \
+      return calls(ns, store)(p, src, n);                                                     \
     }                                                                                         \
-    static unsigned long malloc(Pool* p, size_t n) { return zsm::ns::zs_malloc##entry(p, n); } \
+    static unsigned long malloc(Pool* p, size_t n) { return calls(ns, malloc)(p, n); }        \
     static void write(Pool* p, unsigned long h, const void* src, size_t n) {                 \
       zsm::ns::zs_obj_write(p, h, src, n);                                                    \
     }                                                                                         \
-    static void free(Pool* p, unsigned long h) { zsm::ns::zs_free##entry(p, h); }            \
+    static void free(Pool* p, unsigned long h) { calls(ns, free)(p, h); }                    \
     static void* read_begin(Pool* p, unsigned long h, size_t n, void* copy) {                \
       return zsm::ns::zs_obj_read_begin(p, h, n, copy);                                       \
     }                                                                                         \
@@ -103,19 +106,23 @@ namespace zsm_bench {
   };
 
 constexpr unsigned kKernelPath = ZS_POOL_NO_THREAD_CACHE;
-ZSM_BENCH_VARIANT(cached, bench_patched, 0, false, _entry)
-ZSM_BENCH_VARIANT(cached_baseline, bench_baseline, 0, false, _entry)
+ZSM_BENCH_VARIANT(cached, bench_patched, 0, false, ZSM_BENCH_API)
+ZSM_BENCH_VARIANT(cached_baseline, bench_baseline, 0, false, ZSM_BENCH_API)
 // A user's pool with ZS_POOL_NO_THREAD_CACHE, called as `cached` is (one shard, as create()
 // gives every kernel-path pool).
-ZSM_BENCH_VARIANT(uncached, bench_patched, kKernelPath, false, _entry)
-ZSM_BENCH_VARIANT(patched, bench_patched, kKernelPath, false, )
-ZSM_BENCH_VARIANT(baseline, bench_baseline, kKernelPath, false, )
-ZSM_BENCH_VARIANT(hardened, bench_patched, ZS_POOL_HARDENED | kKernelPath, false, )
-ZSM_BENCH_VARIANT(prof_inline_off, bench_prof_inline, kKernelPath, false, )
-ZSM_BENCH_VARIANT(prof_inline_on, bench_prof_inline, kKernelPath, true, )
-ZSM_BENCH_VARIANT(prof_outline_off, bench_prof_outline, kKernelPath, false, )
-ZSM_BENCH_VARIANT(prof_outline_on, bench_prof_outline, kKernelPath, true, )
+ZSM_BENCH_VARIANT(uncached, bench_patched, kKernelPath, false, ZSM_BENCH_API)
+ZSM_BENCH_VARIANT(patched, bench_patched, kKernelPath, false, ZSM_BENCH_KERNEL_PATH)
+ZSM_BENCH_VARIANT(baseline, bench_baseline, kKernelPath, false, ZSM_BENCH_KERNEL_PATH)
+ZSM_BENCH_VARIANT(hardened, bench_patched, ZS_POOL_HARDENED | kKernelPath, false,
+                  ZSM_BENCH_KERNEL_PATH)
+ZSM_BENCH_VARIANT(prof_inline_off, bench_prof_inline, kKernelPath, false, ZSM_BENCH_KERNEL_PATH)
+ZSM_BENCH_VARIANT(prof_inline_on, bench_prof_inline, kKernelPath, true, ZSM_BENCH_KERNEL_PATH)
+ZSM_BENCH_VARIANT(prof_outline_off, bench_prof_outline, kKernelPath, false,
+                  ZSM_BENCH_KERNEL_PATH)
+ZSM_BENCH_VARIANT(prof_outline_on, bench_prof_outline, kKernelPath, true, ZSM_BENCH_KERNEL_PATH)
 #undef ZSM_BENCH_VARIANT
+#undef ZSM_BENCH_API
+#undef ZSM_BENCH_KERNEL_PATH
 
 // A general-purpose allocator behind the same shape: the "pool" is a dummy, a handle is the
 // pointer, store is malloc + memcpy.

@@ -1,4 +1,4 @@
-// tests/zsm/copy_test.cpp: zsm's payload copy (zsm/src/copy.cpp) gives the bytes memcpy gives and
+// tests/zsm/copy_test.cpp: zsm's payload copy (zsm/src/base/copy.cpp) gives the bytes memcpy gives and
 // writes nothing outside [dst, dst + n). Every form is checked: copy_payload() as the pool
 // calls it and, on x86-64, its SSE2 and AVX2 forms alone (AVX2 where the CPU has it). Like
 // profiling_off_test, this test links the core variant zsm::noprof and calls it directly.
@@ -20,7 +20,7 @@
 // a stray write of any source byte shows. The destination is overwritten with a second such
 // value before each copy, so a copy that skips a byte shows too.
 #define ZSM_VARIANT_NS noprof
-#include "copy.h"
+#include "base/copy.h"
 
 #include <gtest/gtest.h>
 

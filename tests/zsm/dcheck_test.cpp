@@ -6,7 +6,7 @@
 // on the golden fast path, bench/golden/fast_path.json).
 #define ZSM_VARIANT_NS noprof
 #define ZSM_DEBUG_INVARIANTS 1
-#include "report.h"
+#include "zspage/report.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,242 @@
+// Per-thread caches: the store/free pair without a lock.
+//
+// What a cache holds. A free does not give the object's slot back to its zspage: it pushes
+// the handle onto the freeing thread's magazine for the object's class, and the handle's
+// cell goes on naming the slot, whose header stays as it was. The slot is *reserved*: its
+// zspage still counts it in use. A store into that class pops the newest handle, writes the
+// header and the payload into the slot the cell names, and returns the same handle. Neither
+// side takes a lock, touches the zspage or the shard, or makes an atomic read-modify-write;
+// in steady state the pair is a pop, a push and the copy. A magazine holds the handles of
+// one class, whichever shard, zspage or thread the objects came from, so an object freed by
+// another thread than the one that stored it simply joins the freeing thread's cache.
+//
+// Bounds. A magazine of a class of `size` bytes holds min(kMaxMagazine, kMagazineBytes /
+// size) handles; classes above kMagazineBytes and the huge class are not cached. So a
+// thread reserves at most ZsPool::cache_bytes_per_thread in a pool (the sum over classes,
+// computed when the pool is created; the class table, and so the sum, depends on the page
+// size and the chain: docs/design.md lists every geometry, tests/bookkeeping_test.cpp checks
+// them),
+// and zs_pool_stats() reports that bound and what all threads' caches hold now
+// (cached_objs, cached_bytes). Reserved slots can also keep partly used zspages
+// from being freed until they are taken back. A cache's own memory (the magazines, malloc'd
+// per thread and pool) is zs_pool_stats().thread_cache_bytes, not pool bookkeeping.
+//
+// Reaching other threads' caches. Compaction, the class statistics, zs_check_pool(), a
+// store that finds the pool at its memory limit, and zs_destroy_pool() need the reserved
+// slots back, or at least need no thread to be inside its cache. The owner's fast path is
+// bracketed by a flag of its own, written with plain stores:
+//     owner:   in_fast = 1; compiler barrier; if (pool->caches_blocked) leave, take the
+//              locked path; ... pop or push ...; in_fast = 0 (release)
+//     drainer: caches_blocked += 1; heavy barrier; for each cache of the pool: wait until
+//              in_fast == 0, then take its handles (under the registry lock, a batch at a
+//              time) and free them with the shard locks once the registry is unlocked
+// The heavy barrier is membarrier(2) MEMBARRIER_CMD_PRIVATE_EXPEDITED, which runs a full
+// memory barrier on every CPU that runs a thread of this process: after it, each owner
+// either has its in_fast = 1 visible to the drainer, or will see caches_blocked when it
+// loads it (Dekker's argument, with the owner's half of the fence made free). Where
+// membarrier is refused (kernels before 4.14, valgrind), mprotect() on a private page
+// stands in: changing a mapping's protection makes the kernel interrupt every CPU that may
+// cache it (a TLB shootdown), which serialises those CPUs, as folly's asymmetric barrier
+// does. While caches are blocked, stores and frees take the locked path; the drainer
+// unblocks when done (compaction only after it has compacted, so that no slot it moves
+// is reserved). Under ThreadSanitizer, which cannot see an asymmetric barrier, both halves
+// use sequentially consistent atomics instead, the same protocol in the C++ model.
+//
+// Threads and pools. A thread's caches are registered with their pools under one process-
+// wide lock (registry_lock, cache/registry.h), and the thread keeps them in a list of its
+// own. `current_cache` (one load from the thread pointer) names the one the thread used
+// last; a call on another pool looks its cache up or makes one. When the thread exits, its
+// caches go back to their pools, their slots freed a batch at a time with the registry
+// unlocked (zs_destroy_pool() waits for a batch in flight). No page source is called with
+// the registry locked, so a source's free_page may call into other pools. zs_destroy_pool() detaches the caches of other threads
+// (their slots die with the pool; the threads must not be using the pool, as for any call
+// racing with destroy), and a detached cache never matches a pool again. Every pool is
+// also in a process-wide list under the same lock, which the fork() handlers walk
+// (cache/fork.cpp): in a child, a cache whose thread the child does not have is
+// orphaned, and the pool's next drain takes its slots and frees it.
+//
+// Not cached: hardened pools (their checks of a free need the shard lock, so that two frees
+// of one handle cannot both pass), stores while allocation profiling is on and frees of
+// objects it counted (its figures are kept under the shard lock), and pools created with
+// ZS_POOL_NO_THREAD_CACHE, which run the kernel's design on every pair.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "base/compiler.h"
+#include "zspage/obj.h"
+#include "zspage/types.h"
+
+#if defined(__SANITIZE_THREAD__)
+#define ZSM_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define ZSM_TSAN 1
+#endif
+#endif
+#ifndef ZSM_TSAN
+#define ZSM_TSAN 0
+#endif
+
+namespace zsm {
+inline namespace ZSM_VARIANT_NS {
+
+inline constexpr uint32_t kMagazineBytes = 4096;  // per class and thread
+inline constexpr uint32_t kMaxMagazine = 32;      // handles per class and thread
+
+// The reserved slots of one class in one thread's cache: handles, newest last, in the
+// array that follows the struct (`capacity` of them; the next magazine follows that). Only
+// the owner changes it, inside its fast path or with the pool's caches blocked; `count` is
+// atomic so that statistics may read it at any time (relaxed: a plain load and store).
+struct alignas(8) Magazine {
+  std::atomic<uint32_t> count{0};
+  uint32_t capacity = 0;
+  ClassGeometry geom;  // the class's, for the store's header and payload
+
+  unsigned long* handles() { return reinterpret_cast<unsigned long*>(this + 1); }
+  // The magazine after this one in its cache.
+  Magazine* next() { return reinterpret_cast<Magazine*>(handles() + capacity); }
+  [[nodiscard]] uint32_t size() const { return count.load(std::memory_order_relaxed); }
+  // The newest of the `n` handles it holds (n = size() > 0).
+  unsigned long pop(uint32_t n) {
+    count.store(n - 1, std::memory_order_relaxed);
+    return handles()[n - 1];
+  }
+  // False when full (and always for a class that is not cached: capacity 0).
+  bool push(unsigned long handle) {
+    uint32_t n = count.load(std::memory_order_relaxed);
+    if (ZSM_UNLIKELY(n >= capacity)) return false;
+    handles()[n] = handle;
+    count.store(n + 1, std::memory_order_relaxed);
+    return true;
+  }
+  // The bytes a magazine of `capacity` handles takes.
+  static size_t bytes(uint32_t capacity) {
+    return sizeof(Magazine) + size_t{capacity} * sizeof(unsigned long);
+  }
+};
+
+// The pool_key of a cache of no pool: an address no pool has, so that no call matches it,
+// not even one with a null pool.
+inline constexpr uintptr_t kNoPool = 1;
+
+// One thread's cache for one pool: a magazine per distinct class (ClassShard::magazine_offset).
+struct ThreadCache {
+  // The pool's address; kNoPool once detached (the pool was destroyed), and in the cache of
+  // no pool that a thread names before its first cached call.
+  std::atomic<uintptr_t> pool_key{kNoPool};
+  std::atomic<uint32_t> in_fast{0};    // the owner is inside its fast path
+  ThreadCache* prev = nullptr;         // the pool's caches (registry lock)
+  ThreadCache* next = nullptr;
+  const void* owner = nullptr;         // the owning thread's list of caches (ThreadCaches)
+  // The owner vanished: the cache was inherited by a child of fork() from a thread that the
+  // child does not have. The pool's next drain takes its slots and frees it (registry lock).
+  bool orphaned = false;
+  size_t bytes = 0;                    // this allocation, magazines and handle arrays included
+  uint32_t nr_magazines = 0;
+  // The magazines follow the struct in the same allocation, each with its handles.
+  Magazine* first_magazine() { return reinterpret_cast<Magazine*>(this + 1); }
+  // The magazine `offset` bytes from the cache (ClassShard::magazine_offset): a byte offset, so
+  // that finding it takes no multiplication.
+  Magazine& magazine_at(uint32_t offset) {
+    return *reinterpret_cast<Magazine*>(reinterpret_cast<char*>(this) + offset);
+  }
+  // This cache belongs to `pool` (a null pool, or one without caches, has none).
+  [[nodiscard]] bool serves(const ZsPool* p) const {
+    return pool_key.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(p);
+  }
+  // The pool, or nullptr when detached.
+  [[nodiscard]] ZsPool* pool() const {
+    uintptr_t key = pool_key.load(std::memory_order_relaxed);
+    return key == kNoPool ? nullptr : reinterpret_cast<ZsPool*>(key);
+  }
+};
+static_assert(sizeof(ThreadCache) % alignof(Magazine) == 0);
+
+// The cache this thread used last; a cache of no pool until then.
+extern ZSM_INITIAL_EXEC_TLS constinit thread_local ThreadCache* current_cache;
+
+// The owner's half of the handshake (see the top of this file).
+inline void enter_order_barrier() {
+#if ZSM_TSAN
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#else
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+#endif
+}
+inline constexpr std::memory_order kOwnerOrder =
+    ZSM_TSAN ? std::memory_order_seq_cst : std::memory_order_relaxed;
+
+inline void leave_fast_path(ThreadCache* tc) { tc->in_fast.store(0, std::memory_order_release); }
+
+// Enters the owner's fast path in `tc`; false, and not entered, while the pool's caches are
+// blocked.
+ZSM_ALWAYS_INLINE bool enter_fast_path(const ZsPool* pool, ThreadCache* tc) {
+  tc->in_fast.store(1, kOwnerOrder);
+  enter_order_barrier();
+  if (ZSM_LIKELY(pool->caches_blocked.load(ZSM_TSAN ? std::memory_order_seq_cst
+                                                    : std::memory_order_acquire) == 0))
+    return true;
+  leave_fast_path(tc);
+  return false;
+}
+
+// This thread's caches by pool (ZsPool::cache_slot): the table that ThreadCaches
+// (thread_cache.cpp) keeps, named from the thread pointer so that a call on another pool
+// finds its cache without a function call. Empty while the thread exits.
+struct CacheTable {
+  ThreadCache* const* by_slot = nullptr;
+  uint32_t size = 0;
+};
+extern ZSM_INITIAL_EXEC_TLS constinit thread_local CacheTable cache_table;
+
+// Makes and registers this thread's cache for the pool (its first cached call there) and
+// makes it current_cache; nullptr when the thread is exiting or memory is short (the call
+// then takes the locked path).
+ZSM_COLD_PATH ThreadCache* add_thread_cache(ZsPool* pool);
+
+// A call on a pool that is not the one the thread used last: the thread's cache for it
+// becomes current_cache, looked up in the table or made.
+inline ThreadCache* switch_thread_cache(ZsPool* pool) {
+  const uint32_t slot = pool->cache_slot;
+  ThreadCache* tc = slot < cache_table.size ? cache_table.by_slot[slot] : nullptr;
+  if (ZSM_UNLIKELY(tc == nullptr || !tc->serves(pool))) return add_thread_cache(pool);
+  current_cache = tc;
+  return tc;
+}
+
+// The magazine of the class that serves a request of `bytes` (header included).
+inline Magazine& magazine_for(const ZsPool* pool, ThreadCache* tc, size_t bytes) {
+  return tc->magazine_at(
+      pool->magazine_by_granule[(bytes + (1u << kGranuleShift) - 1) >> kGranuleShift]);
+}
+
+// --- the pool's side (thread_cache.cpp) -------------------------------------------------------
+
+// Sets the pool's magazine map and the bound of what one thread reserves (pool creation).
+bool init_thread_caches(ZsPool* pool);
+// Blocks the pool's caches, waits for every owner to leave its fast path, and frees every
+// reserved slot; the caches stay blocked until unblock_thread_caches(). Returns the pages
+// those frees released. Call with no shard lock held (it frees with them).
+unsigned long block_and_drain_thread_caches(ZsPool* pool);
+void unblock_thread_caches(ZsPool* pool);
+// Both: afterwards the pool's figures count no reserved slot (until the next free).
+void drain_thread_caches(ZsPool* pool);
+// zs_create_pool(): enters the pool in the process-wide registry (false: no memory), which
+// fork() handling walks (cache/fork.cpp).
+bool register_pool(ZsPool* pool);
+// zs_destroy_pool(): detaches every thread's cache from the pool and takes it out of the
+// registry; then waits until no exiting thread is freeing slots into it.
+void unregister_pool(ZsPool* pool);
+void wait_for_exiting_threads(const ZsPool* pool);
+// What the caches of the pool reserve now, and what they take themselves.
+struct ThreadCacheFigures {
+  unsigned long objs = 0;
+  unsigned long bytes = 0;
+  size_t own_bytes = 0;
+};
+ThreadCacheFigures thread_cache_figures(const ZsPool* pool);
+
+}  // namespace ZSM_VARIANT_NS
+}  // namespace zsm

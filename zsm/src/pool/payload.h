@@ -1,0 +1,97 @@
+// The payload copy of a store and of zs_obj_write(): obj_write() into an object's slot,
+// across a page boundary when the object spans one, and the fills that tell the store path
+// what to write once an object is placed (CopyFill for zs_store(), NoFill for zs_malloc()).
+// Part of the object paths' one translation unit (object_api.cpp, which says why).
+#pragma once
+#ifndef ZSM_OBJECT_PATHS_TU
+#error "pool/payload.h belongs to pool/object_api.cpp's translation unit only"
+#endif
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/compiler.h"
+#include "base/copy.h"
+#include "zspage/obj.h"
+#include "zspage/types.h"
+
+namespace zsm {
+inline namespace ZSM_VARIANT_NS {
+namespace {
+
+// obj_write() of `len` bytes that cross the end of the payload's page: the rest goes to the
+// start of the next page of the zspage. Out of line, and with the geometry read again from
+// the object's shard (its zspage's `shard` is stable while the object is pinned), so that the
+// caller keeps nothing live for this path: what a store keeps in registers across its one
+// copy is the shard and the cell. The rest is copied first, so that the copy into the
+// payload's page, which needs only what the function was given, ends it as a tail call.
+ZSM_OFF_FAST_PATH void write_across_pages(unsigned long obj, char* payload, const void* src,
+                                          size_t len) {
+  const ZsPage* zspage = obj_to_zspage(obj);
+  const ClassGeometry g = zspage->shard.load(std::memory_order_relaxed)->geom;
+  size_t first = g.page_size() - (reinterpret_cast<uintptr_t>(payload) & g.page_mask);
+  char* next_page = zspage_location(g, zspage, (obj_to_idx(obj) + 1) * size_t{g.size}).page;
+  copy_payload(next_page, static_cast<const char*>(src) + first, len - first);
+  copy_payload(payload, src, first);
+}
+
+// obj_write(): copies `len` bytes into the payload of object `obj`, which starts at `payload`,
+// across a page boundary when the object spans one. Pages are aligned to the page size (a
+// page source's contract), so the payload's address gives its offset in the page. The
+// object must be pinned (shard lock or zspage read lock).
+static ZSM_WRITE_HELPER void obj_write(ClassGeometry g, unsigned long obj, char* payload,
+                                     const void* src, size_t len) {
+  if (ZSM_LIKELY((reinterpret_cast<uintptr_t>(payload) & g.page_mask) + len <= g.page_size()))
+    copy_payload(payload, src, len);
+  else
+    write_across_pages(obj, payload, src, len);
+}
+
+// obj_write() of an object whose payload the caller has not found yet (zs_obj_write()).
+static ZSM_WRITE_HELPER void obj_write(ClassGeometry g, unsigned long obj, const void* src,
+                                     size_t len) {
+  Location loc = payload_location(g, obj_to_zspage(obj), obj_to_idx(obj));
+  obj_write(g, obj, loc.page + loc.offset, src, len);
+}
+
+// Copies `len` bytes to offset `offset` of pages[0], where `first` of them fit, and the rest
+// to the start of pages[1]. Out of line, so that the cached store, whose payloads mostly fit
+// in one page, keeps no registers for two copies; its parameters come in the order the
+// store has them in registers. The rest is copied first, so that the copy into pages[0]
+// ends it as a tail call.
+ZSM_OFF_FAST_PATH void copy_across_pages(char* const* pages, const void* src, size_t len,
+                                         size_t first, size_t offset) {
+  char* payload = pages[0] + offset;
+  copy_payload(pages[1], static_cast<const char*>(src) + first, len - first);
+  copy_payload(payload, src, first);
+}
+
+// zs_store()'s fill: the copy, inlined like the rest of its body, so that what the store
+// calls is obj_write(), as the inline policy intends, and not a wrapper around it.
+struct CopyFill {
+  const void* src;
+  size_t size;
+  [[nodiscard]] bool valid() const { return src != nullptr; }
+  ZSM_ALWAYS_INLINE void operator()(ClassGeometry geom, unsigned long obj, char* payload) const {
+    obj_write(geom, obj, payload, src, size);
+  }
+  // The cached store's copy: the payload starts at `offset` in pages[0] and may run on
+  // into pages[1] (it starts at least 8 bytes before the page ends).
+  ZSM_ALWAYS_INLINE void into_pages(uint32_t page_mask, char* const* pages, size_t offset) const {
+    if (ZSM_LIKELY(offset + size <= size_t{page_mask} + 1))
+      copy_payload(pages[0] + offset, src, size);
+    else
+      copy_across_pages(pages, src, size, size_t{page_mask} + 1 - offset, offset);
+  }
+};
+
+// zs_malloc()'s fill: nothing.
+struct NoFill {
+  [[nodiscard]] bool valid() const { return true; }
+  void operator()(ClassGeometry, unsigned long, char*) const {}
+  void into_pages(uint32_t, char* const*, size_t) const {}
+};
+
+}  // namespace
+}  // namespace ZSM_VARIANT_NS
+}  // namespace zsm

@@ -1,0 +1,196 @@
+// The pool's data structures: ZsPool, ClassShard, ZsPage and handle cells. The layout, the
+// encodings and the lock order are explained at the top of pool/object_api.cpp; this header
+// holds the types only (the helpers that work on them are in zspage.h and obj.h). Below it:
+// classes/ (the class table), memory/ (records, page sources) and base/.
+#pragma once
+
+#include <zsm/zsmalloc.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "base/compiler.h"
+#include "base/lock.h"
+#include "classes/size_class.h"
+#include "memory/records.h"
+
+namespace zsm {
+inline namespace ZSM_VARIANT_NS {
+
+class VmSource;
+struct ClassShard;
+struct ThreadCache;
+
+// enum fullness_group: 0 = empty, 1..10 = 0-9%, 10-19% .. 90-99% in use, 11 = full.
+inline constexpr int ZS_INUSE_RATIO_0 = 0;
+inline constexpr int ZS_INUSE_RATIO_10 = 1;
+inline constexpr int ZS_INUSE_RATIO_99 = 10;
+inline constexpr int ZS_INUSE_RATIO_100 = 11;
+inline constexpr int NR_FULLNESS_GROUPS = 12;
+static_assert(NR_FULLNESS_GROUPS == ZS_NR_FULLNESS_GROUPS);
+
+// enum class_stat_type: 0..11 count zspages per fullness group, then objects.
+inline constexpr int ZS_OBJS_ALLOCATED = NR_FULLNESS_GROUPS;
+inline constexpr int ZS_OBJS_INUSE = NR_FULLNESS_GROUPS + 1;
+inline constexpr int NR_CLASS_STAT_TYPES = NR_FULLNESS_GROUPS + 2;
+
+using HandleCell = std::atomic<unsigned long>;
+
+// Metadata of one zspage. Type-stable: once carved from a metadata chunk it stays a ZsPage
+// until the pool dies, so a thread holding a stale pointer may still read `shard` and touch
+// `lock` (pool/lookups.h, "Finding an object's shard without a pool lock").
+struct ZsPage {
+  ZsPage* prev;                       // fullness list links (shard lock)
+  ZsPage* next;
+  std::atomic<ClassShard*> shard;     // owning shard; nullptr while free (written under its lock)
+  ZspageLock lock;                    // readers vs. compaction
+  uint32_t inuse;                     // live objects (shard lock)
+  uint32_t freeobj;                   // index of the first free object (shard lock)
+  uint8_t fullness;                   // fullness group while listed; a hot zspage's floor
+  uint8_t nr_pages;                   // size of the pages[] that follows
+  // Size - 1 of the last object stored in the zspage: in the huge class, which has no
+  // header, the size of its one object. Written for every store, as cheaper than a branch.
+  uint16_t huge_size_m1;
+  // char* pages[nr_pages] follows the struct.
+
+  [[nodiscard]] char** pages() { return reinterpret_cast<char**>(this + 1); }
+  [[nodiscard]] char* const* pages() const { return reinterpret_cast<char* const*>(this + 1); }
+};
+static_assert(sizeof(ZsPage) % alignof(char*) == 0);
+
+// What the object helpers need to know of a class. They take it by value, so the compiler
+// keeps it in registers across the stores they make (a store through a uint32_t* could
+// otherwise be the class's own fields, and force them to be read again).
+struct ClassGeometry {
+  uint32_t size = 0;                  // slot size, header included
+  uint32_t page_shift = 0;
+  uint32_t page_mask = 0;             // page size - 1
+  uint32_t payload_offset = 0;        // kHandleSize; 0 for the huge class (no header)
+  [[nodiscard]] size_t page_size() const { return size_t{page_mask} + 1; }
+};
+
+// One lock shard of a size class. A class has shard_mask + 1 of them, side by side in
+// ZsPool::class_shards; each holds its own zspages, lists, statistics and cell stock, so
+// threads on different shards never share a lock or a zspage. With one shard per class, a
+// ClassShard is the kernel's struct size_class.
+struct alignas(64) ClassShard {
+  Mutex lock;
+  // Immutable after pool creation.
+  ClassGeometry geom;
+  uint32_t objs_per_zspage = 0;
+  uint32_t pages_per_zspage = 0;
+  uint32_t index = 0;                 // the class's index (zs_lookup_class_index)
+  uint32_t shard_index = 0;           // which of the class's shards, 0 .. shard_mask
+  uint32_t magazine_offset = 0;       // bytes from a thread cache to the class's magazine
+                                      // (ThreadCache::magazine_at())
+  uint32_t magazine_capacity = 0;     // handles that magazine holds; 0: not cached
+  // The inuse range of each fullness group, so that fix_fullness_group() can tell with two
+  // compares that a zspage stays in its group (groups no inuse value maps to: lo > hi).
+  uint32_t fullness_lo[NR_FULLNESS_GROUPS] = {};
+  uint32_t fullness_hi[NR_FULLNESS_GROUPS] = {};
+  // The group of a zspage one object short of full: the floor of a hot zspage made by a
+  // free (zspage.h, "Lazy fullness").
+  uint32_t almost_full_group = 0;
+  // Under `lock`.
+  uint16_t nonempty ZSM_GUARDED_BY(lock) = 0;  // bit g set: fullness_list[g] is not empty
+  // The hot zspage (zspage.h, "Lazy fullness"); nullptr when there is none.
+  ZsPage* hot ZSM_GUARDED_BY(lock) = nullptr;
+  // Zspages by fullness group, newest first. Full zspages (group 100 %) are on no list: no
+  // allocation or compaction looks for them. stats[ZS_INUSE_RATIO_100] still counts them.
+  ZsPage* fullness_list[ZS_INUSE_RATIO_100] ZSM_GUARDED_BY(lock) = {};
+  unsigned long stats[NR_CLASS_STAT_TYPES] ZSM_GUARDED_BY(lock) = {};
+  // Free handle cells kept by the shard for its stores, linked through the cells
+  // (zspage.h, "The cell stock").
+  HandleCell* cell_stock ZSM_GUARDED_BY(lock) = nullptr;
+  uint32_t nr_stocked_cells ZSM_GUARDED_BY(lock) = 0;
+  // Allocation profiling (pool/profile.h): objects and bytes counted in this shard. A free may
+  // land in another shard of the class than its store did (compaction moves objects between
+  // shards), so one shard's figures may wrap below zero; the class's sum is exact.
+  unsigned long prof_objs ZSM_GUARDED_BY(lock) = 0;
+  unsigned long prof_bytes ZSM_GUARDED_BY(lock) = 0;
+  // Lock statistics (zs_pool_stats), written under `lock`, read without it: acquisitions
+  // that found the lock held and waited, and stores that moved into this shard from a busy
+  // one. Atomics, so that a reader races with no one; a store of load + 1, never a locked
+  // read-modify-write.
+  std::atomic<unsigned long> lock_waits{0};
+  std::atomic<unsigned long> moves_in{0};
+};
+
+// The records of one shard: handle cells and zspage metadata (one arena per chain length).
+// Records go back to the shard that handed them out (a cell to its object's shard, metadata
+// to its zspage's), so records of different shards never share a cache line.
+struct alignas(64) ShardArenas {
+  Mutex lock;
+  RecordArena* cells ZSM_GUARDED_BY(lock) = nullptr;
+  RecordArena* meta[kMaxChain + 1] ZSM_GUARDED_BY(lock) = {};
+};
+
+inline constexpr unsigned kGranuleShift = 4;  // ZsPool::first_shard_by_granule: 16 bytes
+
+struct ZsPool {
+  std::string name;
+  ClassTable table;
+  // By class index, merged indices sharing a class: shard 0 of the class (shard s is at
+  // first_shard[i] + s). The kernel's pool->size_class[].
+  ClassShard* first_shard[kMaxClassIndices] = {};
+
+  // What stores and frees read, in one cache line (a thread that switches pools on every
+  // call, as one pool per tenant does, then takes one miss here, not three).
+  // first_shard[] by 16-byte granule of the request (header included): entry g serves
+  // requests of 16g - 15 .. 16g bytes. Class boundaries fall on multiples of 16 at every
+  // page size, so a shift and a load find the class with no division and no clamp.
+  alignas(64) ClassShard** first_shard_by_granule = nullptr;  // page_size / 16 + 2 entries
+  uint32_t* magazine_by_granule = nullptr;       // entry g: its first shard's magazine_offset
+  // What a store's size - 1 must be below to take the fast path: page_size in a default
+  // pool; 0 in a hardened one, so that its stores take the path that tags handles.
+  uint32_t store_size_limit = 0;
+  uint32_t shard_mask = 0;                       // shards per class - 1
+  // Per-thread caches (cache/thread_cache.h). Off in hardened pools and with
+  // ZS_POOL_NO_THREAD_CACHE.
+  std::atomic<uint32_t> caches_blocked{0};       // > 0: stores and frees take the locked path
+  uint32_t cache_slot = 0;                       // this pool's entry in each thread's table of
+                                                 // caches (cache/thread_cache.cpp, ThreadCaches)
+  bool hardened = false;                         // ZS_POOL_HARDENED
+  bool thread_caches = false;
+
+  ClassShard* class_shards = nullptr;            // distinct classes x shards, class-major
+  uint32_t nr_class_shards = 0;                  // distinct classes x shards per class
+  uint32_t page_size = 0;
+  unsigned long max_pages = 0;                   // 0 = no limit
+
+  Mutex source_lock;                             // serialises calls into `source`
+  zs_page_source source = {};
+  VmSource* own_source = nullptr;                // the default source, when the pool made it
+  unsigned long handle_tag = 0;                  // hardened: the generation in handles' top bits
+
+  uint32_t nr_magazines = 0;                     // distinct classes
+  size_t thread_cache_size = 0;                  // a ThreadCache with its magazines, in bytes
+  size_t cache_bytes_per_thread = 0;             // the most one thread's cache reserves
+  ThreadCache* caches = nullptr;                 // every thread's cache for this pool (registry lock)
+  // Frees a slot a thread's cache reserved, with the shard's lock (set by zs_create_pool():
+  // the object paths above the caches do the freeing).
+  void (*free_reserved_slot)(ZsPool* pool, unsigned long handle) = nullptr;
+  // Batches of reserved slots that exiting threads are freeing (cache/thread_cache.cpp,
+  // give_back()); zs_destroy_pool() waits until there are none.
+  std::atomic<uint32_t> exit_frees_in_flight{0};
+
+  // The process-wide registry of pools (cache/thread_cache.cpp), which fork() handling walks.
+  ZsPool* prev_pool = nullptr;                   // registry lock
+  ZsPool* next_pool = nullptr;
+  bool registered = false;
+  // Threads between charging pages for a new zspage and listing it (alloc_zspage() ..
+  // make_new_zspage_hot(), pool/kernel_path.h): a child forked while one is there recounts
+  // the pool's pages.
+  std::atomic<uint32_t> zspages_being_added{0};
+
+  CellRegion cells;                              // where every handle cell lies
+  ShardArenas* arenas = nullptr;                 // nr_shards of them
+
+  std::atomic<unsigned long> pages_allocated{0};
+  std::atomic<unsigned long> pages_compacted{0};
+  std::atomic<bool> compaction_in_progress{false};
+};
+
+}  // namespace ZSM_VARIANT_NS
+}  // namespace zsm

@@ -1,0 +1,148 @@
+// The zspage and class-shard layer off the fast path (design: zspage.h): the fullness moves
+// that lazy fullness leaves out of stores and frees, the cell stock's refills and trims, page
+// charging, zspage metadata and pages, freeing zspages and spares, and counting zspages.
+#include "zspage/zspage.h"
+
+#include <new>
+
+namespace zsm {
+inline namespace ZSM_VARIANT_NS {
+
+void lock_shard_contended(ClassShard* shard) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  shard->lock.lock_contended();
+  count_under_lock(shard->lock_waits);
+}
+
+void put_back_hot(ClassShard* shard) ZSM_REQUIRES(shard->lock) {
+  ZsPage* zspage = shard->hot;
+  if (zspage == nullptr) return;
+  shard->hot = nullptr;
+  insert_zspage(shard, zspage, regroup(shard, zspage->fullness, zspage->inuse));
+}
+
+void regroup_after_free(ZsPool* pool, ClassShard* shard, ZsPage* zspage) ZSM_REQUIRES(shard->lock) {
+  if (zspage == shard->hot)
+    shard->hot = nullptr;  // below its floor: back on the lists
+  else
+    remove_zspage(shard, zspage);
+  int fg = regroup(shard, zspage->fullness, zspage->inuse);
+  insert_zspage(shard, zspage, fg);
+  if (fg == ZS_INUSE_RATIO_0) release_empty_zspage(pool, shard, zspage);
+}
+
+void refill_cell_stock(ZsPool* pool, ClassShard* shard) ZSM_REQUIRES(shard->lock) {
+  ShardArenas& arenas = pool->arenas[shard->shard_index];
+  MutexGuard guard(arenas.lock);
+  for (uint32_t i = 0; i < kHandleBatch; i++) {
+    auto* cell = static_cast<HandleCell*>(arenas.cells->alloc());
+    if (cell == nullptr) break;
+    cell->store(reinterpret_cast<unsigned long>(shard->cell_stock), std::memory_order_relaxed);
+    shard->cell_stock = cell;
+    shard->nr_stocked_cells++;
+  }
+}
+
+void release_cell_stock(ZsPool* pool, ClassShard* shard) ZSM_REQUIRES(shard->lock) {
+  ShardArenas& arenas = pool->arenas[shard->shard_index];
+  MutexGuard guard(arenas.lock);
+  for (uint32_t i = 0; i < kHandleBatch; i++) {
+    HandleCell* cell = shard->cell_stock;
+    shard->cell_stock = reinterpret_cast<HandleCell*>(cell->load(std::memory_order_relaxed));
+    shard->nr_stocked_cells--;
+    arenas.cells->free(cell);
+  }
+}
+
+bool charge_pages(ZsPool* pool, unsigned long pages) {
+  unsigned long cur = pool->pages_allocated.load(std::memory_order_relaxed);
+  do {
+    if (pool->max_pages != 0 && cur + pages > pool->max_pages) return false;
+  } while (!pool->pages_allocated.compare_exchange_weak(cur, cur + pages,
+                                                        std::memory_order_relaxed));
+  return true;
+}
+
+void uncharge_pages(ZsPool* pool, unsigned long pages) {
+  pool->pages_allocated.fetch_sub(pages, std::memory_order_relaxed);
+}
+
+ZsPage* alloc_zspage_metadata(ZsPool* pool, const ClassShard* shard) {
+  ShardArenas& arenas = pool->arenas[shard->shard_index];
+  MutexGuard guard(arenas.lock);
+  void* record = arenas.meta[shard->pages_per_zspage]->alloc();
+  return record != nullptr ? std::launder(static_cast<ZsPage*>(record)) : nullptr;
+}
+
+void free_zspage_metadata(ZsPool* pool, const ClassShard* shard, ZsPage* zspage) {
+  ShardArenas& arenas = pool->arenas[shard->shard_index];
+  MutexGuard guard(arenas.lock);
+  arenas.meta[zspage->nr_pages]->free(zspage);
+}
+
+void free_pages(ZsPool* pool, char* const* pages, uint32_t n) {
+  MutexGuard guard(pool->source_lock);
+  for (uint32_t i = 0; i < n; i++) pool->source.free_page(pool->source.ctx, pages[i]);
+}
+
+void init_zspage(const ClassShard* shard, ZsPage* zspage) {
+  zspage->inuse = 0;
+  zspage->freeobj = 0;
+  for (uint32_t i = 0; i < shard->objs_per_zspage; i++) {
+    uint32_t next = i + 1 < shard->objs_per_zspage ? i + 1 : kFreeListEnd;
+    *obj_word(obj_location(shard->geom, zspage, i)) = static_cast<unsigned long>(next)
+                                                    << OBJ_TAG_BITS;
+  }
+}
+
+namespace {
+thread_local unsigned long pages_freed_here = 0;
+}  // namespace
+
+unsigned long pages_freed_by_this_thread() { return pages_freed_here; }
+
+void free_zspage(ZsPool* pool, ClassShard* shard, ZsPage* zspage) ZSM_REQUIRES(shard->lock) {
+  ZSM_DCHECK(zspage->inuse == 0 && zspage->shard.load(std::memory_order_relaxed) == shard);
+  zspage->shard.store(nullptr, std::memory_order_relaxed);
+  shard->stats[ZS_OBJS_ALLOCATED] -= shard->objs_per_zspage;
+  free_pages(pool, zspage->pages(), zspage->nr_pages);
+  free_zspage_metadata(pool, shard, zspage);
+  uncharge_pages(pool, shard->pages_per_zspage);
+  pages_freed_here += shard->pages_per_zspage;
+}
+
+void release_empty_zspage(ZsPool* pool, ClassShard* shard, ZsPage* zspage)
+    ZSM_REQUIRES(shard->lock) {
+  if (shard->stats[ZS_INUSE_RATIO_0] > 1) {
+    remove_zspage(shard, zspage);
+    free_zspage(pool, shard, zspage);
+  }
+}
+
+unsigned long free_empty_zspages(ZsPool* pool, ClassShard* shard) ZSM_REQUIRES(shard->lock) {
+  unsigned long freed = 0;
+  while (ZsPage* zspage = shard->fullness_list[ZS_INUSE_RATIO_0]) {
+    remove_zspage(shard, zspage);
+    free_zspage(pool, shard, zspage);
+    freed += shard->pages_per_zspage;
+  }
+  return freed;
+}
+
+unsigned long free_all_spares(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+  unsigned long freed = 0;
+  for (uint32_t c = 0; c < pool->nr_class_shards; c++) {
+    ClassShard* shard = &pool->class_shards[c];
+    MutexGuard guard(shard->lock);
+    freed += free_empty_zspages(pool, shard);
+  }
+  return freed;
+}
+
+unsigned long count_zspage_pages(ZsPool* pool) {
+  unsigned long pages = 0;
+  for_each_zspage(pool, [&pages](const ZsPage* zspage) { pages += zspage->nr_pages; });
+  return pages;
+}
+
+}  // namespace ZSM_VARIANT_NS
+}  // namespace zsm
