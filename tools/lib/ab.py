@@ -24,7 +24,7 @@ the mail's AutoFDO rows. Then, per configuration (compiler x PGO), for both pair
   code size     `nm -S -C` on the combined binary: each API function of each variant
                 namespace, and any out-of-line copy of the named helpers (GCC clones too);
                 `objdump -d` says which functions each API body still calls
-The variants differ only by the role macros of zsm/src/compiler.h; --patched-defs and
+The variants differ only by the role macros of zsm/src/base/compiler.h; --patched-defs and
 --baseline-defs override any of them per variant, so any other attribute change can be A/B'd
 (--functions and --helpers name what to size).
 
@@ -294,7 +294,7 @@ def header(args):
             m = re.search(r"^model name\s*:\s*(.*)$", fh.read(), re.M)
             cpu = m.group(1) if m else cpu
     lines = [f"A/B of the inline policies on {platform.machine()}, {cpu}, {JOBS} CPUs: "
-             "patched (zsm/src/compiler.h: ZSM_OBJ_HELPER, ZSM_WRITE_HELPER always-inline, "
+             "patched (zsm/src/base/compiler.h: ZSM_OBJ_HELPER, ZSM_WRITE_HELPER always-inline, "
              "ZSM_ZSPAGE_HELPER noinline) vs baseline (plain static: the compiler decides)",
              f"pool: {POOL}",
              f"time: CPU time per pair, {args.repetitions} repetitions in one binary "

@@ -6,7 +6,7 @@ only around the measured loop) for every allocator, family and size, and splits 
 instruction count into:
   total       everything in the measured loop, divided by the number of pairs
   no_memcpy   total less the copy itself: the bodies of memcpy/memmove and of zsm's own copy
-              (zsm/src/copy.cpp: every function named copy_payload*)
+              (zsm/src/base/copy.cpp: every function named copy_payload*)
   allocator   no_memcpy less the benchmark's own loop (victim choice, array update)
 Prints a table and, with --json FILE, writes every figure. Where the machine has hardware
 counters (`perf stat -e instructions true` prints a count), each run is also measured with
@@ -55,7 +55,7 @@ CACHED_AB = {"cached_baseline": ["store", "write"]}
 KERNEL = {"kernel": ["write"]}
 ALL = {**FAMILIES, **OVERHEAD, **CACHED_AB, **KERNEL}
 # The copy, left out of the allocator's count: the C library's memcpy/memmove and zsm's
-# copy_payload() with its helpers (zsm/src/copy.cpp), which zsm calls where it called memcpy.
+# copy_payload() with its helpers (zsm/src/base/copy.cpp), which zsm calls where it called memcpy.
 COPY = re.compile(r"mem(cpy|move)|::copy_payload")
 LINE = re.compile(r"^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S.*)$")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -44,7 +44,7 @@
 //
 // Other architectures use the C library's memcpy: nothing there was measured slow.
 //
-// The instruction counts (tools/count_pairs.py) leave every function named copy_payload*
+// The instruction counts (tools/lib/count_pairs.py) leave every function named copy_payload*
 // out of the allocator's figure, as they leave memcpy out, so the A/B's allocator-only
 // counts mean what they meant with memcpy.
 #include "base/copy.h"

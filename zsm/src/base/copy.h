@@ -4,7 +4,7 @@
 // compaction's moves, and (through the public zs_memcpy()) the compressed cache. Buffers
 // must not overlap, as for memcpy.
 //
-// Out of line and named "copy_payload" on purpose: tools/count_pairs.py leaves functions of
+// Out of line and named "copy_payload" on purpose: tools/lib/count_pairs.py leaves functions of
 // that name out of the allocator's instruction count, as it leaves out memcpy.
 #pragma once
 

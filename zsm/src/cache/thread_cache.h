@@ -14,9 +14,8 @@
 // size) handles; classes above kMagazineBytes and the huge class are not cached. So a
 // thread reserves at most ZsPool::cache_bytes_per_thread in a pool (the sum over classes,
 // computed when the pool is created; the class table, and so the sum, depends on the page
-// size and the chain: docs/design.md lists every geometry, tests/bookkeeping_test.cpp checks
-// them),
-// and zs_pool_stats() reports that bound and what all threads' caches hold now
+// size and the chain: docs/design.md lists every geometry, tests/zsm/bookkeeping_test.cpp
+// checks them), and zs_pool_stats() reports that bound and what all threads' caches hold now
 // (cached_objs, cached_bytes). Reserved slots can also keep partly used zspages
 // from being freed until they are taken back. A cache's own memory (the magazines, malloc'd
 // per thread and pool) is zs_pool_stats().thread_cache_bytes, not pool bookkeeping.
