@@ -1,6 +1,6 @@
 // tests/zsm/dcheck_test.cpp: the debug-assert tier (ZSM_DCHECK, report.h). This file is compiled
 // as the invariants build compiles the library (ZSM_DEBUG_INVARIANTS=1) and links a core
-// variant that holds the report path (namespace zsm::noprof, tests/CMakeLists.txt): a false
+// variant that holds the report path (namespace zsm::noprof, tests/zsm/CMakeLists.txt): a false
 // condition is one fatal line naming it and its place; a true one does nothing. In other
 // builds the macro compiles to nothing, which the library's own build shows (no DCHECK code
 // on the golden fast path, bench/golden/fast_path.json).

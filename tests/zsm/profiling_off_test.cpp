@@ -1,6 +1,6 @@
 // tests/zsm/profiling_off_test.cpp: allocation profiling compiled out (ZSM_PROFILING=0), in every
 // build whatever the ZSM_PROFILING option says: this test links its own variant of the core
-// (namespace zsm::noprof, tests/CMakeLists.txt) and calls it directly. The switch reports
+// (namespace zsm::noprof, tests/zsm/CMakeLists.txt) and calls it directly. The switch reports
 // EOPNOTSUPP, nothing is ever counted, and the report says profiling is not built in.
 #define ZSM_VARIANT_NS noprof
 #include "pool/pool.h"

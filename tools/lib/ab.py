@@ -80,7 +80,8 @@ COMPILERS = {"gcc": Compiler("gcc", "g++", ""),
 # The pool the policies are compared on: the kernel path (bench/variants.h).
 POOL = ("the kernel path: pools with ZS_POOL_NO_THREAD_CACHE and nr_shards = 1 (one lock and "
         "one set of fullness lists per class, as the kernel), 4 KiB pages, chain 8; the "
-        "kernel's functions zs_store/zs_malloc/zs_free called directly")
+        "kernel path's functions (kernel_path::store/malloc/free, zsm's zs_malloc/zs_free) "
+        "called directly")
 KINDS = ("combined", "patched", "baseline")
 JOBS = os.cpu_count() or 1
 
@@ -369,8 +370,10 @@ def parse_args(argv=None):
     ap.add_argument("--baseline-defs", action="append", default=[], metavar="NAME=VALUE",
                     help="a definition for the baseline variant only")
     ap.add_argument("--sizes", help="object sizes (default: the mail's 8, 384..3136)")
-    ap.add_argument("--functions", default="zs_store,zs_malloc,zs_free,zs_obj_write",
-                    help="functions whose code size is compared")
+    ap.add_argument("--functions",
+                    default="kernel_path::store,kernel_path::malloc,kernel_path::free,zs_obj_write",
+                    help="functions whose code size is compared (zsm's kernel path; zs_store "
+                         "and the other public names are the cached entry points)")
     ap.add_argument("--helpers", default="obj_malloc,obj_free,obj_write,alloc_zspage",
                     help="helpers reported when they have an out-of-line copy")
     ap.add_argument("--repetitions", type=int, help="Google Benchmark repetitions (9)")

@@ -135,7 +135,7 @@ def mail_lines(config):
                      "under this compiler the policy changes nothing")
     lines.append("   code size (function body; baseline -> patched):")
     lines += [f"   - {size_line(fn, cs)}" for fn, cs in s["code_size"].items()]
-    if "zs_store" in s["code_size"]:
+    if sized_as(s["code_size"], "zs_store") in s["code_size"]:
         lines.append("   " + obj_write_line(config))
     lines.append("   out of line:")
     for v in VARIANTS:
@@ -146,17 +146,25 @@ def mail_lines(config):
     return lines
 
 
+def sized_as(sizes, kernel_name):
+    """The key under which the kernel's `kernel_name` ("zs_store") was measured: itself in the
+    kernel's own A/B, kernel_path::store in zsm's (where zs_store is the cached entry)."""
+    ours = "kernel_path::" + kernel_name.removeprefix("zs_")
+    return ours if ours in sizes else kernel_name
+
+
 def obj_write_line(config):
     """What this compiler did to obj_write() in the baseline, beside the mail's account."""
     s = config["summary"]
     copies = [h for h in s["out_of_line"]["baseline"] if h["function"] == "obj_write"]
-    calls = [c for c in config["raw"]["callees"]["baseline"].get("zs_store", [])
+    store = sized_as(config["summary"]["code_size"], "zs_store")
+    calls = [c for c in config["raw"]["callees"]["baseline"].get(store, [])
              if c.startswith("obj_write")]
     if not copies:
-        ours = "inlined into zs_store() (no out-of-line copy)"
+        ours = f"inlined into {store}() (no out-of-line copy)"
     else:
-        ours = ("out of line: " + helper_list(copies) + ", called from zs_store() as "
-                + (", ".join(calls) if calls else "nothing (zs_store() inlined it)"))
+        ours = ("out of line: " + helper_list(copies) + f", called from {store}() as "
+                + (", ".join(calls) if calls else f"nothing ({store}() inlined it)"))
     return f"obj_write() in the baseline: {ours}; {MAIL_OBJ_WRITE}"
 
 
@@ -207,8 +215,9 @@ def mail_comparison(configs):
             continue
         fam = c["summary"]["families"][row["pair"]]
         sizes = c["summary"]["code_size"]
-        cells = {fn: (f"{sizes[fn]['baseline']['bytes']:,} -> {sizes[fn]['patched']['bytes']:,}"
-                      if fn in sizes else "-") for fn in ("zs_store", "zs_malloc")}
+        cells = {fn: (f"{sizes[k]['baseline']['bytes']:,} -> {sizes[k]['patched']['bytes']:,}"
+                      if (k := sized_as(sizes, fn)) in sizes else "-")
+                 for fn in ("zs_store", "zs_malloc")}
         out.append(f"| | ours: {c['label']} | {fam['instr_delta']:+.1f} "
                    f"| {time_cell(fam['time']['one_binary'])} "
                    f"| {cells['zs_store']} | {cells['zs_malloc']} | results.json "

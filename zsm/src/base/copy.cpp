@@ -5,19 +5,8 @@
 // AMD Zen that is slow when the destination is misaligned to the source, and zsm's payloads
 // are: each starts 8 bytes past a 16-byte boundary (the object header) at any offset in its
 // page, while callers' buffers are aligned. glibc 2.40 stopped using it on Zen 3/4
-// (BZ 30994) and 2.39 got the backport; older systems keep it. Measured on an AMD EPYC
-// (erms fsrm avx2 avx512f, glibc 2.36, 2 cores shared with other work, so absolute figures
-// are high; medians of 9 interleaved repetitions, 2026-12-01):
-//   zsm_pair_bench, default pool, ns per store/free pair      2352 B  2736 B  3136 B  mixed
-//     memcpy                                                   248.1   286.8   329.3  145.2
-//     memcpy, GLIBC_TUNABLES=glibc.cpu.x86_rep_movsb_threshold=1000000
-//                                                              116.4   133.2   144.6  104.0
-//     this copy                                                 85.7    98.5    99.6   95.9
-//   zsm_copy_bench, from a page-aligned buffer into payloads   2352 B  2736 B  3136 B
-//     memcpy                                                   272.8   402.8   713.8
-//     this copy                                                 61.6    80.6    88.1
-// The cliff needs an aligned source: from the same buffer 2048 bytes into its page, memcpy
-// took 38-55 ns at 2352-3136 B.
+// (BZ 30994) and 2.39 got the backport; older systems keep it. docs/benchmarks.md ("The copy
+// into and out of pages") has the measurements.
 // A process-wide tunable is no answer for a library, so zsm does not call memcpy for these
 // copies on x86-64.
 //
@@ -34,13 +23,8 @@
 // library is built without -march) and AVX2 (32-byte vectors), chosen at each call by
 // __builtin_cpu_supports("avx2"), one load and test of the flags libgcc's constructor
 // fills in at start-up (before any constructor of a user's; were they not filled in yet,
-// the SSE2 form would run, which is as correct). AVX2 pays: in zsm_copy_bench
-// on the machine above, the SSE2 form took 1.2-1.7x the time of the AVX2 form from 1168 B up
-// (e.g. 3136 B into a page, L1-resident: 58.6 ns against 35.7) and was slower than glibc's
-// AVX2 memcpy below the rep movsb threshold; the AVX2 form took 0.61-1.06x memcpy's time at
-// every size and place of bench/copy_bench.cpp (docs/benchmarks.md's copy table; the two cells
-// above 1.0 lie within that run's spread of 30-99 %), 0.12-0.23x where memcpy used rep
-// movsb. 64-byte AVX-512 vectors were not tried: Zen 4 splits them in two.
+// the SSE2 form would run, which is as correct). AVX2 pays (docs/benchmarks.md); 64-byte
+// AVX-512 vectors were not tried: Zen 4 splits them in two.
 //
 // Other architectures use the C library's memcpy: nothing there was measured slow.
 //

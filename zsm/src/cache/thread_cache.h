@@ -42,17 +42,19 @@
 // use sequentially consistent atomics instead, the same protocol in the C++ model.
 //
 // Threads and pools. A thread's caches are registered with their pools under one process-
-// wide lock (registry_lock, cache/registry.h), and the thread keeps them in a list of its
-// own. `current_cache` (one load from the thread pointer) names the one the thread used
-// last; a call on another pool looks its cache up or makes one. When the thread exits, its
+// wide lock (registry_lock, cache/registry.h), and the thread keeps them in a table of its
+// own by pool slot (cache_table). `current_cache` (one load from the thread pointer) names
+// the one the thread used last; a call on another pool looks its cache up in the table
+// (switch_thread_cache(), inline) or makes one. When the thread exits, its
 // caches go back to their pools, their slots freed a batch at a time with the registry
 // unlocked (zs_destroy_pool() waits for a batch in flight). No page source is called with
-// the registry locked, so a source's free_page may call into other pools. zs_destroy_pool() detaches the caches of other threads
-// (their slots die with the pool; the threads must not be using the pool, as for any call
-// racing with destroy), and a detached cache never matches a pool again. Every pool is
-// also in a process-wide list under the same lock, which the fork() handlers walk
-// (cache/fork.cpp): in a child, a cache whose thread the child does not have is
-// orphaned, and the pool's next drain takes its slots and frees it.
+// the registry locked, so a source's free_page may call into other pools.
+// zs_destroy_pool() detaches the caches of other threads (their slots die with the pool;
+// the threads must not be using the pool, as for any call racing with destroy), and a
+// detached cache never matches a pool again. Every pool is also in a process-wide list
+// under the same lock, which the fork() handlers walk (cache/fork.cpp): in a child, a
+// cache whose thread the child does not have is orphaned, and the pool's next drain takes
+// its slots and frees it.
 //
 // Not cached: hardened pools (their checks of a free need the shard lock, so that two frees
 // of one handle cannot both pass), stores while allocation profiling is on and frees of

@@ -14,7 +14,7 @@
 // address inside the region (a free cell's link, or a chunk link), or a live obj (ZsPage
 // address << 16, far above any address). When allocation profiling is built in, a second
 // range of the same size mirrors the first: the word at the same offset there is the cell's
-// tag slot (profile.cpp). Chunks are made read-write as they are carved, under a lock of the
+// tag slot (pool/profile.cpp). Chunks are made read-write as they are carved, under a lock of the
 // region's own (a leaf lock).
 #pragma once
 
@@ -28,7 +28,7 @@
 namespace zsm {
 inline namespace ZSM_VARIANT_NS {
 
-// Every record lies below 2^48, so that the encodings of obj.h can shift a record's address
+// Every record lies below 2^48, so that the encodings of zspage/obj.h can shift a record's address
 // up by 16 bits (an obj) or use the top 16 bits of one (handle tags, header sizes).
 inline constexpr uintptr_t kRecordAddressLimit = uintptr_t{1} << 48;
 

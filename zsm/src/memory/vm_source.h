@@ -35,7 +35,7 @@ class VmSource {
   // address space in one mapping.
   static constexpr size_t kMaxReserve = size_t{1} << 40;
   // 128 TiB, the user address space of x86-64 and arm64 with 48-bit addresses. Page addresses
-  // are kept whole in zspage metadata (obj.h encodes only the metadata's address), so no
+  // are kept whole in zspage metadata (zspage/obj.h encodes only the metadata's address), so no
   // encoding limits them; one pool cannot use this much anyway: its 2^30 handle cells hold at
   // most 2^30 objects of at most a page each (64 TiB at 64 KiB pages).
   static constexpr size_t kMaxLimit = ZS_VM_SOURCE_MAX_BYTES;

@@ -34,7 +34,7 @@ struct ClassShards {
 };
 
 // Locks the class's shards and puts their hot zspages back on the lists, which compaction
-// searches for the sparsest and fullest zspages (zspage.h, "Lazy fullness").
+// searches for the sparsest and fullest zspages (zspage/zspage.h, "Lazy fullness").
 void lock_shards(ClassShards shards) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   for (ClassShard& shard : shards) {
     shard.lock.lock();  // in index order, the only multi-lock path

@@ -39,8 +39,8 @@
 // Lock order: ZsPool::compaction_in_progress (flag) -> ClassShard::lock
 //             -> ZspageLock (try only) -> ZsPool::source_lock, ShardArenas::lock
 //             -> CellRegion's lock (leaves).
-//   ClassShard::lock fullness lists, free lists, inuse counts, stats, the shard's spare
-//                    cells. Store and free take one shard's; compaction takes all shards of
+//   ClassShard::lock fullness lists, free lists, inuse counts, stats, the shard's cell
+//                    stock. Store and free take one shard's; compaction takes all shards of
 //                    one class, in index order.
 //   ZspageLock       held for read by zs_obj_read_begin..end and zs_obj_write, so the object
 //                    cannot move; compaction only trylocks it for write before emptying a

@@ -56,7 +56,7 @@ struct ZsPool;
 // progress.
 [[noreturn]] ZSM_COLD_PATH void report_freed_while_read(const ZsPool* pool, const char* call,
                                                         unsigned long handle);
-// A read begun on a thread that holds `max` reads already (open_reads.h).
+// A read begun on a thread that holds `max` reads already (pool/open_reads.h).
 [[noreturn]] ZSM_COLD_PATH void report_too_many_reads(const ZsPool* pool, const char* call,
                                                       unsigned long handle, unsigned max);
 // A broken invariant found by the debug checks (check.cpp), described by `what`.

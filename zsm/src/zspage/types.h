@@ -175,7 +175,7 @@ struct ZsPool {
   // give_back()); zs_destroy_pool() waits until there are none.
   std::atomic<uint32_t> exit_frees_in_flight{0};
 
-  // The process-wide registry of pools (cache/thread_cache.cpp), which fork() handling walks.
+  // The process-wide registry of pools (cache/registry.h), which fork() handling walks.
   ZsPool* prev_pool = nullptr;                   // registry lock
   ZsPool* next_pool = nullptr;
   bool registered = false;

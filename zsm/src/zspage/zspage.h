@@ -51,7 +51,7 @@ ZSM_ALWAYS_INLINE void lock_shard(ClassShard* shard) ZSM_ACQUIRE(shard->lock)
 // removal). Here that zspage instead becomes the shard's *hot* zspage: it stays off the lists
 // and out of stats[0..11], and stores go to it first. It goes back on the list of its group
 // when another zspage becomes hot, when a free takes it below its floor or empties it, and
-// when compaction needs the lists exact (compact.cpp); when a store fills it, it is counted
+// when compaction needs the lists exact (pool/compact.cpp); when a store fills it, it is counted
 // as full. Statistics add it where it belongs when they are read (hot_group()).
 //   The floor, kept in the hot zspage's `fullness`: the group it was in when it became hot.
 // A free into the hot zspage keeps it hot while it stays at or above that group. A zspage
