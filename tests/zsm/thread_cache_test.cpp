@@ -100,6 +100,58 @@ TEST(ThreadCache, MagazinesAreBoundedByClassSize) {
   EXPECT_GT(pool_stats(pool.get()).thread_cache_bytes, 0u);
 }
 
+// Pools of one geometry share the map from a request's size to its magazine; pools of other
+// geometries have theirs. With pools of four geometries made, destroyed and made again, a
+// slot freed into every cached class of every pool serves that pool's next store of the
+// size: the same handle, the class's capacity (as a pool without caches gives it) and the
+// new bytes.
+TEST(ThreadCache, EveryPoolFindsItsClassesMagazineWhicheverGeometriesCoexist) {
+  struct Geometry {
+    size_t page_size;
+    unsigned chain;
+  };
+  const Geometry geometries[] = {{4096, 8}, {16384, 4}, {4096, 16}, {65536, 8}};
+  auto make = [](Geometry g, unsigned flags) {
+    zs_pool_config cfg{};
+    cfg.page_size = g.page_size;
+    cfg.chain_size = g.chain;
+    cfg.flags = flags;
+    return PoolPtr(zs_create_pool_ex("geometry", &cfg));
+  };
+  std::vector<PoolPtr> pools;
+  std::vector<PoolPtr> uncached;
+  for (int round = 0; round < 2; round++) {
+    pools.clear();  // the second round makes every pool again, the maps already there
+    for (int copy = 0; copy < 2; copy++)
+      for (Geometry g : geometries) pools.push_back(make(g, 0));
+    if (round == 0)
+      for (Geometry g : geometries) uncached.push_back(make(g, ZS_POOL_NO_THREAD_CACHE));
+    for (const PoolPtr& p : pools) ASSERT_NE(p, nullptr);
+    for (const PoolPtr& p : uncached) ASSERT_NE(p, nullptr);
+    for (size_t size = 8; size <= 4088; size += 40) {
+      for (size_t i = 0; i < pools.size(); i++) {
+        SCOPED_TRACE(testing::Message() << "round " << round << ", pool " << i << ", " << size
+                                        << " bytes");
+        zs_pool* pool = pools[i].get();
+        zs_pool* reference = uncached[i % std::size(geometries)].get();
+        unsigned long h = store_pattern(pool, size, size);
+        unsigned long r = store_pattern(reference, size, size);
+        ASSERT_NE(h, 0u);
+        ASSERT_NE(r, 0u);
+        zs_free(pool, h);
+        std::vector<uint8_t> bytes = make_pattern(size, size + 1);
+        unsigned long again = zs_store(pool, bytes.data(), size);
+        EXPECT_EQ(again, h);
+        EXPECT_EQ(zs_obj_capacity(pool, again), zs_obj_capacity(reference, r));
+        EXPECT_TRUE(check_object(pool, again, bytes, geometries[i % std::size(geometries)].page_size));
+        zs_free(pool, again);
+        zs_free(reference, r);
+      }
+    }
+    for (const PoolPtr& p : pools) EXPECT_EQ(zs_check_pool(p.get(), stderr), 0);
+  }
+}
+
 TEST(ThreadCache, CompactionTakesTheSlotsBackAndCountsThePages) {
   PoolPtr pool = make_pool();
   ASSERT_NE(pool, nullptr);

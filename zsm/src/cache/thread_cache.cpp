@@ -42,6 +42,17 @@ std::vector<uint32_t>* const free_slots ZSM_PT_GUARDED_BY(registry_lock) =
     new std::vector<uint32_t>;
 uint32_t next_slot ZSM_GUARDED_BY(registry_lock) = 0;
 
+// Magazine maps (ZsPool::magazine_by_granule), one per distinct class table: pools of one
+// geometry share theirs, so that a thread storing round-robin into many pools reads one
+// map, not a page of its own per pool. There are at most as many as the geometries the
+// process has made pools of; never freed, as a pool may outlive static destruction.
+struct MagazineMap {
+  const MagazineMap* next;
+  size_t granules;
+  uint32_t* offsets;
+};
+const MagazineMap* magazine_maps ZSM_GUARDED_BY(registry_lock) = nullptr;
+
 // --- one cache ------------------------------------------------------------------------------
 
 // Makes a cache for the pool, its magazines in one allocation, where init_thread_caches()
@@ -275,6 +286,36 @@ ThreadCache* add_thread_cache(ZsPool* pool) {
   return tc;
 }
 
+namespace {
+
+// The magazine offset of the class serving each granule, as a map shared by every pool with
+// the same one (MagazineMap); nullptr when memory is short.
+const uint32_t* shared_magazine_map(const ZsPool* pool) {
+  const size_t granules = (pool->page_size >> kGranuleShift) + 2;
+  auto offset_of = [pool](size_t g) { return pool->first_shard_by_granule[g]->magazine_offset; };
+  auto is_pools = [&](const MagazineMap* map) {
+    if (map->granules != granules) return false;
+    for (size_t g = 0; g < granules; g++)
+      if (map->offsets[g] != offset_of(g)) return false;
+    return true;
+  };
+  MutexGuard guard(registry_lock);
+  for (const MagazineMap* map = magazine_maps; map != nullptr; map = map->next)
+    if (is_pools(map)) return map->offsets;
+  auto* offsets = new (std::nothrow) uint32_t[granules];
+  auto* map = offsets != nullptr ? new (std::nothrow) MagazineMap{magazine_maps, granules, offsets}
+                                 : nullptr;
+  if (map == nullptr) {
+    delete[] offsets;
+    return nullptr;
+  }
+  for (size_t g = 0; g < granules; g++) offsets[g] = offset_of(g);
+  magazine_maps = map;
+  return offsets;
+}
+
+}  // namespace
+
 bool init_thread_caches(ZsPool* pool) {
   const uint32_t nr_shards = pool->shard_mask + 1;
   pool->nr_magazines = pool->nr_class_shards / nr_shards;
@@ -291,12 +332,8 @@ bool init_thread_caches(ZsPool* pool) {
     pool->thread_cache_size += Magazine::bytes(shard.magazine_capacity);
     pool->cache_bytes_per_thread += size_t{shard.magazine_capacity} * shard.geom.size;
   }
-  size_t granules = (pool->page_size >> kGranuleShift) + 2;
-  pool->magazine_by_granule = new (std::nothrow) uint32_t[granules];
-  if (pool->magazine_by_granule == nullptr) return false;
-  for (size_t g = 0; g < granules; g++)
-    pool->magazine_by_granule[g] = pool->first_shard_by_granule[g]->magazine_offset;
-  return true;
+  pool->magazine_by_granule = shared_magazine_map(pool);
+  return pool->magazine_by_granule != nullptr;
 }
 
 unsigned long block_and_drain_thread_caches(ZsPool* pool) {

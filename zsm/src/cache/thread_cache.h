@@ -5,10 +5,13 @@
 // cell goes on naming the slot, whose header stays as it was. The slot is *reserved*: its
 // zspage still counts it in use. A store into that class pops the newest handle, writes the
 // header and the payload into the slot the cell names, and returns the same handle. Neither
-// side takes a lock, touches the zspage or the shard, or makes an atomic read-modify-write;
-// in steady state the pair is a pop, a push and the copy. A magazine holds the handles of
-// one class, whichever shard, zspage or thread the objects came from, so an object freed by
-// another thread than the one that stored it simply joins the freeing thread's cache.
+// side takes a lock, writes to the zspage or the shard, or makes an atomic read-modify-write;
+// in steady state the pair is a pop, a push and the copy. A store finds its class's magazine
+// in the pool's magazine map (shared by the pools of one geometry), a free in the object's
+// zspage metadata (ZsPage::magazine_offset), so that a thread switching among many pools
+// reads as few pages of each as it can. A magazine holds the handles of one class, whichever
+// shard, zspage or thread the objects came from, so an object freed by another thread than
+// the one that stored it simply joins the freeing thread's cache.
 //
 // Bounds. A magazine of a class of `size` bytes holds min(kMaxMagazine, kMagazineBytes /
 // size) handles; classes above kMagazineBytes and the huge class are not cached. So a

@@ -100,7 +100,7 @@ ZSM_ALWAYS_INLINE void free_to_cache(ZsPool* pool, ThreadCache* tc, unsigned lon
   if (ZSM_LIKELY(enter_fast_path(pool, tc))) {
     unsigned long obj = handle_to_cell(handle)->load(std::memory_order_relaxed);
     bool cached = !(ZSM_PROFILING && (obj & kObjProfiled)) &&
-                  tc->magazine_at(pinned_shard(obj)->magazine_offset).push(handle);
+                  tc->magazine_at(obj_to_zspage(obj)->magazine_offset).push(handle);
     leave_fast_path(tc);
     if (ZSM_LIKELY(cached)) return;
   }

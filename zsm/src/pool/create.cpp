@@ -185,7 +185,6 @@ void zs_destroy_pool(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   free_all_zspages(pool);
   delete[] pool->class_shards;
   delete[] pool->first_shard_by_granule;
-  delete[] pool->magazine_by_granule;
   if (pool->arenas != nullptr) {
     for (uint32_t s = 0; s <= pool->shard_mask; s++) {
       delete pool->arenas[s].cells;
@@ -217,8 +216,7 @@ size_t zs_pool_bookkeeping_bytes(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   const size_t granules = (pool->page_size >> kGranuleShift) + 2;
   const size_t arenas_per_shard = 1 + pool->table.chain;  // cells, metadata per chain length
   size_t bytes = sizeof(ZsPool) + pool->nr_class_shards * sizeof(ClassShard) +
-                 granules * (sizeof(*pool->first_shard_by_granule) +
-                             sizeof(*pool->magazine_by_granule)) +
+                 granules * sizeof(*pool->first_shard_by_granule) +
                  (pool->shard_mask + 1) *
                      (sizeof(ShardArenas) + arenas_per_shard * sizeof(RecordArena));
   for (uint32_t s = 0; s <= pool->shard_mask; s++) {

@@ -139,6 +139,7 @@ ZSM_COLD_PATH ZsPage* make_new_zspage_hot(ZsPool* pool, ClassShard* shard, unsig
   }
   lock_shard(shard);
   zspage->shard.store(shard, std::memory_order_relaxed);
+  zspage->magazine_offset = shard->magazine_offset;
   insert_zspage(shard, zspage, ZS_INUSE_RATIO_0);
   shard->stats[ZS_OBJS_ALLOCATED] += shard->objs_per_zspage;
   pool->zspages_being_added.fetch_sub(1, std::memory_order_relaxed);

@@ -52,6 +52,9 @@ struct ZsPage {
   // Size - 1 of the last object stored in the zspage: in the huge class, which has no
   // header, the size of its one object. Written for every store, as cheaper than a branch.
   uint16_t huge_size_m1;
+  // Its class's ClassShard::magazine_offset (set with `shard`), so that a free into a thread's
+  // cache finds the magazine in the zspage it reads anyway, not in the shard.
+  uint32_t magazine_offset;
   // char* pages[nr_pages] follows the struct.
 
   [[nodiscard]] char** pages() { return reinterpret_cast<char**>(this + 1); }
@@ -141,7 +144,9 @@ struct ZsPool {
   // requests of 16g - 15 .. 16g bytes. Class boundaries fall on multiples of 16 at every
   // page size, so a shift and a load find the class with no division and no clamp.
   alignas(64) ClassShard** first_shard_by_granule = nullptr;  // page_size / 16 + 2 entries
-  uint32_t* magazine_by_granule = nullptr;       // entry g: its first shard's magazine_offset
+  // Entry g: its first shard's magazine_offset. Shared by the pools of one geometry
+  // (cache/thread_cache.cpp), so not the pool's own to free.
+  const uint32_t* magazine_by_granule = nullptr;
   // What a store's size - 1 must be below to take the fast path: page_size in a default
   // pool; 0 in a hardened one, so that its stores take the path that tags handles.
   uint32_t store_size_limit = 0;
