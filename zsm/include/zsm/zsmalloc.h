@@ -258,7 +258,9 @@ void zs_drain_thread_caches(struct zs_pool *pool);
 /*
  * Bytes the pool holds besides its pages: handle cells, zspage metadata and its own
  * structures (memory touched, not address space reserved). zs_get_total_pages() times the
- * page size plus this is everything the pool costs.
+ * page size plus this is everything the pool costs, but for one table that all pools of a
+ * geometry share, kept until the process exits: (page size / 16 + 2) * 4 bytes (1 KiB at
+ * 4 KiB pages) per geometry in use.
  */
 size_t zs_pool_bookkeeping_bytes(struct zs_pool *pool);
 
