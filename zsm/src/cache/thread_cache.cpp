@@ -293,7 +293,7 @@ namespace {
 const uint32_t* shared_magazine_map(const ZsPool* pool) {
   const size_t granules = (pool->page_size >> kGranuleShift) + 2;
   auto offset_of = [pool](size_t g) { return pool->first_shard_by_granule[g]->magazine_offset; };
-  auto is_pools = [&](const MagazineMap* map) {
+  auto matches_pool = [&](const MagazineMap* map) {
     if (map->granules != granules) return false;
     for (size_t g = 0; g < granules; g++)
       if (map->offsets[g] != offset_of(g)) return false;
@@ -301,7 +301,7 @@ const uint32_t* shared_magazine_map(const ZsPool* pool) {
   };
   MutexGuard guard(registry_lock);
   for (const MagazineMap* map = magazine_maps; map != nullptr; map = map->next)
-    if (is_pools(map)) return map->offsets;
+    if (matches_pool(map)) return map->offsets;
   auto* offsets = new (std::nothrow) uint32_t[granules];
   auto* map = offsets != nullptr ? new (std::nothrow) MagazineMap{magazine_maps, granules, offsets}
                                  : nullptr;
