@@ -8,16 +8,21 @@
 // Per run: the share of gets served by memory, by the file, and by neither (misses); get
 // latency (median, p99, p99.9) for each tier; the put's median latency (every put: the
 // warm-up's, which evict once memory is full, and the misses');
-// write amplification (bytes written to the file per byte put); bytes held against the
-// capacity. With --file the backing file lies there (default: beside the working directory,
-// on its disk); it is opened with O_DIRECT where the file system allows, so reads come from
-// the disk, not the page cache (the table says which).
+// write amplification (bytes written to the file per byte put); the entries memory evicted
+// that the file did not take (dropped: its writer's queue stayed full, or the write limit),
+// as a share of the evictions, and how full the file was at the end; bytes held against the
+// capacity. The backing file is an unnamed file in the directory --file names (default: the
+// working directory, on its disk); it is opened with O_DIRECT where the file system allows,
+// so reads come from the disk, not the page cache (the table says which). --hog=N runs N
+// threads that only spin beside the whole run: a machine whose cores are busy, where the
+// file's writer must compete for CPU.
 //
 // Usage: zsm_cold_tier_bench [--memory=BYTES] [--ratios=4,16] [--file-ratio=4] [--gets=N]
-//                            [--keys=zipf,uniform] [--file=PATH] [--seed=N]; --help.
+//                            [--keys=zipf,uniform] [--file=DIR] [--hog=N] [--seed=N]; --help.
 #include <zsm/cache.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -25,6 +30,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli.h"
@@ -40,7 +46,8 @@ struct Options {
   uint64_t file_ratio = 4;
   uint64_t gets = 200000;
   std::vector<std::string> keys = {"zipf", "uniform"};
-  std::string file = "cold_tier_bench.file";
+  std::string file = ".";
+  uint64_t hog = 0;
   uint64_t seed = 1;
 };
 
@@ -72,8 +79,10 @@ const zsm_cli::Flag<Options> kFlags[] = {
        for (const std::string& k : o.keys)
          if (k != "zipf" && k != "uniform") throw std::invalid_argument("--keys: unknown '" + k + "'");
      }},
-    {"--file", "PATH", "the backing file (default ./cold_tier_bench.file)",
+    {"--file", "DIR", "the directory of the backing file, an unnamed file (default .)",
      [](Options& o, const std::string& v) { o.file = v; }},
+    {"--hog", "N", "threads that spin beside the runs (default 0)",
+     [](Options& o, const std::string& v) { o.hog = zsm_cli::parse_count(v, "--hog", 0, 64); }},
     {"--seed", "N", "pages, key order and draws (default 1)",
      [](Options& o, const std::string& v) { o.seed = zsm_cli::parse_count(v, "--seed"); }},
 };
@@ -121,7 +130,30 @@ struct Row {
   uint64_t gets = 0, memory_hits = 0, file_hits = 0, misses = 0, wrong = 0;
   Latencies memory_get, file_get, put;
   uint64_t bytes_put = 0, bytes_written = 0, bytes_held = 0, tier_memory = 0;
+  uint64_t evictions = 0, dropped = 0, bytes_on_file = 0, file_capacity = 0;
   bool direct_io = false;
+};
+
+// Threads that spin until destroyed: busy cores beside the measured loop.
+class Hog {
+ public:
+  explicit Hog(uint64_t threads) {
+    for (uint64_t i = 0; i < threads; i++)
+      threads_.emplace_back([this] {
+        uint64_t x = 1;
+        while (!stop_.load(std::memory_order_relaxed)) x = x * 6364136223846793005ull + 1;
+        sink_.fetch_add(x, std::memory_order_relaxed);
+      });
+  }
+  ~Hog() {
+    stop_ = true;
+    for (auto& t : threads_) t.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> sink_{0};
+  std::vector<std::thread> threads_;
 };
 
 std::string key_of(size_t n) { return "page-" + std::to_string(n); }
@@ -185,6 +217,10 @@ Row run(const Options& opt, const std::vector<std::vector<std::byte>>& pages,
   row.bytes_held = s.bytes_held;
   row.tier_memory = s.backing_file.memory_bytes;
   row.direct_io = s.backing_file.direct_io;
+  row.evictions = s.evictions;
+  row.dropped = s.backing_file.dropped_busy + s.backing_file.dropped_limit;
+  row.bytes_on_file = s.backing_file.bytes_on_file;
+  row.file_capacity = with_file ? co.backing_file->capacity_bytes : 0;
   std::fprintf(stderr, "[cold_tier] %s %llux %s: mm_stat %s; bd_stat %s\n", kind.c_str(),
                static_cast<unsigned long long>(ratio), with_file ? "file" : "memory only",
                cache.mm_stat().c_str(), cache.bd_stat().c_str());
@@ -193,16 +229,18 @@ Row run(const Options& opt, const std::vector<std::vector<std::byte>>& pages,
 
 void print(const Options& opt, std::vector<Row>& rows, size_t pages) {
   std::printf("# zsm::Cache, %zu MiB memory, backing file %llu x memory, %llu timed gets a run, "
-              "%zu real 4 KiB pages available\n",
+              "%zu real 4 KiB pages available, %llu spinning threads beside\n",
               opt.memory >> 20, static_cast<unsigned long long>(opt.file_ratio),
-              static_cast<unsigned long long>(opt.gets), pages);
+              static_cast<unsigned long long>(opt.gets), pages,
+              static_cast<unsigned long long>(opt.hog));
   std::printf("| keys | working set | file | memory hits | file hits | misses | misses vs memory "
               "only | get us memory p50/p99/p99.9 | get us file p50/p99/p99.9 | put us p50 | "
-              "write amp. | bytes held / capacity | tier memory | wrong |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+              "put p50 vs memory only | write amp. | dropped | file full | bytes held / capacity "
+              "| tier memory | wrong |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (Row& r : rows) {
-    const Row* alone = nullptr;
-    for (const Row& o : rows)
+    Row* alone = nullptr;  // the same run without the file
+    for (Row& o : rows)
       if (!o.file && o.keys == r.keys && o.ratio == r.ratio) alone = &o;
     auto pct = [&](uint64_t v) { return 100.0 * static_cast<double>(v) / static_cast<double>(r.gets); };
     double vs = alone && alone->misses ? static_cast<double>(r.misses) / static_cast<double>(alone->misses) : 0;
@@ -213,8 +251,16 @@ void print(const Options& opt, std::vector<Row>& rows, size_t pages) {
                 r.memory_get.at(0.999));
     if (r.file) std::printf("%.1f / %.1f / %.1f | ", r.file_get.at(0.5), r.file_get.at(0.99), r.file_get.at(0.999));
     else std::printf("- | ");
-    std::printf("%.2f | %.3f | %.2f / %.2f MiB | %.2f MiB | %llu |\n", r.put.at(0.5),
-                static_cast<double>(r.bytes_written) / static_cast<double>(r.bytes_put),
+    const double put_vs = alone ? r.put.at(0.5) / alone->put.at(0.5) : 0;
+    std::printf("%.2f | %.2f | %.3f | ", r.put.at(0.5), put_vs,
+                static_cast<double>(r.bytes_written) / static_cast<double>(r.bytes_put));
+    if (r.file)
+      std::printf("%.2f %% | %.0f %% | ",
+                  r.evictions ? 100.0 * static_cast<double>(r.dropped) / static_cast<double>(r.evictions) : 0,
+                  100.0 * static_cast<double>(r.bytes_on_file) / static_cast<double>(r.file_capacity));
+    else
+      std::printf("- | - | ");
+    std::printf("%.2f / %.2f MiB | %.2f MiB | %llu |\n",
                 static_cast<double>(r.bytes_held) / (1 << 20),
                 static_cast<double>(opt.memory) / (1 << 20),
                 static_cast<double>(r.tier_memory) / (1 << 20),
@@ -246,6 +292,7 @@ int main(int argc, char** argv) try {
     std::fprintf(stderr, "[cold_tier] only %zu pages of the %zu asked for: the largest working "
                          "set is smaller\n", pages.size(), want);
   std::vector<Row> rows;
+  Hog hog(opt.hog);
   for (const std::string& kind : opt.keys)
     for (uint64_t ratio : opt.ratios)
       for (bool with_file : {false, true}) rows.push_back(run(opt, pages, kind, ratio, with_file));

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # zsm::Cache with and without its backing file (bench/cold_tier_bench.cpp says how), side by
 # side in one run: working sets 4 and 16 times a 16 MiB memory, Zipf and uniform keys, real
-# 4 KiB pages, a file of 4 times the memory in build/ (on this machine's disk, O_DIRECT), and
-# prints the table (also build/cold_tier.txt).
+# 4 KiB pages, a file of 4 times the memory in build/ (an unnamed file on this machine's disk,
+# O_DIRECT), and prints the table (also build/cold_tier.txt).
 #
 #   tools/run-cold-tier-bench.sh [zsm_cold_tier_bench options: --memory=BYTES --ratios=4,16
-#                                 --file-ratio=N --gets=N --keys=zipf,uniform --file=PATH]
+#                                 --file-ratio=N --gets=N --keys=zipf,uniform --file=DIR --hog=N]
 #
 # Builds zsm_cold_tier_bench in $ZSM_BUILD (default build/bench, configured as
 # tools/run-main.sh does when missing). About 2 minutes on 2 cores with the defaults.
@@ -19,5 +19,5 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
     > /dev/null
 fi
 cmake --build "$build" --target zsm_cold_tier_bench > /dev/null
-"$build/bench/zsm_cold_tier_bench" --memory=$((16 << 20)) --file="$root/build/cold_tier_bench.file" \
+"$build/bench/zsm_cold_tier_bench" --memory=$((16 << 20)) --file="$root/build" \
   "$@" | tee "$root/build/cold_tier.txt"

@@ -1,5 +1,6 @@
-// The cache's backing file: a ring of batch-sized segments on a file, an index of the records
-// on it, and a writer thread (backing_file.h has the layout and the locking).
+// The cache's backing file: opening a file of its own, a ring of batch-sized segments on it,
+// an index and a log of the records on it, and a writer thread (backing_file.h has the layout
+// and the locking; zsm/backing_file.hpp the contract).
 #include "backing_file.h"
 
 #include <xxhash.h>
@@ -10,7 +11,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <pthread.h>
+#include <random>
 #include <stdexcept>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 #include <system_error>
 #include <unistd.h>
 #include <utility>
@@ -32,6 +38,9 @@ namespace {
 constexpr size_t kAlign = 4096;  // O_DIRECT: buffers, offsets and lengths
 constexpr uint32_t kMagic = 0x465a534d;  // "MSZF"
 constexpr size_t kMinBatch = size_t{128} << 10, kMaxBatch = size_t{16} << 20;
+constexpr size_t kFirstSlots = 1024, kLeastSlots = 64;
+constexpr auto kLongestPeriod = std::chrono::hours(24 * 366);
+constexpr auto kLongestWait = std::chrono::seconds(10);
 
 struct Header {
   uint64_t checksum;  // XXH3-64 of everything after it: the rest of the header, key, stored
@@ -42,8 +51,10 @@ struct Header {
   uint32_t value_size;
   uint32_t stored_size;
   uint64_t hash;
+  uint64_t identity;
+  uint64_t generation;
 };
-static_assert(sizeof(Header) == 32);
+static_assert(sizeof(Header) == 48);
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 size_t record_length(size_t key_size, size_t stored_size) {
@@ -79,53 +90,164 @@ size_t home_slot(uint64_t hash, size_t mask) {
   return static_cast<size_t>((hash * 0x9E3779B97F4A7C15ull) >> 20) & mask;
 }
 
+// The number of fork()s this process descends from: a child's copy of a BackingFile sees it
+// differ from the one it was opened at.
+std::atomic<uint64_t> forks{0};
+void count_fork_in_child() { forks.fetch_add(1, std::memory_order_relaxed); }
+uint64_t fork_count() {
+  static const int registered = pthread_atfork(nullptr, nullptr, count_fork_in_child);
+  (void)registered;
+  return forks.load(std::memory_order_relaxed);
+}
+
+uint64_t random_identity() {
+  uint64_t id = 0;
+  if (getrandom(&id, sizeof id, 0) != sizeof id) id = std::random_device{}() * 0x9E3779B97F4A7C15ull;
+  return id | 1;  // never 0: a zeroed record never matches
+}
+
 void check_options(const BackingFileOptions& o) {
-  if (o.path.empty()) throw std::invalid_argument("backing_file.path is empty");
+  auto bad = [](const std::string& why) { throw std::invalid_argument("backing_file." + why); };
+  if (o.path.empty()) bad("path is empty");
   if (o.batch_bytes < kMinBatch || o.batch_bytes > kMaxBatch || o.batch_bytes % kAlign != 0)
-    throw std::invalid_argument("backing_file.batch_bytes " + std::to_string(o.batch_bytes) +
-                                " is not a multiple of 4096 in 128 KiB .. 16 MiB");
+    bad("batch_bytes " + std::to_string(o.batch_bytes) +
+        " is not a multiple of 4096 in 128 KiB .. 16 MiB");
   if (o.capacity_bytes / o.batch_bytes < 2)
-    throw std::invalid_argument("backing_file.capacity_bytes " +
-                                std::to_string(o.capacity_bytes) +
-                                " is below two batches (2 x batch_bytes)");
-  if (o.capacity_bytes >> 40 != 0)
-    throw std::invalid_argument("backing_file.capacity_bytes is above 1 TiB");
+    bad("capacity_bytes " + std::to_string(o.capacity_bytes) +
+        " is below two batches (2 x batch_bytes)");
+  if (o.capacity_bytes >> 40 != 0) bad("capacity_bytes is not below 1 TiB");
   if (o.write_queue_batches < 1 || o.write_queue_batches > 64)
-    throw std::invalid_argument("backing_file.write_queue_batches " +
-                                std::to_string(o.write_queue_batches) + " is not in 1 .. 64");
+    bad("write_queue_batches " + std::to_string(o.write_queue_batches) + " is not in 1 .. 64");
   if (o.capacity_bytes / o.batch_bytes < o.write_queue_batches + 1)
-    throw std::invalid_argument("backing_file.capacity_bytes " +
-                                std::to_string(o.capacity_bytes) +
-                                " holds fewer segments than the write queue and one more");
-  if (o.write_limit_bytes != 0 && o.write_limit_period.count() <= 0)
-    throw std::invalid_argument("backing_file.write_limit_period must be positive");
+    bad("capacity_bytes " + std::to_string(o.capacity_bytes) +
+        " holds fewer segments than the write queue and one more");
+  if (o.write_limit_bytes != 0 && o.write_limit_bytes < o.batch_bytes)
+    bad("write_limit_bytes " + std::to_string(o.write_limit_bytes) + " is below one batch (" +
+        std::to_string(o.batch_bytes) + " bytes): nothing could be written");
+  if (o.write_limit_period.count() <= 0 || o.write_limit_period > kLongestPeriod)
+    bad("write_limit_period " + std::to_string(o.write_limit_period.count()) +
+        " ms is not in 1 ms .. 366 days");
+  if (o.max_write_wait.count() < 0 || o.max_write_wait > kLongestWait)
+    bad("max_write_wait " + std::to_string(o.max_write_wait.count()) +
+        " ms is not in 0 .. 10 s");
+}
+
+[[noreturn]] void throw_errno(int error, const std::string& what) {
+  throw std::system_error(error, std::generic_category(), what);
 }
 
 }  // namespace
 
-BackingFile::BackingFile(BackingFileOptions options, Released released)
+// --- the log ------------------------------------------------------------------------------
+
+bool RecordLog::reserve_one(size_t most) {
+  if (size() < items_.size()) return true;
+  if (items_.size() >= most) return false;
+  resize(std::max<size_t>(64, std::min(most, items_.size() * 2)));
+  return true;
+}
+
+void RecordLog::shrink_to(size_t most) {
+  if (items_.size() > most && size() <= most) resize(most);
+}
+
+void RecordLog::resize(size_t n) {
+  std::vector<Item> items(n);
+  for (uint64_t p = head_; p < tail_; p++) items[p & (n - 1)] = at(p);
+  items_ = std::move(items);
+}
+
+void RecordLog::clear() {
+  head_ = tail_;
+  items_ = {};
+}
+
+// --- opening and closing ------------------------------------------------------------------
+
+void CloseBackingFile::operator()(BackingFile* file) const noexcept {
+  if (file == nullptr) return;
+  if (file->detached()) {
+    ::close(file->fd_);  // the parent's file and lock stay the parent's
+    return;
+  }
+  delete file;
+}
+
+BackingFilePtr BackingFile::open(BackingFileOptions options, size_t index_limit,
+                                 Released released) {
+  return BackingFilePtr(new BackingFile(std::move(options), index_limit, std::move(released)));
+}
+
+BackingFile::BackingFile(BackingFileOptions options, size_t index_limit, Released released)
     : options_(std::move(options)), released_(std::move(released)) {
   check_options(options_);
   if (!options_.io) options_.io = std::make_shared<BackingFileIo>();
-  const int flags = O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC;
-  fd_ = ::open(options_.path.c_str(), flags | O_DIRECT, 0600);
-  direct_io_ = fd_ >= 0;
-  if (fd_ < 0 && errno == EINVAL) fd_ = ::open(options_.path.c_str(), flags, 0600);
-  if (fd_ < 0)
-    throw std::system_error(errno, std::generic_category(),
-                            "backing file " + options_.path + " cannot be opened");
-  stats_.direct_io = direct_io_;
-  segments_ = options_.capacity_bytes / options_.batch_bytes;
-  segment_hashes_.resize(segments_);
-  current_.data = aligned_buffer(options_.batch_bytes);
-  for (unsigned i = 0; i < options_.write_queue_batches; i++)
-    spare_buffers_.push_back(aligned_buffer(options_.batch_bytes));
-  current_.segment = next_segment_++;
-  index_.resize(1024);
-  count_memory();
-  period_start_ns_ = now_ns();
-  written_in_period_ = options_.batch_bytes;  // the first segment's write, to come
-  writer_ = std::thread([this] { writer_loop(); });
+  forked_at_ = fork_count();
+  identity_ = random_identity();
+  open_file();
+  try {
+    lock_file();
+    stats_.direct_io = direct_io_;
+    segments_ = options_.capacity_bytes / options_.batch_bytes;
+    current_.data = aligned_buffer(options_.batch_bytes);
+    for (unsigned i = 0; i < options_.write_queue_batches; i++)
+      spare_buffers_.push_back(aligned_buffer(options_.batch_bytes));
+    current_.segment = next_segment_++;
+    set_index_limit(index_limit);
+    index_.resize(std::min(kFirstSlots, most_slots_));
+    count_memory();
+    period_start_ns_ = now_ns();
+    written_in_period_ = options_.batch_bytes;  // the first segment's write, to come
+    writer_ = std::thread([this] { writer_loop(); });
+  } catch (...) {
+    std::free(current_.data);
+    for (std::byte* b : spare_buffers_) std::free(b);
+    remove_if_still_ours();
+    ::close(fd_);
+    throw;
+  }
+}
+
+// A directory: an unnamed file in it. Anything else: a new file there, or an error.
+void BackingFile::open_file() {
+  const std::string& path = options_.path;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    fd_ = ::open(path.c_str(), O_TMPFILE | O_RDWR | O_EXCL | O_CLOEXEC, 0600);
+    if (fd_ < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+      std::string name = path + "/.zsm-cold-XXXXXX";  // no O_TMPFILE: named for a moment
+      fd_ = ::mkostemp(name.data(), O_CLOEXEC);
+      if (fd_ >= 0) ::unlink(name.c_str());
+    }
+    if (fd_ < 0) throw_errno(errno, "backing file: no file can be made in directory " + path);
+  } else {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd_ < 0 && errno == EEXIST)
+      throw_errno(EEXIST, "backing file " + path +
+                              " exists: the cache only uses a file it creates (give a path "
+                              "that does not exist, or a directory for an unnamed file)");
+    if (fd_ < 0) throw_errno(errno, "backing file " + path + " cannot be created");
+    created_ = true;
+  }
+  if (::fstat(fd_, &st) == 0) {
+    device_ = st.st_dev;
+    inode_ = st.st_ino;
+  }
+  direct_io_ = ::fcntl(fd_, F_SETFL, O_DIRECT) == 0;
+}
+
+void BackingFile::lock_file() {
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0)
+    throw_errno(errno, "backing file " + options_.path + " cannot be locked");
+}
+
+// Removes the file's name if the path still names the file this cache created: a file
+// renamed onto the path meanwhile is someone else's.
+void BackingFile::remove_if_still_ours() {
+  if (!created_) return;
+  struct stat st {};
+  if (::lstat(options_.path.c_str(), &st) == 0 && st.st_dev == device_ && st.st_ino == inode_)
+    ::unlink(options_.path.c_str());
 }
 
 BackingFile::~BackingFile() {
@@ -134,14 +256,18 @@ BackingFile::~BackingFile() {
     stopping_ = true;
   }
   writer_wake_.notify_all();
-  writer_.join();
+  writer_done_.notify_all();
+  writer_.join();  // it leaves what is still queued: the file goes with the cache
   std::free(current_.data);
   for (std::byte* b : spare_buffers_) std::free(b);
+  for (Batch& b : queue_) std::free(b.data);
+  remove_if_still_ours();
   ::close(fd_);
-  ::unlink(options_.path.c_str());
 }
 
-// --- index ------------------------------------------------------------------------------
+bool BackingFile::detached() const noexcept { return fork_count() != forked_at_; }
+
+// --- index and log ------------------------------------------------------------------------
 
 BackingFile::Entry* BackingFile::find(uint64_t hash) {
   return const_cast<Entry*>(std::as_const(*this).find(hash));
@@ -156,23 +282,41 @@ const BackingFile::Entry* BackingFile::find(uint64_t hash) const {
   }
 }
 
+bool BackingFile::is_live(const RecordLog::Item& item) const {
+  const Entry* e = find(item.hash);
+  return e != nullptr && e->generation == (item.generation & ~RecordLog::kRelease);
+}
+
+// The index's size at its limit: the largest power of two whose slots and as many log items
+// fit in `index_limit` bytes. Past 7/8 of it, or with the log full, the oldest records go.
+void BackingFile::set_index_limit(size_t index_limit) {
+  constexpr size_t per_slot = sizeof(Entry) + sizeof(RecordLog::Item);
+  most_slots_ = kLeastSlots;
+  while (most_slots_ * 2 * per_slot <= index_limit) most_slots_ *= 2;
+  if (index_.empty()) return;
+  while ((index_used_ > most_slots_ / 8 * 7 || log_.size() > most_slots_) && log_.size() > 0)
+    drop_oldest(stats_.evicted_for_index);
+  if (index_.size() > most_slots_) resize_index(most_slots_);
+  log_.shrink_to(most_slots_);
+}
+
 void BackingFile::count_memory() {
-  memory_bytes_ = index_.size() * sizeof(Entry) + listed_hashes_ * sizeof(uint64_t) +
+  memory_bytes_ = index_.size() * sizeof(Entry) + log_.bytes() +
                   (1 + options_.write_queue_batches) * options_.batch_bytes;
 }
 
-void BackingFile::insert(uint64_t hash, uint64_t where) {
+void BackingFile::insert(uint64_t hash, uint64_t where, uint64_t generation) {
   if (Entry* e = find(hash)) {
     stats_.bytes_on_file -= length_of(e->where);
     stats_.bytes_on_file += length_of(where);
     e->where = where;
+    e->generation = generation;
     return;
   }
-  if ((index_used_ + 1) * 8 > index_.size() * 7) grow();
   const size_t mask = index_.size() - 1;
   size_t i = home_slot(hash, mask);
   while (index_[i].where != 0) i = (i + 1) & mask;
-  index_[i] = {hash, where};
+  index_[i] = {hash, where, generation};
   index_used_++;
   stats_.bytes_on_file += length_of(where);
   stats_.entries_on_file++;
@@ -194,9 +338,15 @@ void BackingFile::remove_at(size_t i) {
   index_used_--;
 }
 
-void BackingFile::grow() {
-  std::vector<Entry> old = std::move(index_);
-  index_ = std::vector<Entry>(old.size() * 2);
+void BackingFile::remove(uint64_t hash, uint64_t generation, uint64_t& counter) {
+  Entry* e = find(hash);
+  if (e == nullptr || e->generation != generation) return;
+  remove_at(static_cast<size_t>(e - index_.data()));
+  counter++;
+}
+
+void BackingFile::resize_index(size_t slots) {
+  std::vector<Entry> old = std::exchange(index_, std::vector<Entry>(slots));
   const size_t mask = index_.size() - 1;
   for (const Entry& e : old) {
     if (e.where == 0) continue;
@@ -204,33 +354,68 @@ void BackingFile::grow() {
     while (index_[i].where != 0) i = (i + 1) & mask;
     index_[i] = e;
   }
-  count_memory();
 }
 
-// Drops every record of a segment from the index: those its list names whose entry still
-// points into it (a later stage of the same key, elsewhere, keeps its entry).
-void BackingFile::forget_segment(uint64_t segment, uint64_t& counter) {
-  const uint64_t begin = segment * options_.batch_bytes, end = begin + options_.batch_bytes;
-  std::vector<uint64_t>& hashes = segment_hashes_[segment];
-  for (uint64_t hash : hashes) {
-    Entry* e = find(hash);
-    if (e == nullptr || offset_of(e->where) < begin || offset_of(e->where) >= end) continue;
-    remove_at(static_cast<size_t>(e - index_.data()));
-    counter++;
+// Room in the index and the log for one more record: growing them within the limit, else
+// dropping the oldest records. Throws std::bad_alloc when the heap is short, with nothing
+// changed but records dropped.
+void BackingFile::make_index_room() {
+  while (index_used_ + 1 > index_.size() / 8 * 7 && (index_.size() < most_slots_ || log_.size() > 0)) {
+    if (index_.size() < most_slots_)
+      resize_index(index_.size() * 2);
+    else
+      drop_oldest(stats_.evicted_for_index);
   }
-  listed_hashes_ -= hashes.size();
-  hashes.clear();
-  count_memory();
+  while (!log_.reserve_one(most_slots_) && log_.size() > 0) drop_oldest(stats_.evicted_for_index);
 }
 
-void BackingFile::forget_if(uint64_t hash, uint64_t where, uint64_t& counter) {
-  Entry* e = find(hash);
-  if (e == nullptr || e->where != where) return;
-  remove_at(static_cast<size_t>(e - index_.data()));
-  counter++;
+void BackingFile::drop_oldest(uint64_t& counter) {
+  const RecordLog::Item item = log_.at(log_.begin());
+  log_.pop_front();
+  remove(item.hash, item.generation & ~RecordLog::kRelease, counter);
 }
 
-// --- staging and writing ----------------------------------------------------------------
+// Pops the records of `segment` from the front of the log (the oldest segment: the one the
+// ring reuses), and the dead items among them.
+void BackingFile::forget_segment(uint64_t segment) {
+  const uint64_t begin = segment * options_.batch_bytes, end = begin + options_.batch_bytes;
+  while (log_.size() > 0) {
+    const RecordLog::Item& item = log_.at(log_.begin());
+    if (const Entry* e = find(item.hash);
+        e != nullptr && e->generation == (item.generation & ~RecordLog::kRelease) &&
+        (offset_of(e->where) < begin || offset_of(e->where) >= end))
+      return;  // a live record of a later segment
+    drop_oldest(stats_.evicted);
+  }
+}
+
+// Forgets the records at log positions [from, to) (a batch whose write failed).
+void BackingFile::forget_range(uint64_t from, uint64_t to) {
+  uint64_t dropped = 0;
+  for (uint64_t p = std::max(from, log_.begin()); p < std::min(to, log_.end()); p++) {
+    const RecordLog::Item& item = log_.at(p);
+    remove(item.hash, item.generation & ~RecordLog::kRelease, dropped);
+  }
+}
+
+// The (hash, generation) of the records at log positions [from, to) staged for release and
+// still live: those whose entries memory may now free.
+// A heap too short for the list leaves the rest in memory, which loses nothing.
+std::vector<std::pair<uint64_t, uint64_t>> BackingFile::to_release(uint64_t from, uint64_t to) {
+  std::vector<std::pair<uint64_t, uint64_t>> released;
+  if (!released_ || stopping_) return released;
+  try {
+    for (uint64_t p = std::max(from, log_.begin()); p < std::min(to, log_.end()); p++) {
+      const RecordLog::Item& item = log_.at(p);
+      if ((item.generation & RecordLog::kRelease) && is_live(item))
+        released.emplace_back(item.hash, item.generation & ~RecordLog::kRelease);
+    }
+  } catch (const std::bad_alloc&) {
+  }
+  return released;
+}
+
+// --- staging and writing ------------------------------------------------------------------
 
 // zram's writeback_limit: a period's writes, whole batches, stay within the limit.
 bool BackingFile::within_write_limit() {
@@ -248,40 +433,50 @@ bool BackingFile::within_write_limit() {
 // Queues the current batch for the writer and starts the next segment in a spare buffer,
 // its old records dropped from the index (lock held; a spare buffer is there).
 void BackingFile::queue_current_batch() {
+  current_.log_end = log_.end();
   queue_.push_back(std::move(current_));
   writer_wake_.notify_one();
   current_ = Batch{};
   current_.data = spare_buffers_.back();
   spare_buffers_.pop_back();
   current_.segment = next_segment_++ % segments_;
-  forget_segment(current_.segment, stats_.evicted);
+  current_.log_unflushed = log_.end();
+  forget_segment(current_.segment);
 }
 
-// Queues the full current batch and starts the next segment; false (and the batch stays)
-// while the queue is full or the write limit is reached.
-bool BackingFile::begin_next_segment() {
-  if (spare_buffers_.empty() || flushing_) return false;
-  if (!within_write_limit()) return false;
+// Queues the full current batch and starts the next segment, unless the queue is full (or a
+// flush is writing from the current batch) or the write limit is reached.
+BackingFile::Next BackingFile::begin_next_segment() {
+  if (spare_buffers_.empty() || flushing_) return Next::busy;
+  if (!within_write_limit()) return Next::limit;
   written_in_period_ += options_.batch_bytes;
   queue_current_batch();
-  return true;
+  return Next::begun;
 }
 
 Staged BackingFile::stage(uint64_t hash, std::string_view key, FileRecordInfo info,
-                          std::span<const std::byte> stored, bool release,
-                          unsigned long token) {
+                          std::span<const std::byte> stored, bool release) {
+  if (detached()) return Staged::detached;
   const size_t length = record_length(key.size(), stored.size());
   std::unique_lock guard(lock_);
   if (length > options_.batch_bytes) return Staged::too_large;
   if (current_.fill + length > options_.batch_bytes) {
-    const bool busy = spare_buffers_.empty() || flushing_;
-    if (!begin_next_segment()) {
-      (busy ? stats_.dropped_busy : stats_.dropped_limit)++;
-      return busy ? Staged::queue_full : Staged::write_limit;
-    }
+    const Next next = begin_next_segment();
+    if (next == Next::busy) return Staged::queue_full;
+    if (next == Next::limit) return Staged::write_limit;
   }
-  Header h{0, kMagic, static_cast<uint16_t>(key.size()), info.kind, 0, info.value_size,
-            static_cast<uint32_t>(stored.size()), hash};
+  make_index_room();
+  const uint64_t generation = next_generation_++;
+  Header h{0,
+           kMagic,
+           static_cast<uint16_t>(key.size()),
+           info.kind,
+           0,
+           info.value_size,
+           static_cast<uint32_t>(stored.size()),
+           hash,
+           identity_,
+           generation};
   std::byte* at = current_.data + current_.fill;
   std::memcpy(at, &h, sizeof h);
   std::memcpy(at + sizeof h, key.data(), key.size());
@@ -291,24 +486,35 @@ Staged BackingFile::stage(uint64_t hash, std::string_view key, FileRecordInfo in
   h.checksum = checksum_of(at, key.size(), stored.size());
   std::memcpy(at, &h.checksum, sizeof h.checksum);
   const uint64_t offset = current_.segment * options_.batch_bytes + current_.fill;
-  insert(hash, offset << 24 | length);
-  segment_hashes_[current_.segment].push_back(hash);
-  listed_hashes_++;
+  insert(hash, offset << 24 | length, generation);
+  log_.push_back({hash, generation | (release ? RecordLog::kRelease : 0)});
   count_memory();
-  if (release) current_.released.emplace_back(hash, token);
   current_.fill += length;
   return Staged::taken;
 }
 
-void BackingFile::flush() {
+bool BackingFile::wait_for_writer(std::chrono::steady_clock::time_point deadline) {
+  if (detached()) return false;
   std::unique_lock guard(lock_);
-  writer_done_.wait(guard, [this] { return queue_.empty() && !flushing_; });
-  if (current_.fill == current_.flushed) return;
+  stats_.writer_waits++;
+  return writer_done_.wait_until(guard, deadline, [this] {
+    return stopping_ || (!spare_buffers_.empty() && !flushing_);
+  }) && !stopping_;
+}
+
+void BackingFile::report(const std::vector<std::pair<uint64_t, uint64_t>>& released) {
+  for (auto [hash, generation] : released) released_(hash, generation);
+}
+
+void BackingFile::flush() {
+  if (detached()) return;
+  std::unique_lock guard(lock_);
+  writer_done_.wait(guard, [this] { return (queue_.empty() && !flushing_) || stopping_; });
+  if (stopping_ || current_.fill == current_.flushed) return;
   const size_t from = current_.flushed, to = round_up(current_.fill, kAlign);
   std::memset(current_.data + current_.fill, 0, to - current_.fill);
   current_.fill = to;  // later records start past what this write covers
-  std::vector<std::pair<uint64_t, unsigned long>> released;
-  released.swap(current_.released);
+  const uint64_t log_from = current_.log_unflushed, log_to = log_.end();
   flushing_ = true;
   const std::byte* data = current_.data;
   const uint64_t segment = current_.segment;
@@ -316,20 +522,19 @@ void BackingFile::flush() {
   const bool ok = write_range(data + from, segment * options_.batch_bytes + from, to - from);
   guard.lock();
   flushing_ = false;
+  std::vector<std::pair<uint64_t, uint64_t>> released;
   if (ok) {
     stats_.bytes_written += to - from;
-    if (current_.segment == segment) current_.flushed = to;
+    current_.flushed = to;
+    current_.log_unflushed = log_to;
+    released = to_release(log_from, log_to);
   } else {
     stats_.write_errors++;
-    uint64_t dropped = 0;
-    forget_segment(segment, dropped);
-    released.clear();
+    forget_range(log_from, log_to);
   }
   writer_done_.notify_all();
-  const bool report = released_ && !stopping_;
   guard.unlock();
-  if (report)
-    for (auto [hash, token] : released) released_(hash, token);
+  report(released);
 }
 
 bool BackingFile::write_batch(const Batch& b) {
@@ -360,28 +565,36 @@ void BackingFile::writer_loop() {
   std::unique_lock guard(lock_);
   for (;;) {
     writer_wake_.wait(guard, [this] { return !queue_.empty() || stopping_; });
-    if (queue_.empty()) return;
+    if (stopping_) return;
     Batch& front = queue_.front();  // a deque: stage() appending keeps the reference valid
-    const bool report = released_ && !stopping_;  // no calls into a cache being destroyed
     guard.unlock();
     const bool ok = write_batch(front);
-    if (ok && report)
-      for (auto [hash, token] : front.released) released_(hash, token);
     guard.lock();
+    std::vector<std::pair<uint64_t, uint64_t>> released;
     if (ok) {
       stats_.bytes_written += round_up(front.fill, kAlign) - front.flushed;
+      released = to_release(front.log_unflushed, front.log_end);
     } else {
       stats_.write_errors++;
-      uint64_t dropped = 0;
-      forget_segment(front.segment, dropped);
+      forget_range(front.log_unflushed, front.log_end);
     }
+    guard.unlock();
+    report(released);
+    guard.lock();
     spare_buffers_.push_back(front.data);
     queue_.pop_front();
     writer_done_.notify_all();
   }
 }
 
-// --- reading ----------------------------------------------------------------------------
+void BackingFile::set_owner(Released released, size_t index_limit) {
+  std::lock_guard guard(lock_);
+  released_ = std::move(released);
+  set_index_limit(index_limit);
+  count_memory();
+}
+
+// --- reading ------------------------------------------------------------------------------
 
 const BackingFile::Batch* BackingFile::batch_holding(uint64_t offset) const {
   const uint64_t segment = offset / options_.batch_bytes;
@@ -408,15 +621,31 @@ bool BackingFile::read_from_file(uint64_t where, std::vector<std::byte>& record)
   return true;
 }
 
+// Whether a record read back is the one the index named: this file's, of this key and hash,
+// of this generation, its length and checksum right.
+bool BackingFile::record_checks(std::span<const std::byte> record, uint64_t hash,
+                                std::string_view key, uint64_t generation) const {
+  if (record.size() < sizeof(Header)) return false;
+  Header h;
+  std::memcpy(&h, record.data(), sizeof h);
+  return h.magic == kMagic && h.identity == identity_ && h.hash == hash &&
+         h.generation == generation && h.key_size == key.size() &&
+         record_length(h.key_size, h.stored_size) == record.size() &&
+         std::memcmp(record.data() + sizeof h, key.data(), key.size()) == 0 &&
+         checksum_of(record.data(), h.key_size, h.stored_size) == h.checksum;
+}
+
 std::optional<FileRecordInfo> BackingFile::read(uint64_t hash, std::string_view key,
                                                 std::vector<std::byte>& stored) {
+  if (detached()) return std::nullopt;
   std::vector<std::byte> record;
-  uint64_t where = 0;
+  uint64_t where = 0, generation = 0;
   {
     std::lock_guard guard(lock_);
-    Entry* e = find(hash);
+    const Entry* e = find(hash);
     if (e == nullptr) return std::nullopt;
     where = e->where;
+    generation = e->generation;
     if (const Batch* b = batch_holding(offset_of(where))) {
       const std::byte* at = b->data + offset_of(where) % options_.batch_bytes;
       record.assign(at, at + length_of(where));
@@ -425,54 +654,92 @@ std::optional<FileRecordInfo> BackingFile::read(uint64_t hash, std::string_view 
   if (record.empty() && !read_from_file(where, record)) {
     std::lock_guard guard(lock_);
     stats_.misses++;
-    forget_if(hash, where, stats_.read_errors);
+    remove(hash, generation, stats_.read_errors);
+    return std::nullopt;
+  }
+  if (!record_checks(record, hash, key, generation)) {
+    std::lock_guard guard(lock_);
+    stats_.misses++;
+    remove(hash, generation, stats_.corrupt);
     return std::nullopt;
   }
   Header h;
   std::memcpy(&h, record.data(), sizeof h);
-  const bool fits = h.magic == kMagic && h.hash == hash && h.key_size == key.size() &&
-                    record_length(h.key_size, h.stored_size) == record.size();
-  const std::span<const std::byte> rest(record.data() + sizeof h,
-                                        fits ? h.key_size + size_t{h.stored_size} : 0);
-  if (!fits || std::memcmp(rest.data(), key.data(), key.size()) != 0 ||
-      checksum_of(record.data(), h.key_size, h.stored_size) != h.checksum) {
-    std::lock_guard guard(lock_);
-    stats_.misses++;
-    forget_if(hash, where, stats_.corrupt);
-    return std::nullopt;
-  }
-  stored.assign(rest.begin() + key.size(), rest.end());
-  std::lock_guard guard(lock_);
-  stats_.hits++;
-  return FileRecordInfo{h.kind, h.value_size};
+  const std::byte* bytes = record.data() + sizeof h + h.key_size;
+  stored.assign(bytes, bytes + h.stored_size);
+  return FileRecordInfo{h.kind, h.value_size, generation};
 }
 
-void BackingFile::erase(uint64_t hash) {
+bool BackingFile::holds(uint64_t hash, uint64_t generation) const {
+  if (detached()) return false;
   std::lock_guard guard(lock_);
-  if (Entry* e = find(hash)) remove_at(static_cast<size_t>(e - index_.data()));
+  const Entry* e = find(hash);
+  return e != nullptr && e->generation == generation;
 }
 
 bool BackingFile::contains(uint64_t hash) const {
+  if (detached()) return false;
   std::lock_guard guard(lock_);
   return find(hash) != nullptr;
 }
 
-void BackingFile::clear() {
+void BackingFile::erase(uint64_t hash) {
+  if (detached()) return;
   std::lock_guard guard(lock_);
-  std::fill(index_.begin(), index_.end(), Entry{});
+  if (Entry* e = find(hash)) remove_at(static_cast<size_t>(e - index_.data()));
+}
+
+void BackingFile::erase(uint64_t hash, uint64_t generation) {
+  if (detached()) return;
+  std::lock_guard guard(lock_);
+  uint64_t dropped = 0;
+  remove(hash, generation, dropped);
+}
+
+void BackingFile::clear() {
+  if (detached()) return;
+  std::lock_guard guard(lock_);
+  index_ = std::vector<Entry>(std::min(kFirstSlots, most_slots_));
   index_used_ = 0;
-  for (std::vector<uint64_t>& hashes : segment_hashes_) hashes.clear();
-  listed_hashes_ = 0;
+  log_.clear();
   count_memory();
   stats_.bytes_on_file = 0;
   stats_.entries_on_file = 0;
 }
 
+void BackingFile::count_hit() {
+  if (detached()) return;
+  std::lock_guard guard(lock_);
+  stats_.hits++;
+}
+
+void BackingFile::count_promoted() {
+  if (detached()) return;
+  std::lock_guard guard(lock_);
+  stats_.promoted++;
+}
+
+void BackingFile::count_dropped(Staged why) {
+  if (detached() || (why != Staged::queue_full && why != Staged::write_limit)) return;
+  std::lock_guard guard(lock_);
+  (why == Staged::queue_full ? stats_.dropped_busy : stats_.dropped_limit)++;
+}
+
 BackingFileStats BackingFile::stats() const {
+  if (detached()) {
+    BackingFileStats s;
+    s.direct_io = direct_io_;
+    s.detached = true;
+    return s;
+  }
   std::lock_guard guard(lock_);
   BackingFileStats s = stats_;
   s.memory_bytes = memory_bytes();
   return s;
+}
+
+size_t BackingFile::memory_bytes() const {
+  return detached() ? 0 : memory_bytes_.load(std::memory_order_relaxed);
 }
 
 }  // namespace detail

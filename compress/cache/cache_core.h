@@ -28,6 +28,15 @@
 //
 // The backing file (cold_tier.cpp): evicted entries, raw ones, and idle ones on
 // writeback_idle() go to it as they are in the pool; a get that misses in memory reads it.
+// Generations keep the promise that a get returns the value last put or nothing. Every record
+// staged gets a generation no other record of the file has had, kept in the file's index. Put
+// and erase drop the key's record from the file under the key's shard lock. A promotion (a
+// record read from the file going back into memory) and a release (an entry freed from memory
+// because its record was written) happen under that lock too, and only when the file still
+// holds the generation that was read or written: so neither can bring back an erased key,
+// put an older value over a newer one, or free an entry other than the one written (a release
+// frees only an entry marked kReleasePending whose key has the record's full hash: while the
+// file holds that generation, the key was neither put nor erased since it was staged).
 //
 // Locks. A shard's std::shared_mutex: get, contains and for_each_key read; put, erase and
 // eviction write. No call holds two shard locks: a put stores its objects before it takes its
@@ -66,6 +75,7 @@ constexpr uint8_t kReferenced = 1;       // CLOCK: used since the hand last pass
 constexpr uint8_t kRecompressTried = 2;  // recompress() has looked at it
 constexpr uint8_t kIdle = 4;             // not read or written since mark_idle()
 constexpr uint8_t kOnFile = 8;           // promoted from the backing file, which still has it
+constexpr uint8_t kReleasePending = 16;  // staged to be freed from memory once on file
 constexpr size_t kTailLink = sizeof(unsigned long);
 constexpr size_t kLargestValue = size_t{1} << 20;  // CacheOptions::max_value_size's bound
 constexpr unsigned kAnyClass = UINT32_MAX;  // evict_one(): no class preferred
@@ -144,6 +154,8 @@ class CacheCore {
   // exception's message (naming a bad option) in `why`.
   static std::unique_ptr<CacheCore> create(CacheOptions options, std::error_code& ec,
                                            std::string& why) noexcept;
+  // The core without opening its backing file (resized() gives it one).
+  CacheCore(CacheOptions options, bool open_file);
   ~CacheCore();
   CacheCore(const CacheCore&) = delete;
   CacheCore& operator=(const CacheCore&) = delete;
@@ -171,6 +183,12 @@ class CacheCore {
   // an entry `to` refuses, or that does not decode, is left out. What the backing file holds is
   // not moved. `to` must be a different core.
   void move_entries_to(CacheCore& to) noexcept;
+  // A core with `from`'s options but capacity_bytes = `capacity`, holding `from`'s backing
+  // file (the same file, with what it holds) and as many of `from`'s entries as fit; `from`
+  // is left without a file. No other call on `from` may run meanwhile. nullptr, with the error
+  // in `ec` and `why`, when the options are refused: `from` is unchanged then.
+  static std::unique_ptr<CacheCore> resized(CacheCore& from, size_t capacity,
+                                            std::error_code& ec, std::string& why) noexcept;
   [[nodiscard]] CacheStats stats() const noexcept;
   [[nodiscard]] zs_pool* pool() const noexcept { return pool_; }
   [[nodiscard]] const CacheOptions& options() const noexcept { return options_; }
@@ -233,7 +251,7 @@ class CacheCore {
   size_t index_growth(const Shard& sh) const noexcept;
   // Makes room in `sh` for one more entry (growing its table); false when the heap is short.
   bool reserve_slot(Shard& sh) noexcept;
-  void insert(Shard& sh, const Slot& s) noexcept;  // after reserve_slot()
+  Slot* insert(Shard& sh, const Slot& s) noexcept;  // after reserve_slot()
   void remove_at(Shard& sh, size_t i) noexcept;
   bool resize(Shard& sh, size_t nr_slots) noexcept;
   void account(const Slot& s, int sign) noexcept;
@@ -243,6 +261,10 @@ class CacheCore {
 
   // --- room (room.cpp) ---------------------------------------------------------------
   bool evict_one(unsigned long keep, unsigned prefer_class) noexcept;
+  // What one eviction attempt did: evicted an entry, found none, or found the file's writer
+  // behind (with may_wait: the entry is kept, for the caller to wait and try again).
+  enum class Evicted { one, none, writer_busy };
+  Evicted evict_one_now(unsigned long keep, unsigned prefer_class, bool may_wait) noexcept;
   Slot* clock_hand(Shard& sh, unsigned long keep) noexcept;
   Slot* of_class_near_hand(Shard& sh, Slot* at_hand, unsigned long keep, unsigned cls) const noexcept;
   size_t holes() const noexcept;
@@ -257,10 +279,15 @@ class CacheCore {
   void note_mem_used() noexcept;
 
   // --- the backing file (cold_tier.cpp) ----------------------------------------------
-  // Stages the entry's record for the file (shard lock held); with `release`, the entry is
-  // freed from memory once it is on file (release_written()).
-  Staged write_back(const Slot& s, bool release) noexcept;
-  void release_written(uint64_t hash, unsigned long token) noexcept;
+  // The most the file's index and log may take: half of what the capacity leaves after its
+  // buffers.
+  size_t file_index_limit() const noexcept;
+  BackingFile::Released release_callback() noexcept;
+  // Stages the entry's record for the file (shard lock held), unless the file holds it already
+  // (`was_on_file`, when given, says so); with `release`, the entry is marked to be freed
+  // from memory once its record is on file (release_written()).
+  Staged write_back(Slot& s, bool release, bool* was_on_file = nullptr) noexcept;
+  void release_written(uint64_t hash, uint64_t generation) noexcept;
   // A get that missed in memory: the value from the file into `out`, put back into the pool
   // with promote_on_read. not_found when the file does not have it.
   std::error_code get_from_file(std::string_view key, uint64_t h, std::span<std::byte> out,
@@ -270,6 +297,11 @@ class CacheCore {
   size_t writeback_idle_shard(Shard& sh, bool& queue_full) noexcept;
   Staged stage_noexcept(uint64_t h, std::string_view key, const Slot& s,
                         std::span<const std::byte> stored, bool release) noexcept;
+  // Whether the file holds this entry's record: promoted, and not changed since (a put would
+  // have made a new entry), so that evicting it costs no write.
+  bool on_file(uint64_t h, const Slot& s) const noexcept;
+  // Whether the slot's key has the full hash `h` (its record read from the pool).
+  bool has_hash(const Slot& s, uint64_t h) const noexcept;
 
   CacheOptions options_;
   std::unique_ptr<Codec> codec_, recodec_;
@@ -287,7 +319,7 @@ class CacheCore {
   std::atomic<uint64_t> orig_{0}, compr_{0}, record_bytes_{0}, same_{0}, huge_{0},
       huge_since_{0}, entries_{0}, hits_{0}, misses_{0}, evictions_{0}, recompressed_{0},
       mem_used_max_{0}, written_back_{0};
-  std::unique_ptr<BackingFile> file_;  // with CacheOptions::backing_file
+  BackingFilePtr file_;  // with CacheOptions::backing_file
 };
 
 template <typename Fn, typename R>

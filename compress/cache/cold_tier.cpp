@@ -1,7 +1,9 @@
 // The cache's side of its backing file (backing_file.h holds the file itself): what goes to
-// the file (evicted entries, raw ones, idle ones), reading a record back on a miss, and putting
-// it back into the pool. The file's writer thread calls release_written(), which takes one
-// shard's write lock; everything else here runs on the caller's thread.
+// the file (evicted entries, raw ones, idle ones), reading a record back on a miss, putting
+// it back into the pool, and freeing from memory what the writer has written. The writer
+// thread calls release_written(), which takes one shard's write lock; everything else here
+// runs on the caller's thread. The rule that keeps a get from returning anything but the
+// value last put is in cache_core.h ("generations").
 #include "cache_core.h"
 
 #include <cstring>
@@ -9,38 +11,66 @@
 
 namespace zsm::detail {
 
-// stage() grows the file's lists: a heap too short for them makes the record one the file
-// does not take, as one larger than a batch.
+size_t CacheCore::file_index_limit() const noexcept {
+  const BackingFileOptions& f = *options_.backing_file;
+  const size_t buffers = (1 + size_t{f.write_queue_batches}) * f.batch_bytes;
+  return (options_.capacity_bytes - std::min(buffers, options_.capacity_bytes)) / 2;
+}
+
+BackingFile::Released CacheCore::release_callback() noexcept {
+  return [this](uint64_t hash, uint64_t generation) { release_written(hash, generation); };
+}
+
+// stage() grows the file's index and log: a heap too short for them makes the record one the
+// file does not take, as one larger than a batch.
 Staged CacheCore::stage_noexcept(uint64_t h, std::string_view key, const Slot& s,
                                  std::span<const std::byte> stored, bool release) noexcept {
   try {
-    return file_->stage(h, key, {s.kind, s.value_size}, stored, release, s.handle);
+    return file_->stage(h, key, {s.kind, s.value_size, 0}, stored, release);
   } catch (const std::bad_alloc&) {
     return Staged::too_large;
   }
 }
 
-// An entry promoted from the file and evicted again is not written again while the file
-// still holds its record (a put of a new value makes a new entry and erases that record).
-Staged CacheCore::write_back(const Slot& s, bool release) noexcept {
-  return with_record(s, Staged::too_large, [&](std::span<const std::byte> record) {
-    std::string_view key(reinterpret_cast<const char*>(record.data()), s.key_size);
-    const uint64_t h = hash_key(key);
-    if (!release && (s.flags & kOnFile) && file_->contains(h)) return Staged::taken;
-    return stage_noexcept(h, key, s, record.subspan(s.key_size, s.stored_size), release);
+// A promoted entry keeps kOnFile until it is replaced (a put makes a new entry), and the file
+// holds no other record of its key meanwhile (only this entry could stage one).
+bool CacheCore::on_file(uint64_t h, const Slot& s) const noexcept {
+  return (s.flags & kOnFile) && file_->contains(h);
+}
+
+bool CacheCore::has_hash(const Slot& s, uint64_t h) const noexcept {
+  return with_record(s, false, [&](std::span<const std::byte> record) {
+    return hash_key({reinterpret_cast<const char*>(record.data()), s.key_size}) == h;
   });
 }
 
-// On the writer thread: the entry staged with `token` (its handle then) is on file; frees it
-// from memory if it is still that record (no put or eviction replaced it meanwhile).
-void CacheCore::release_written(uint64_t hash, unsigned long token) noexcept {
+Staged CacheCore::write_back(Slot& s, bool release, bool* was_on_file) noexcept {
+  Staged r = with_record(s, Staged::too_large, [&](std::span<const std::byte> record) {
+    std::string_view key(reinterpret_cast<const char*>(record.data()), s.key_size);
+    const uint64_t h = hash_key(key);
+    if (on_file(h, s)) {
+      if (was_on_file != nullptr) *was_on_file = true;
+      return Staged::taken;
+    }
+    return stage_noexcept(h, key, s, record.subspan(s.key_size, s.stored_size), release);
+  });
+  if (release && r == Staged::taken) s.flags |= kReleasePending;
+  return r;
+}
+
+// On the writer thread: the record of `generation` for `hash` is on file. While the file holds
+// that generation, the key was neither put nor erased since it was staged, so the entry of
+// that key marked kReleasePending is the one written (or a promotion of that record): freed.
+void CacheCore::release_written(uint64_t hash, uint64_t generation) noexcept {
   Shard& sh = shard_of(hash);
   std::unique_lock guard(sh.lock);
-  if (sh.slots.empty()) return;
+  if (sh.slots.empty() || !file_->holds(hash, generation)) return;
   const size_t mask = sh.slots.size() - 1;
   for (size_t i = hash & mask; sh.slots[i].handle != 0; i = (i + 1) & mask) {
     Slot& s = sh.slots[i];
-    if (s.handle != token || s.hash != static_cast<uint32_t>(hash)) continue;
+    if (s.hash != static_cast<uint32_t>(hash) || !(s.flags & kReleasePending) ||
+        !has_hash(s, hash))
+      continue;
     drop(sh, &s);
     written_back_++;
     return;
@@ -63,17 +93,19 @@ std::error_code CacheCore::get_from_file(std::string_view key, uint64_t h,
   s.value_size = info->value_size;
   s.stored_size = static_cast<uint32_t>(stored.size());
   if (std::error_code ec = decode(s, stored, out.first(s.value_size))) {
-    file_->erase(h);
+    file_->erase(h, info->generation);
     return make_error_code(ec == CodecError::corrupt ? CacheError::corrupt : CacheError::no_memory);
   }
+  file_->count_hit();
   if (options_.backing_file->promote_on_read) promote(key, h, *info, stored);
   size = s.value_size;
   return {};
 }
 
 // Puts a record read from the file back into the pool, as it was (no recompression), unless
-// a put got there first or there is no room (it stays on file then). The file keeps the
-// record (kOnFile), so that evicting the entry again costs no write.
+// the key was put or erased since it was read (the file no longer holds that generation) or
+// there is no room (it stays on file then). The file keeps the record (kOnFile), so that
+// evicting the entry again costs no write.
 void CacheCore::promote(std::string_view key, uint64_t h, const FileRecordInfo& info,
                         std::span<const std::byte> stored) noexcept {
   std::span<std::byte> record = scratch(Scratch::record, key.size() + stored.size());
@@ -93,7 +125,8 @@ void CacheCore::promote(std::string_view key, uint64_t h, const FileRecordInfo& 
     Shard& sh = shard_of(h);
     std::unique_lock guard(sh.lock);
     std::error_code ec;
-    if (find(sh, h, key, ec) != nullptr || ec || !reserve_slot(sh)) {
+    if (find(sh, h, key, ec) != nullptr || ec || !file_->holds(h, info.generation) ||
+        !reserve_slot(sh)) {
       free_record(s);
       return;
     }
@@ -104,23 +137,38 @@ void CacheCore::promote(std::string_view key, uint64_t h, const FileRecordInfo& 
   make_room(options_.capacity_bytes, s.handle);
 }
 
-// Stages the shard's idle entries, clearing their mark; stops when the writer's queue is full
-// (queue_full then says so) or the write limit is reached. Returns how many it staged.
+// Stages the shard's idle entries, clearing their mark, and frees at once those the file
+// holds already; stops when the writer's queue is full (queue_full then says so) or the write
+// limit is reached. Returns how many it wrote back. A slot freed here takes in the entry the
+// index's backward shift moves there, so the walk looks at the same slot again.
 size_t CacheCore::writeback_idle_shard(Shard& sh, bool& queue_full) noexcept {
   std::unique_lock guard(sh.lock);
   size_t staged = 0;
-  for (Slot& s : sh.slots) {
-    if (s.handle == 0 || (s.flags & (kIdle | kReferenced)) != kIdle) continue;
-    Staged r = write_back(s, true);
+  for (size_t i = 0; i < sh.slots.size();) {
+    Slot& s = sh.slots[i];
+    if (s.handle == 0 || (s.flags & (kIdle | kReferenced)) != kIdle) {
+      i++;
+      continue;
+    }
+    bool was_on_file = false;
+    Staged r = write_back(s, true, &was_on_file);
     if (r == Staged::queue_full) {
       queue_full = true;
       return staged;
     }
     if (r == Staged::write_limit) return staged;
-    if (r == Staged::taken) {
-      s.flags &= static_cast<uint8_t>(~kIdle);
-      staged++;
+    if (r != Staged::taken) {
+      i++;
+      continue;
     }
+    staged++;
+    if (was_on_file) {
+      drop(sh, &s);
+      written_back_++;
+      continue;
+    }
+    s.flags &= static_cast<uint8_t>(~kIdle);
+    i++;
   }
   return staged;
 }

@@ -58,7 +58,9 @@ struct KeyRead {
 
 }  // namespace
 
-CacheCore::CacheCore(CacheOptions o) : options_(std::move(o)) {
+CacheCore::CacheCore(CacheOptions o) : CacheCore(std::move(o), true) {}
+
+CacheCore::CacheCore(CacheOptions o, bool open_file) : options_(std::move(o)) {
   codec_ = Codec::create(options_.codec);
   if (options_.recompress_codec) recodec_ = Codec::create(*options_.recompress_codec);
   const unsigned n = options_.shards;
@@ -79,11 +81,9 @@ CacheCore::CacheCore(CacheOptions o) : options_(std::move(o)) {
   while ((1u << (64 - shard_shift_)) < n) shard_shift_--;
   try {
     shards_ = std::vector<Shard>(n);
-    if (options_.backing_file) {
+    if (options_.backing_file && open_file) {
       try {
-        file_ = std::make_unique<BackingFile>(
-            *options_.backing_file,
-            [this](uint64_t hash, unsigned long token) { release_written(hash, token); });
+        file_ = BackingFile::open(*options_.backing_file, file_index_limit(), release_callback());
       } catch (const std::invalid_argument& e) {
         throw_bad_options(e.what());
       }
@@ -94,8 +94,12 @@ CacheCore::CacheCore(CacheOptions o) : options_(std::move(o)) {
   }
 }
 
-std::unique_ptr<CacheCore> CacheCore::create(CacheOptions options, std::error_code& ec,
-                                             std::string& why) noexcept {
+namespace {
+
+// make() without exceptions: what it returns, or nullptr with the error in `ec` and `why`.
+template <typename Make>
+std::unique_ptr<CacheCore> made_or_error(Make make, std::error_code& ec,
+                                         std::string& why) noexcept {
   auto say = [&why](const char* what) noexcept {
     try {
       why = what;
@@ -104,7 +108,7 @@ std::unique_ptr<CacheCore> CacheCore::create(CacheOptions options, std::error_co
     }
   };
   try {
-    return std::make_unique<CacheCore>(std::move(options));
+    return make();
   } catch (const std::system_error& e) {
     ec = e.code();
     say(e.what());
@@ -113,6 +117,33 @@ std::unique_ptr<CacheCore> CacheCore::create(CacheOptions options, std::error_co
     say("no memory for the cache");
   }
   return nullptr;
+}
+
+}  // namespace
+
+std::unique_ptr<CacheCore> CacheCore::create(CacheOptions options, std::error_code& ec,
+                                             std::string& why) noexcept {
+  return made_or_error([&] { return std::make_unique<CacheCore>(std::move(options)); }, ec, why);
+}
+
+// The new core is made whole (pool, shards, options checked) before `from` gives anything up.
+// The file's staged records are written first, so that no release is owed to `from`; then the
+// file moves, and the entries are put into the new core, whose puts drop the file's records
+// of those keys (the value is in memory again) and whose evictions write to the same file.
+std::unique_ptr<CacheCore> CacheCore::resized(CacheCore& from, size_t capacity,
+                                              std::error_code& ec, std::string& why) noexcept {
+  CacheOptions options = from.options_;
+  options.capacity_bytes = capacity;
+  std::unique_ptr<CacheCore> to = made_or_error(
+      [&] { return std::make_unique<CacheCore>(std::move(options), false); }, ec, why);
+  if (!to) return nullptr;
+  if (from.file_) {
+    from.file_->flush();
+    to->file_ = std::move(from.file_);
+    to->file_->set_owner(to->release_callback(), to->file_index_limit());
+  }
+  from.move_entries_to(*to);
+  return to;
 }
 
 // The file first: its writer may still be freeing written entries from the pool.
@@ -185,19 +216,22 @@ std::error_code CacheCore::put_value(std::string_view key, std::span<const std::
       free_record(s);
       return refuse();
     }
+    Slot* placed = old;
     if (old != nullptr) {
       account(*old, -1);
       free_record(*old);
       *old = s;
     } else {
-      insert(sh, s);
+      placed = insert(sh, s);
     }
     account(s, +1);
     if (s.kind == kRaw) huge_since_++;
     if (file_) {
       file_->erase(h);  // an older value on file must not come back
-      if (s.kind == kRaw && options_.backing_file->write_huge)
-        stage_noexcept(h, key, s, record.subspan(key.size(), s.stored_size), true);
+      if (s.kind == kRaw && options_.backing_file->write_huge &&
+          stage_noexcept(h, key, s, record.subspan(key.size(), s.stored_size), true) ==
+              Staged::taken)
+        placed->flags |= kReleasePending;
     }
   }
   note_mem_used();

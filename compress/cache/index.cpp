@@ -59,12 +59,13 @@ bool CacheCore::resize(Shard& sh, size_t nr_slots) noexcept {
   return true;
 }
 
-void CacheCore::insert(Shard& sh, const Slot& s) noexcept {
+Slot* CacheCore::insert(Shard& sh, const Slot& s) noexcept {
   size_t mask = sh.slots.size() - 1;
   size_t i = s.hash & mask;
   while (sh.slots[i].handle != 0) i = (i + 1) & mask;
   sh.slots[i] = s;
   sh.used++;
+  return &sh.slots[i];
 }
 
 void CacheCore::remove_at(Shard& sh, size_t i) noexcept {

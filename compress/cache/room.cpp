@@ -3,6 +3,8 @@
 // evict_one() takes one shard's write lock at a time.
 #include "cache_core.h"
 
+#include <chrono>
+
 namespace zsm::detail {
 
 namespace {
@@ -20,7 +22,8 @@ size_t CacheCore::bytes_held() const noexcept {
 }
 
 // CLOCK over one shard at a time, shards in turn. Evicts an entry the hand finds
-// unreferenced, never the record `keep`.
+// unreferenced, never the record `keep`; with a backing file, waits up to max_write_wait for
+// a writer whose queue is full before it drops an entry for want of room in the queue.
 //
 // With a class to prefer (a store found the pool at its page limit and no free slot in that
 // class), it evicts instead the first unreferenced entry of that class within kClassScan slots
@@ -29,6 +32,23 @@ size_t CacheCore::bytes_held() const noexcept {
 // a hole that only compaction (moving objects) gives back; a slot of the store's own class is
 // taken by the store at once.
 bool CacheCore::evict_one(unsigned long keep, unsigned prefer_class) noexcept {
+  const std::chrono::milliseconds wait =
+      file_ ? options_.backing_file->max_write_wait : std::chrono::milliseconds(0);
+  Evicted r = evict_one_now(keep, prefer_class, wait.count() > 0);
+  if (r == Evicted::writer_busy) {
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    do {
+      r = evict_one_now(keep, prefer_class, file_->wait_for_writer(deadline));
+    } while (r == Evicted::writer_busy);
+  }
+  return r == Evicted::one;
+}
+
+// One pass of evict_one(). With a file, the victim goes to it; when the writer's queue is
+// full and the caller may wait, the victim stays (the hand on it) and writer_busy says why.
+// Backpressure: an entry the file has room for is not dropped for want of CPU on the writer.
+CacheCore::Evicted CacheCore::evict_one_now(unsigned long keep, unsigned prefer_class,
+                                            bool may_wait) noexcept {
   size_t start = next_victim_.fetch_add(1, std::memory_order_relaxed);
   for (size_t tries = 0; tries < shards_.size(); tries++) {
     Shard& sh = shards_[(start + tries) % shards_.size()];
@@ -36,12 +56,19 @@ bool CacheCore::evict_one(unsigned long keep, unsigned prefer_class) noexcept {
     Slot* victim = clock_hand(sh, keep);
     if (victim == nullptr) continue;
     if (prefer_class != kAnyClass) victim = of_class_near_hand(sh, victim, keep, prefer_class);
-    if (file_ && write_back(*victim, false) == Staged::taken) written_back_++;
+    if (file_) {
+      Staged r = write_back(*victim, false);
+      if (r == Staged::queue_full && may_wait) return Evicted::writer_busy;
+      if (r == Staged::taken)
+        written_back_++;
+      else
+        file_->count_dropped(r);
+    }
     drop(sh, victim);
     evictions_++;
-    return true;
+    return Evicted::one;
   }
-  return false;
+  return Evicted::none;
 }
 
 // Moves the shard's hand to the next entry other than `keep` that is not referenced since the

@@ -85,13 +85,17 @@ using detail::CacheCore;
 
 // A cache core made with `options`, or nothing (with the reason in *status) when it refuses
 // them.
+// The Status of a cache that could not be made.
+rocksdb::Status cache_refused(std::error_code ec, const std::string& why) {
+  return ec == CacheError::no_memory ? rocksdb::Status::MemoryLimit("zsm cache", why)
+                                     : rocksdb::Status::InvalidArgument("zsm cache", why);
+}
+
 std::unique_ptr<CacheCore> make_cache(const CacheOptions& options, rocksdb::Status* status) {
   std::error_code ec;
   std::string why;
   std::unique_ptr<CacheCore> core = CacheCore::create(options, ec, why);
-  if (!core)
-    *status = ec == CacheError::no_memory ? rocksdb::Status::MemoryLimit("zsm cache", why)
-                                          : rocksdb::Status::InvalidArgument("zsm cache", why);
+  if (!core) *status = cache_refused(ec, why);
   return core;
 }
 
@@ -376,12 +380,12 @@ rocksdb::Status RocksSecondaryCache::SetCapacity(size_t capacity) {
   if (capacity <= table_bytes)
     return rocksdb::Status::InvalidArgument(
         "zsm secondary cache: capacity below the admission table");
-  CacheOptions options = cache_->options();
-  options.capacity_bytes = capacity - table_bytes;
-  rocksdb::Status status;
-  std::unique_ptr<CacheCore> resized = make_cache(options, &status);
-  if (!resized) return status;
-  cache_->move_entries_to(*resized);  // the new cache evicts by its CLOCK what does not fit
+  // The new cache keeps the backing file (the same file, with what it holds) and evicts by
+  // its CLOCK what does not fit.
+  std::error_code ec;
+  std::string why;
+  std::unique_ptr<CacheCore> resized = CacheCore::resized(*cache_, capacity - table_bytes, ec, why);
+  if (!resized) return cache_refused(ec, why);
   cache_ = std::move(resized);
   capacity_ = capacity;
   return rocksdb::Status::OK();

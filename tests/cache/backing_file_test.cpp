@@ -31,13 +31,24 @@ namespace {
 
 using zsm::BackingFileOptions;
 using zsm::detail::BackingFile;
+using zsm::detail::BackingFilePtr;
 using zsm::detail::FileRecordInfo;
 using zsm_test::Bytes;
 
 constexpr size_t kBatch = size_t{128} << 10;
+constexpr size_t kIndexLimit = size_t{64} << 20;  // more than any test here needs
 
+// A path of this test's own; a file left there by an earlier run is removed first (the file
+// refuses a path that exists).
 std::string scratch_path(const std::string& name) {
-  return (std::filesystem::current_path() / ("backing_file_test." + name)).string();
+  std::filesystem::path p = std::filesystem::current_path() / ("backing_file_test." + name);
+  std::filesystem::remove(p);
+  return p.string();
+}
+
+BackingFilePtr open_file(const BackingFileOptions& o, size_t index_limit = kIndexLimit,
+                         BackingFile::Released released = {}) {
+  return BackingFile::open(o, index_limit, std::move(released));
 }
 
 BackingFileOptions options_for(const std::string& name, size_t batches) {
@@ -57,11 +68,12 @@ Bytes stored_of(uint64_t n) {
   return b;
 }
 
-bool stage(BackingFile& f, uint64_t n) {
+zsm::detail::Staged stage_record(BackingFile& f, uint64_t n) {
   Bytes b = stored_of(n);
-  return f.stage(hash_of(n), key_of(n), {2, static_cast<uint32_t>(b.size() * 2)}, b) ==
-         zsm::detail::Staged::taken;
+  return f.stage(hash_of(n), key_of(n), {2, static_cast<uint32_t>(b.size() * 2), 0}, b);
 }
+
+bool stage(BackingFile& f, uint64_t n) { return stage_record(f, n) == zsm::detail::Staged::taken; }
 
 // stage(), waiting for the writer when its queue is full.
 void stage_all(BackingFile& f, uint64_t from, uint64_t to) {
@@ -104,7 +116,8 @@ class FaultyIo : public zsm::BackingFileIo {
 };
 
 TEST(BackingFile, RecordsReadBackFromTheBatchAndFromTheFile) {
-  BackingFile f(options_for("roundtrip", 64), {});
+  BackingFilePtr file = open_file(options_for("roundtrip", 64));
+  BackingFile& f = *file;
   stage_all(f, 0, 400);
   for (uint64_t n = 0; n < 400; n++) ASSERT_EQ(read_back(f, n), "hit") << n;
   f.flush();
@@ -114,8 +127,8 @@ TEST(BackingFile, RecordsReadBackFromTheBatchAndFromTheFile) {
   EXPECT_GT(s.bytes_written, s.bytes_on_file);
   EXPECT_GT(s.bytes_read, 0u);
   EXPECT_EQ(s.misses, 0u);
-  // 1 + 3 batches, an index of 1024 slots, each record's hash in its segment's list.
-  EXPECT_EQ(s.memory_bytes, 4 * kBatch + 1024 * 16 + 400 * 8);
+  // 1 + 3 batches, an index of 1024 slots, a log grown to 512 items.
+  EXPECT_EQ(s.memory_bytes, 4 * kBatch + 1024 * 24 + 512 * 16);
   // A key that is not on file, and a key whose hash is on file with other bytes: misses.
   Bytes got;
   EXPECT_FALSE(f.read(hash_of(1000), key_of(1000), got));
@@ -125,7 +138,8 @@ TEST(BackingFile, RecordsReadBackFromTheBatchAndFromTheFile) {
 // A flush writes the partial batch and keeps filling the same segment: many small flushes
 // take no more of the file than the records need (rounded to 4 KiB each), and evict nothing.
 TEST(BackingFile, FlushesKeepTheirSegment) {
-  BackingFile f(options_for("flushes", 16), {});
+  BackingFilePtr file = open_file(options_for("flushes", 16));
+  BackingFile& f = *file;
   for (uint64_t n = 0; n < 400; n++) {
     ASSERT_TRUE(stage(f, n));
     if (n % 8 == 7) f.flush();
@@ -139,14 +153,15 @@ TEST(BackingFile, FlushesKeepTheirSegment) {
 }
 
 TEST(BackingFile, EraseForgetsAndALaterStageReplaces) {
-  BackingFile f(options_for("erase", 4), {});
+  BackingFilePtr file = open_file(options_for("erase", 4));
+  BackingFile& f = *file;
   ASSERT_TRUE(stage(f, 1));
   ASSERT_TRUE(stage(f, 2));
   f.erase(hash_of(1));
   EXPECT_EQ(read_back(f, 1), "miss");
   EXPECT_EQ(read_back(f, 2), "hit");
   Bytes other = stored_of(7);
-  ASSERT_EQ(f.stage(hash_of(2), key_of(2), {2, static_cast<uint32_t>(other.size() * 2)}, other),
+  ASSERT_EQ(f.stage(hash_of(2), key_of(2), {2, static_cast<uint32_t>(other.size() * 2), 0}, other),
             zsm::detail::Staged::taken);
   Bytes got;
   ASSERT_TRUE(f.read(hash_of(2), key_of(2), got));
@@ -158,7 +173,8 @@ TEST(BackingFile, EraseForgetsAndALaterStageReplaces) {
 // capacity, the newest records read back, the oldest are gone (first in, first out).
 TEST(BackingFile, TheRingReusesItsSpaceOldestFirst) {
   BackingFileOptions o = options_for("ring", 4);
-  BackingFile f(o, {});
+  BackingFilePtr file = open_file(o);
+  BackingFile& f = *file;
   uint64_t staged = 0;
   for (uint64_t n = 0; f.stats().bytes_written < 20 * kBatch; n++) {
     if (stage(f, n)) staged = n;
@@ -180,7 +196,8 @@ void expect_fault_drops_one_batch(FaultyIo::Fault fault, const char* name) {
   auto io = std::make_shared<FaultyIo>(2, fault);
   BackingFileOptions o = options_for(name, 16);
   o.io = io;
-  BackingFile f(o, {});
+  BackingFilePtr file = open_file(o);
+  BackingFile& f = *file;
   uint64_t n = 0;
   while (io->writes() < 4) {
     if (!stage(f, n)) f.flush();
@@ -212,7 +229,8 @@ TEST(BackingFile, ENOSPCDropsThatBatchOnly) {
 
 TEST(BackingFile, AFileTruncatedUnderItGivesMisses) {
   BackingFileOptions o = options_for("truncated", 16);
-  BackingFile f(o, {});
+  BackingFilePtr file = open_file(o);
+  BackingFile& f = *file;
   stage_all(f, 0, 300);
   f.flush();
   ASSERT_EQ(::truncate(o.path.c_str(), static_cast<off_t>(kBatch / 2)), 0);
@@ -231,7 +249,8 @@ TEST(BackingFile, AFileTruncatedUnderItGivesMisses) {
 
 TEST(BackingFile, ABitFlippedOnFileIsCaughtByTheChecksum) {
   BackingFileOptions o = options_for("flipped", 16);
-  BackingFile f(o, {});
+  BackingFilePtr file = open_file(o);
+  BackingFile& f = *file;
   stage_all(f, 0, 300);  // several segments: the first is on file only, no longer in memory
   f.flush();
   int fd = ::open(o.path.c_str(), O_RDWR);
@@ -252,43 +271,102 @@ TEST(BackingFile, TheWriteLimitRefusesRecordsPastIt) {
   BackingFileOptions o = options_for("limit", 16);
   o.write_limit_bytes = 3 * kBatch;
   o.write_limit_period = std::chrono::hours(1);
-  BackingFile f(o, {});
-  uint64_t refused = 0;
+  BackingFilePtr file = open_file(o);
+  BackingFile& f = *file;
+  uint64_t past_limit = 0;
   for (uint64_t n = 0; n < 2000; n++) {
-    if (!stage(f, n)) refused++;
+    zsm::detail::Staged r = stage_record(f, n);
+    if (r == zsm::detail::Staged::queue_full) f.flush();
+    past_limit += r == zsm::detail::Staged::write_limit;
   }
-  zsm::BackingFileStats s = f.stats();
-  EXPECT_GT(s.dropped_limit, 0u);
-  EXPECT_EQ(refused, s.dropped_limit + s.dropped_busy);
-  EXPECT_LE(s.bytes_written, o.write_limit_bytes);
+  f.flush();
+  EXPECT_GT(past_limit, 0u);
+  EXPECT_LE(f.stats().bytes_written, o.write_limit_bytes);
+}
+
+// The generation the file gave the key's record.
+uint64_t generation_of(BackingFile& f, uint64_t n) {
+  Bytes got;
+  std::optional<FileRecordInfo> info = f.read(hash_of(n), key_of(n), got);
+  return info ? info->generation : 0;
 }
 
 TEST(BackingFile, RecordsStagedForReleaseAreReportedOnceOnFile) {
-  std::vector<std::pair<uint64_t, unsigned long>> released;
+  std::vector<std::pair<uint64_t, uint64_t>> released;
   std::mutex m;
   auto io = std::make_shared<FaultyIo>(1, FaultyIo::Fault::fail);
   BackingFileOptions o = options_for("release", 4);
   o.io = io;
-  BackingFile f(o, [&](uint64_t h, unsigned long token) {
+  BackingFilePtr file = open_file(o, kIndexLimit, [&](uint64_t h, uint64_t generation) {
     std::lock_guard g(m);
-    released.emplace_back(h, token);
+    released.emplace_back(h, generation);
   });
+  BackingFile& f = *file;
   Bytes b = stored_of(1);
-  ASSERT_EQ(f.stage(hash_of(1), key_of(1), {2, 0}, b, true, 11), zsm::detail::Staged::taken);
+  ASSERT_EQ(f.stage(hash_of(1), key_of(1), {2, 0, 0}, b, true), zsm::detail::Staged::taken);
   f.flush();  // the first write fails: nothing released, the record dropped
   EXPECT_TRUE(released.empty());
   EXPECT_EQ(read_back(f, 1), "miss");
-  ASSERT_EQ(f.stage(hash_of(2), key_of(2), {2, 0}, b, true, 22), zsm::detail::Staged::taken);
+  ASSERT_EQ(f.stage(hash_of(2), key_of(2), {2, 0, 0}, b, true), zsm::detail::Staged::taken);
+  const uint64_t second = generation_of(f, 2);
   f.flush();
+  f.flush();  // nothing more to write: nothing reported twice
   std::lock_guard g(m);
   ASSERT_EQ(released.size(), 1u);
-  EXPECT_EQ(released[0], std::make_pair(hash_of(2), 22ul));
+  EXPECT_EQ(released[0], std::make_pair(hash_of(2), second));
+}
+
+// A record replaced or erased before its batch is written is not reported: the entry it was
+// written for is gone, and another one may hold its key. Every record has a generation of
+// its own.
+TEST(BackingFile, AReleaseIsReportedOnlyForTheGenerationStillOnFile) {
+  std::vector<uint64_t> released;
+  BackingFilePtr file = open_file(options_for("release-generation", 4), kIndexLimit,
+                                  [&](uint64_t, uint64_t generation) { released.push_back(generation); });
+  BackingFile& f = *file;
+  Bytes b = stored_of(1);
+  ASSERT_EQ(f.stage(hash_of(1), key_of(1), {2, 0, 0}, b, true), zsm::detail::Staged::taken);
+  const uint64_t old_one = generation_of(f, 1);
+  ASSERT_EQ(f.stage(hash_of(1), key_of(1), {2, 0, 0}, b, true), zsm::detail::Staged::taken);
+  const uint64_t newer = generation_of(f, 1);
+  ASSERT_EQ(f.stage(hash_of(2), key_of(2), {2, 0, 0}, b, true), zsm::detail::Staged::taken);
+  EXPECT_NE(old_one, newer);
+  EXPECT_NE(generation_of(f, 2), newer);
+  f.erase(hash_of(2));
+  f.flush();
+  EXPECT_EQ(released, std::vector<uint64_t>{newer});
+  EXPECT_TRUE(f.holds(hash_of(1), newer));
+  EXPECT_FALSE(f.holds(hash_of(1), old_one));
+}
+
+// The index and the log within their limit: past it the oldest records are dropped, the file
+// keeps taking new ones, and clear() gives the memory back.
+TEST(BackingFile, TheIndexStaysWithinItsLimitDroppingTheOldestFirst) {
+  BackingFileOptions o = options_for("index-limit", 64);
+  const size_t limit = 20 * 1024;  // 512 slots and 512 log items: 448 records at most
+  BackingFilePtr file = open_file(o, limit);
+  BackingFile& f = *file;
+  stage_all(f, 0, 3000);
+  f.flush();
+  zsm::BackingFileStats s = f.stats();
+  const size_t buffers = (1 + o.write_queue_batches) * o.batch_bytes;
+  EXPECT_LE(s.memory_bytes, buffers + limit);
+  EXPECT_LE(s.entries_on_file, 448u);
+  EXPECT_GE(s.entries_on_file, 400u);
+  EXPECT_EQ(s.evicted_for_index + s.entries_on_file, 3000u);
+  EXPECT_EQ(read_back(f, 0), "miss");
+  EXPECT_EQ(read_back(f, 2999), "hit");
+  f.clear();
+  EXPECT_LT(f.stats().memory_bytes, buffers + 512 * 24 + 1);
+  EXPECT_TRUE(stage(f, 5000));
+  EXPECT_EQ(read_back(f, 5000), "hit");
 }
 
 // Readers and a stager at once, the writer writing and the ring coming round: every read is a
 // hit with the right bytes or a miss.
 TEST(BackingFile, ConcurrentReadsNeverSeeAWrongValue) {
-  BackingFile f(options_for("concurrent", 4), {});
+  BackingFilePtr file = open_file(options_for("concurrent", 4));
+  BackingFile& f = *file;
   std::atomic<uint64_t> staged{0};
   std::atomic<bool> done{false};
   std::atomic<size_t> wrong{0}, hits{0}, reads{0};
@@ -307,7 +385,8 @@ TEST(BackingFile, ConcurrentReadsNeverSeeAWrongValue) {
     });
   // Until the readers have had their turn too (on a loaded machine they may start late).
   for (uint64_t n = 0; n < 200000 && (n < 6000 || reads < 4000 || hits == 0); n++) {
-    stage(f, n);
+    while (!stage(f, n))  // the writer's queue is full: wait for it
+      f.wait_for_writer(std::chrono::steady_clock::now() + std::chrono::seconds(1));
     staged = n + 1;
   }
   done = true;
@@ -319,19 +398,19 @@ TEST(BackingFile, ConcurrentReadsNeverSeeAWrongValue) {
 TEST(BackingFile, BadOptionsAreRefusedByName) {
   BackingFileOptions o = options_for("bad", 4);
   o.batch_bytes = 5000;
-  EXPECT_THROW(BackingFile(o, {}), std::invalid_argument);
+  EXPECT_THROW(open_file(o), std::invalid_argument);
   o = options_for("bad", 1);
   try {
-    BackingFile f(o, {});
+    BackingFilePtr file = open_file(o);
     FAIL() << "one batch of capacity taken";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("capacity_bytes"), std::string::npos) << e.what();
   }
   o = options_for("bad", 4);
   o.path = "/nonexistent-dir/file";
-  EXPECT_THROW(BackingFile(o, {}), std::system_error);
+  EXPECT_THROW(open_file(o), std::system_error);
   o.path.clear();
-  EXPECT_THROW(BackingFile(o, {}), std::invalid_argument);
+  EXPECT_THROW(open_file(o), std::invalid_argument);
 }
 
 // What is on file is not in the page cache (O_DIRECT, or dropped after each write and read),
@@ -341,7 +420,8 @@ TEST(BackingFile, WhatIsOnFileIsNotInThePageCache) {
   struct statfs fs {};
   ASSERT_EQ(::statfs(std::filesystem::current_path().c_str(), &fs), 0);
   if (fs.f_type == 0x01021994) GTEST_SKIP() << "the build folder is on tmpfs";
-  BackingFile f(o, {});
+  BackingFilePtr file = open_file(o);
+  BackingFile& f = *file;
   stage_all(f, 0, 300);
   f.flush();
   for (uint64_t n = 0; n < 300; n++) ASSERT_EQ(read_back(f, n), "hit");
@@ -374,7 +454,8 @@ TEST(BackingFile, AFullFileSystemGivesMissesNotWrongValues) {
   {
     BackingFileOptions o = options_for("unused", 32);
     o.path = std::string(dir) + "/backing";
-    BackingFile f(o, {});
+    BackingFilePtr file = open_file(o);
+  BackingFile& f = *file;
     uint64_t n = 0;
     while (f.stats().write_errors == 0 && n < 20000) {
       if (!stage(f, n)) f.flush();

@@ -22,8 +22,12 @@ namespace {
 
 using zsm_test::Bytes;
 
+// A path of this test's own; a file an earlier run left there is removed first (the cache
+// refuses a path that exists).
 std::string scratch_path(const std::string& name) {
-  return (std::filesystem::current_path() / ("cache_backing_file_test." + name)).string();
+  std::filesystem::path p = std::filesystem::current_path() / ("cache_backing_file_test." + name);
+  std::filesystem::remove(p);
+  return p.string();
 }
 
 // A 4 KiB value that lz4 takes to about a third: words from a small vocabulary, by seed.

@@ -23,6 +23,7 @@ echo "secondary hits: RocksDB's ticker ${hits:-none}, zsm's count ${zsm_hits:-no
 [ "$hits" = "$zsm_hits" ] || { echo "FAIL: RocksDB and zsm count different hits"; exit 1; }
 
 # With a backing file (the cold tier): blocks the tier's 4 MiB evicts are read back from it.
+rm -f "$scratch/cold"  # the tier creates its file: a path left by an earlier run is refused
 cold="$(LD_PRELOAD="$plugin" "$db_bench" --benchmarks=readrandom --use_existing_db=1 \
   "${common[@]}" --cache_size=1048576 --reads=20000 --seed=42 \
   --secondary_cache_uri="zsm://4M;file=$scratch/cold;file_size=64M" 2>&1)"

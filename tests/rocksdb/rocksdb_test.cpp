@@ -23,6 +23,7 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include <sys/stat.h>
 
 #include "rocksdb_items.h"
 
@@ -257,7 +258,7 @@ TEST(RocksSecondaryCacheBackingFile, BlocksEvictedFromMemoryAreServedFromTheFile
   zsm::CacheOptions options;
   options.capacity_bytes = size_t{4} << 20;
   zsm::BackingFileOptions file;
-  file.path = (std::filesystem::current_path() / "rocksdb_test.backing").string();
+  file.path = std::filesystem::current_path().string();  // an unnamed file in it
   file.capacity_bytes = size_t{32} << 20;
   file.batch_bytes = size_t{128} << 10;
   options.backing_file = file;
@@ -277,6 +278,47 @@ TEST(RocksSecondaryCacheBackingFile, BlocksEvictedFromMemoryAreServedFromTheFile
   EXPECT_GT(s.backing_file.hits, 0u);
   EXPECT_GT(found, s.entries) << "more blocks served than memory holds";
   EXPECT_LE(s.bytes_held, options.capacity_bytes);
+}
+
+// SetCapacity() on a tier with a file keeps that file (the same inode, never truncated): the
+// blocks it held before are still served from it after, and it is removed once, at the end.
+TEST(RocksSecondaryCacheBackingFile, SetCapacityKeepsTheFileAndWhatItHolds) {
+  const std::filesystem::path path = std::filesystem::current_path() / "rocksdb_test.resized";
+  std::filesystem::remove(path);
+  zsm::CacheOptions options;
+  options.capacity_bytes = size_t{4} << 20;
+  zsm::BackingFileOptions file;
+  file.path = path.string();
+  file.capacity_bytes = size_t{32} << 20;
+  file.batch_bytes = size_t{128} << 10;
+  options.backing_file = file;
+  auto tier = make_tier_with(options);
+  std::vector<Item> items;
+  for (uint32_t i = 0; i < 6000; ++i) items.push_back(Item{block_text(4000, 900 + i)});
+  for (size_t i = 0; i < items.size(); ++i)
+    ASSERT_TRUE(tier->Insert("b" + std::to_string(i), &items[i], &kHelper).ok());
+  struct stat before {};
+  ASSERT_EQ(::stat(path.c_str(), &before), 0);
+  const uint64_t on_file = tier->stats().cache.backing_file.entries_on_file;
+  ASSERT_GT(on_file, 1000u);
+  for (size_t capacity : {size_t{8} << 20, size_t{5} << 20}) {
+    ASSERT_TRUE(tier->SetCapacity(capacity).ok());
+    struct stat after {};
+    ASSERT_EQ(::stat(path.c_str(), &after), 0) << "the file was removed";
+    EXPECT_EQ(after.st_ino, before.st_ino);
+    EXPECT_GE(after.st_size, before.st_size) << "the file was truncated";
+  }
+  size_t found = 0;
+  for (size_t i = 0; i < 1000; ++i) {  // the oldest: on file since before the resizes
+    std::unique_ptr<Item> got = lookup(*tier, "b" + std::to_string(i), false, nullptr);
+    if (!got) continue;
+    ASSERT_EQ(got->data, items[i].data) << i;
+    found++;
+  }
+  EXPECT_GT(found, 900u);
+  EXPECT_GT(tier->stats().cache.backing_file.hits, 900u);
+  tier.reset();
+  EXPECT_FALSE(std::filesystem::exists(path));
 }
 
 TEST(RocksSecondaryCache, LookupAfterEraseMisses) {

@@ -44,8 +44,10 @@ struct zsm_cache_config {
 	size_t max_key_size;           /* 0 = 256; at most half a page */
 	unsigned int shards;           /* 0 = 16; a power of two up to 1024 */
 	struct zs_pool_config pool;    /* max_pages is ignored: capacity_bytes sets it */
-	/* A backing file (zsm/backing_file.hpp): NULL = none; else its path, created (or
-	 * truncated) here and removed by zsm_cache_destroy(). */
+	/* A backing file (zsm/backing_file.hpp): NULL = none. A directory: an unnamed file in it,
+	 * which leaves nothing behind. Any other path must not exist (-EEXIST: an existing file,
+	 * link, device or FIFO is refused and left as it is): the file is created there and removed
+	 * by zsm_cache_destroy() if the path still names it. */
 	const char *backing_file;
 	uint64_t backing_file_capacity;   /* 0 = 256 MiB; at least four 256 KiB batches */
 	uint64_t writeback_limit;         /* bytes written per writeback_limit_ms; 0 = no limit */

@@ -1,0 +1,178 @@
+// The cache with a backing file against a reference model, under concurrency: threads put,
+// erase, get and overwrite a small key space (a few hot keys, many cold ones) in a cache whose
+// memory holds part of it, the rest evicted to the file and promoted back on reads, with
+// idle writeback now and then. Writes of one key are serialised by the test (a per-key lock),
+// so each key has a history of numbered versions; gets take no lock. A get may miss, and may
+// return any version current during the call, but never one older than the last write that
+// completed before it began (an erased key coming back, a stale value), nor one of another key.
+//
+// ZSM_CACHE_MODEL_OPS sets the number of operations (default 400,000; a quarter of that
+// under sanitizers): docs/testing.md gives the long run.
+#include <zsm/cache.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bytes.h"
+
+namespace {
+
+using zsm_test::Bytes;
+
+constexpr int kThreads = 4;
+constexpr uint64_t kKeys = 2048, kHotKeys = 16;
+
+uint64_t operations() {
+  if (const char* env = std::getenv("ZSM_CACHE_MODEL_OPS")) return std::strtoull(env, nullptr, 10);
+#ifdef ZSM_TEST_SANITIZED
+  return 100000;
+#else
+  return 400000;
+#endif
+}
+
+// The value of version `version` of key `key`: a 16-byte header naming both, then bytes that
+// follow from them: compressible text, incompressible bytes (stored raw, so staged for the
+// file at once) or a repeated word (same-filled), of sizes from 16 B to 4 KiB.
+Bytes value_of(uint64_t key, uint64_t version) {
+  const uint64_t h = zsm_test::mix64(key * 1000003 + version);
+  const size_t size = 16 + h % 4080;
+  Bytes v(size);
+  switch (h >> 60 & 3) {
+    case 0:  // incompressible
+      zsm_test::fill_pattern(v.data(), size, h);
+      break;
+    case 1:  // one word repeated, after the header
+      for (size_t i = 16; i < size; i++) v[i] = static_cast<std::byte>(h >> (i % 8 * 8));
+      break;
+    default:  // text
+      for (size_t i = 16; i < size; i++)
+        v[i] = static_cast<std::byte>("the quick brown fox "[(i + h) % 20]);
+  }
+  std::memcpy(v.data(), &key, 8);
+  std::memcpy(v.data() + 8, &version, 8);
+  return v;
+}
+
+struct KeyHistory {
+  std::mutex writer;            // serialises the puts and erases of the key
+  uint64_t last = 0;            // the last version written (under `writer`)
+  std::atomic<uint64_t> started{0};  // the version being or last written
+  std::atomic<uint64_t> done{0};     // the last version whose write has returned
+};
+
+struct Violations {
+  std::atomic<uint64_t> foreign{0}, wrong_bytes{0}, stale{0}, future{0};
+  std::atomic<uint64_t> gets{0}, found{0};
+};
+
+std::string key_name(uint64_t k) { return "key:" + std::to_string(k); }
+
+void check_get(zsm::Cache& c, uint64_t k, KeyHistory& h, Violations& v) {
+  const uint64_t lo = h.done.load(std::memory_order_acquire);
+  std::optional<Bytes> got = c.get(key_name(k));
+  const uint64_t hi = h.started.load(std::memory_order_acquire);
+  v.gets++;
+  if (!got) return;
+  v.found++;
+  uint64_t key = 0, version = 0;
+  if (got->size() < 16) {
+    v.wrong_bytes++;
+    return;
+  }
+  std::memcpy(&key, got->data(), 8);
+  std::memcpy(&version, got->data() + 8, 8);
+  if (key != k) v.foreign++;
+  else if (version < lo) v.stale++;
+  else if (version > hi) v.future++;
+  else if (*got != value_of(k, version)) v.wrong_bytes++;
+}
+
+std::atomic<uint64_t> failed_puts{0};
+
+// A put that finds no room fails and leaves the key without a value: for the model, an erase.
+void write(zsm::Cache& c, uint64_t k, KeyHistory& h, bool erase) {
+  std::lock_guard g(h.writer);
+  const uint64_t version = ++h.last;
+  h.started.store(version, std::memory_order_release);
+  if (erase) {
+    c.erase(key_name(k));
+  } else {
+    try {
+      c.put(key_name(k), value_of(k, version));
+    } catch (const std::system_error& e) {
+      EXPECT_EQ(e.code(), zsm::CacheError::no_memory);
+      failed_puts++;
+    }
+  }
+  h.done.store(version, std::memory_order_release);
+}
+
+TEST(CacheFileModel, ConcurrentPutsErasesAndGetsMatchTheModel) {
+  const std::filesystem::path path = std::filesystem::current_path() / "cache_model_test.cold";
+  std::filesystem::remove(path);
+  zsm::CacheOptions o;
+  o.capacity_bytes = 4 << 20;
+  o.shards = 4;
+  zsm::BackingFileOptions f;
+  f.path = path.string();
+  f.capacity_bytes = 8 << 20;  // the ring comes round often
+  f.batch_bytes = size_t{128} << 10;
+  f.write_queue_batches = 1;
+  o.backing_file = f;
+  zsm::Cache c(o);
+  std::vector<KeyHistory> keys(kKeys);
+  Violations v;
+  const uint64_t per_thread = operations() / kThreads;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; t++)
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(t + 1);
+      for (uint64_t op = 0; op < per_thread; op++) {
+        const uint64_t r = rng();
+        const uint64_t k = r % 2 ? r / 2 % kHotKeys : r / 2 % kKeys;
+        const unsigned what = static_cast<unsigned>(r >> 40) % 100;
+        if (what < 55)
+          check_get(c, k, keys[k], v);
+        else if (what < 88)
+          write(c, k, keys[k], false);
+        else if (what < 99)
+          write(c, k, keys[k], true);
+        else if (t == 0 && op % 4 == 0) {
+          c.mark_idle();
+          c.writeback_idle();
+        }
+      }
+    });
+  for (auto& t : threads) t.join();
+  zsm::CacheStats s = c.stats();
+  EXPECT_EQ(v.foreign.load(), 0u);
+  EXPECT_EQ(v.stale.load(), 0u) << "values older than the last write (erased ones included)";
+  EXPECT_EQ(v.future.load(), 0u);
+  EXPECT_EQ(v.wrong_bytes.load(), 0u);
+  // The run covered what it is for: gets served from the file, and promotions.
+  EXPECT_GT(s.backing_file.hits, 0u);
+  EXPECT_GT(s.backing_file.promoted, 0u);
+  EXPECT_GT(v.found.load(), v.gets.load() / 4);
+  EXPECT_LT(failed_puts.load(), per_thread * kThreads / 1000);
+  std::printf("%llu operations: %llu gets, %llu found (%llu from the file, %llu promoted), "
+              "%llu written back, %llu puts found no room\n",
+              static_cast<unsigned long long>(per_thread * kThreads),
+              static_cast<unsigned long long>(v.gets.load()),
+              static_cast<unsigned long long>(v.found.load()),
+              static_cast<unsigned long long>(s.backing_file.hits),
+              static_cast<unsigned long long>(s.backing_file.promoted),
+              static_cast<unsigned long long>(s.written_back),
+              static_cast<unsigned long long>(failed_puts.load()));
+}
+
+}  // namespace
