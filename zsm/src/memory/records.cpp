@@ -63,12 +63,14 @@ void* RecordArena::new_chunk() {
 
 // Records come zero-filled from the OS, which is a valid initial ZsPage and HandleCell, and
 // are never re-initialised here: a recycled ZsPage keeps its lock word (see pool/lookups.h).
+void* RecordArena::alloc_free() {
+  void* record = free_;
+  if (record != nullptr) std::memcpy(&free_, record, sizeof(free_));
+  return record;
+}
+
 void* RecordArena::alloc() {
-  if (free_ != nullptr) {
-    void* record = free_;
-    std::memcpy(&free_, record, sizeof(free_));
-    return record;
-  }
+  if (void* record = alloc_free()) return record;
   if (chunks_ == nullptr || carved_ + record_size_ > kChunkSize) {
     auto* chunk = static_cast<Chunk*>(new_chunk());
     if (chunk == nullptr) return nullptr;

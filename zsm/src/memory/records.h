@@ -79,6 +79,8 @@ class RecordArena {
 
   // nullptr when memory is short. Records are 8-aligned and below 2^48 (see obj encoding).
   void* alloc();
+  // A record of the free list, or nullptr when it is empty: never carves.
+  void* alloc_free();
   void free(void* record);
   // Bytes of records ever handed out (touched memory), free or not.
   [[nodiscard]] size_t carved_bytes() const;

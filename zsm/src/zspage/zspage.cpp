@@ -30,16 +30,36 @@ void regroup_after_free(ZsPool* pool, ClassShard* shard, ZsPage* zspage) ZSM_REQ
   if (fg == ZS_INUSE_RATIO_0) release_empty_zspage(pool, shard, zspage);
 }
 
-void refill_cell_stock(ZsPool* pool, ClassShard* shard) ZSM_REQUIRES(shard->lock) {
-  ShardArenas& arenas = pool->arenas[shard->shard_index];
+namespace {
+
+// Moves up to kHandleBatch cells of shard `from`'s arena into `shard`'s stock: its free ones
+// only, or also newly carved ones with `carve`.
+void stock_from_arena(ZsPool* pool, ClassShard* shard, uint32_t from, bool carve)
+    ZSM_REQUIRES(shard->lock) {
+  ShardArenas& arenas = pool->arenas[from];
   MutexGuard guard(arenas.lock);
   for (uint32_t i = 0; i < kHandleBatch; i++) {
-    auto* cell = static_cast<HandleCell*>(arenas.cells->alloc());
+    auto* cell = static_cast<HandleCell*>(carve ? arenas.cells->alloc() : arenas.cells->alloc_free());
     if (cell == nullptr) break;
     cell->store(reinterpret_cast<unsigned long>(shard->cell_stock), std::memory_order_relaxed);
     shard->cell_stock = cell;
     shard->nr_stocked_cells++;
   }
+}
+
+}  // namespace
+
+// Free cells first, from any shard's arena (the cells all lie in the pool's one cell region):
+// compaction moves objects between a class's shards, and with them their cells, which the
+// objects' frees then give to the other shard. A shard that lost cells so must take back the
+// free ones the others hold, not carve new ones, or the cells carved grow without bound.
+// Arena locks are leaves, taken one at a time.
+void refill_cell_stock(ZsPool* pool, ClassShard* shard) ZSM_REQUIRES(shard->lock) {
+  const uint32_t own = shard->shard_index;
+  stock_from_arena(pool, shard, own, false);
+  for (uint32_t s = 1; shard->cell_stock == nullptr && s <= pool->shard_mask; s++)
+    stock_from_arena(pool, shard, (own + s) & pool->shard_mask, false);
+  if (shard->cell_stock == nullptr) stock_from_arena(pool, shard, own, true);
 }
 
 void release_cell_stock(ZsPool* pool, ClassShard* shard) ZSM_REQUIRES(shard->lock) {

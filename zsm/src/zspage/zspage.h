@@ -238,10 +238,12 @@ struct NewObj {
 //
 // The cell stock. A shard keeps free handle cells of its own (ClassShard::cell_stock, linked
 // through the cells), so that a store takes a cell and a free gives one back under the lock
-// it holds anyway. The stock is refilled from the shard's arena and trimmed back to it in
-// batches of kHandleBatch, with the arena's lock (zspage.cpp).
+// it holds anyway. The stock is trimmed back to the shard's arena in batches of kHandleBatch,
+// and refilled with free cells from any shard's arena before new ones are carved: compaction
+// moves objects, and their cells, between a class's shards (zspage.cpp).
 
-// Moves up to kHandleBatch cells from the shard's arena into its stock.
+// Moves up to kHandleBatch cells into the shard's stock: free ones of its arena, else free
+// ones of another shard's, else new ones carved by its arena.
 ZSM_COLD_PATH void refill_cell_stock(ZsPool* pool, ClassShard* shard) ZSM_REQUIRES(shard->lock);
 // Gives kHandleBatch cells of an overfull stock back to the shard's arena.
 ZSM_COLD_PATH void release_cell_stock(ZsPool* pool, ClassShard* shard) ZSM_REQUIRES(shard->lock);
