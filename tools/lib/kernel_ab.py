@@ -41,6 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ab  # noqa: E402
 import ab_analysis  # noqa: E402
 import ab_report  # noqa: E402
+import cli_args  # noqa: E402
 import count_pairs  # noqa: E402
 import kernel_build  # noqa: E402
 
@@ -176,42 +177,39 @@ def report_text(head, configs, elapsed, out):
 
 
 def parse_args(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = cli_args.OneLineParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("tree", nargs="?", help="kernel tree (default: Debian's linux-source-6.1)")
     ap.add_argument("--patch", help="a patch (-p1) for the patched variant instead of the "
                                     "mail's attribute change")
     ap.add_argument("--config", help="kernel .config (default: the tree's, else Debian's)")
     ap.add_argument("--compilers", default=",".join(kernel_build.COMPILERS))
-    ap.add_argument("--sizes")
     ap.add_argument("--helpers", default="obj_malloc,obj_free,obj_write,alloc_zspage")
-    ap.add_argument("--repetitions", type=int)
-    ap.add_argument("--runs", type=int)
-    ap.add_argument("--min-time", type=float)
-    ap.add_argument("--pairs", type=int)
-    ap.add_argument("--quick", action="store_true",
-                    help="smoke run: size 784, 3 repetitions and runs, short runs")
+    ab.add_run_arguments(ap)
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "kernel-ab"))
     args = ap.parse_args(argv)
     ab.fill_run_defaults(args)
-    args.compilers = args.compilers.split(",")
+    args.compilers = ab.name_list(ap, "--compilers", args.compilers,
+                                  list(kernel_build.COMPILERS))
     args.helpers = args.helpers.split(",")
-    args.out = os.path.abspath(args.out)
-    unknown = set(args.compilers) - set(kernel_build.COMPILERS)
-    if unknown:
-        ap.error(f"unknown compiler(s) {unknown}: use {', '.join(kernel_build.COMPILERS)}")
-    if args.patch and not os.path.exists(args.patch):
-        ap.error(f"--patch {args.patch}: no such file")
+    args.out = ab.output_dir(ap, args.out)
+    try:
+        # The tree is resolved once (Debian's unpacked under --out), so that every input is
+        # checked before the first build and every compiler builds the same files.
+        args.tree = os.path.abspath(args.tree) if args.tree else \
+            kernel_build.unpack_debian(os.path.join(args.out, "tree"))
+        kernel_build.check_inputs(args.tree, args.config, args.patch)
+    except cli_args.InputError as e:
+        ap.error(str(e))
     return args
 
 
 def main():
     args = parse_args()
-    os.makedirs(args.out, exist_ok=True)
     progress = ab.Progress()
     try:
         all_builds = {c: build_compiler(c, args, progress) for c in args.compilers}
-    except kernel_build.BuildError as e:
+    except cli_args.InputError as e:
         sys.exit(f"kernel_ab: {e}")
     configs = [measure(c, all_builds[c], args, progress) for c in args.compilers]
     head = header(all_builds[args.compilers[0]]["combined"][0], args)

@@ -35,6 +35,9 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
+
+import cli_args
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KERNEL_DIR = os.path.join(ROOT, "kernel")
@@ -98,7 +101,7 @@ API = ("zs_create_pool", "zs_destroy_pool", "zs_malloc", "zs_free", "zs_map_obje
        "zs_lookup_class_index", "kshim_module_init", "kshim_module_exit")
 
 
-class BuildError(Exception):
+class BuildError(cli_args.InputError):
     """A build that cannot go on; the message is one line."""
 
 
@@ -126,9 +129,10 @@ def unpack_debian(dest):
 def tree_version(tree):
     """'6.1.192'-style version from the tree's Makefile, or '' when it has none."""
     path = os.path.join(tree, "Makefile")
-    if not os.path.exists(path):
+    if not os.path.isfile(path):
         return ""
-    text = open(path).read(4000)
+    with open(path, errors="replace") as fh:
+        text = fh.read(4000)
     parts = [re.search(rf"^{k}\s*=\s*(\S*)", text, re.M) for k in ("VERSION", "PATCHLEVEL",
                                                                    "SUBLEVEL")]
     return ".".join(p.group(1) for p in parts if p and p.group(1))
@@ -159,10 +163,10 @@ def detect_form(source):
 
 # --- the config -------------------------------------------------------------------------------
 
-def read_config(path):
+def read_config(path, what="--config"):
     """{CONFIG_X: value} from a .config ('n' for '# CONFIG_X is not set')."""
     cfg = {}
-    for line in open(path):
+    for line in cli_args.read_text(path, what).splitlines():
         m = re.match(r"^(CONFIG_\w+)=(.*)$", line.strip())
         if m:
             cfg[m.group(1)] = m.group(2).strip('"')
@@ -177,9 +181,24 @@ def choose_config(tree, config_file):
     if config_file:
         return read_config(config_file), f"--config {config_file}"
     dot = os.path.join(tree, ".config")
-    if os.path.exists(dot):
-        return read_config(dot), f"the tree's .config ({dot})"
+    if os.path.lexists(dot):
+        return read_config(dot, "the tree's .config"), f"the tree's .config ({dot})"
     return dict(DEBIAN_DEFAULTS), "Debian 6.1 amd64 defaults (tools/lib/kernel_build.py)"
+
+
+# Options with a range (mm/Kconfig), checked before anything is compiled.
+RANGES = {"CONFIG_ZSMALLOC_CHAIN_SIZE": (4, 16)}
+
+
+def check_config(cfg, cfg_name):
+    """Stops on a value out of its option's range, naming the option and where it came from."""
+    for key, (lo, hi) in RANGES.items():
+        if key not in cfg:
+            continue
+        value = cfg[key]
+        if not re.fullmatch(r"\d+", value) or not lo <= int(value) <= hi:
+            raise BuildError(f"config option {key}={value} ({cfg_name}): expected an integer "
+                             f"{lo}..{hi} (mm/Kconfig's range)")
 
 
 def enabled(cfg, key):
@@ -321,7 +340,8 @@ def run(cmd, log, cwd=None):
 
 
 def log_tail(log):
-    return open(log).read().split("$ ")[-1]
+    with open(log, errors="replace") as fh:
+        return fh.read().split("$ ")[-1]
 
 
 def apply_change(src_dir, variant, change, log):
@@ -396,19 +416,16 @@ def build(out, tree=None, config_file=None, compiler="gcc", variants=(("kernel",
           namespace_prefix="zsm::bench_", overrides=()):
     """Builds the shared services and every variant's object under out; returns what was built
     (also written to out/build.json)."""
-    os.makedirs(out, exist_ok=True)
+    out = cli_args.output_dir(out)
     log = os.path.join(out, "build.log")
     open(log, "w").close()
     tree = os.path.abspath(tree) if tree else unpack_debian(os.path.join(out, "..", "tree"))
-    if not os.path.exists(os.path.join(tree, "mm", "zsmalloc.c")):
-        raise BuildError(f"{tree} has no mm/zsmalloc.c")
-    source = open(os.path.join(tree, "mm", "zsmalloc.c")).read()
-    form = detect_form(source)
+    source, extra, form = read_tree(tree)
     cfg, cfg_name = choose_config(tree, config_file)
     for key, value in overrides:
         cfg[key] = value
         cfg_name += f", {key}={value}"
-    extra = [open(os.path.join(tree, "mm", "zpdesc.h")).read()] if form["zpdesc"] else []
+    check_config(cfg, cfg_name)
     kconfig, decided = kconfig_header(cfg, [source, *extra])
     include = os.path.join(out, "include")
     write_forwards(include, tree)
@@ -430,10 +447,7 @@ def build(out, tree=None, config_file=None, compiler="gcc", variants=(("kernel",
     for name, change in variants:
         src = os.path.join(out, f"src-{name}")
         shutil.rmtree(src, ignore_errors=True)
-        for f in TREE_FILES[:3]:
-            if os.path.exists(os.path.join(tree, f)):
-                os.makedirs(os.path.dirname(os.path.join(src, f)), exist_ok=True)
-                shutil.copy(os.path.join(tree, f), os.path.join(src, f))
+        copy_tree_files(tree, src)
         changes[name] = apply_change(src, name, change, log)
         raw = os.path.join(out, f"{name}.raw.o")
         cfile = os.path.join(src, "mm", "zsmalloc.c")
@@ -451,6 +465,63 @@ def build(out, tree=None, config_file=None, compiler="gcc", variants=(("kernel",
     with open(os.path.join(out, "build.json"), "w") as fh:
         json.dump(result, fh, indent=1)
     return result
+
+
+def read_tree(tree):
+    """(zsmalloc.c's text, [zpdesc.h's text where the file includes it], its form), after
+    checking that the tree has every file the build reads."""
+    if not os.path.isdir(tree):
+        raise BuildError(f"kernel tree {tree}: "
+                         f"{'not a folder' if os.path.lexists(tree) else 'no such folder'}")
+    c_file = os.path.join(tree, "mm", "zsmalloc.c")
+    if not os.path.lexists(c_file):
+        raise BuildError(f"{tree} has no mm/zsmalloc.c: not a kernel tree")
+    source = cli_args.read_text(c_file, "the tree's mm/zsmalloc.c")
+    form = detect_form(source)
+    cli_args.input_file(os.path.join(tree, "include", "linux", "zsmalloc.h"),
+                        "the tree's include/linux/zsmalloc.h (the API mm/zsmalloc.c implements)")
+    extra = [cli_args.read_text(os.path.join(tree, "mm", "zpdesc.h"),
+                                "the tree's mm/zpdesc.h (included by mm/zsmalloc.c)")] \
+        if form["zpdesc"] else []
+    return source, extra, form
+
+
+def check_inputs(tree, config_file, patch=None):
+    """What build() would stop on in its inputs, checked before any build starts: the tree
+    (when one is named), the config and the patch; raises BuildError or cli_args.InputError."""
+    if tree:
+        read_tree(os.path.abspath(tree))
+    if config_file:
+        check_config(read_config(config_file), f"--config {config_file}")
+    elif tree and os.path.lexists(os.path.join(tree, ".config")):
+        check_config(read_config(os.path.join(tree, ".config"), "the tree's .config"),
+                     "the tree's .config")
+    if patch:
+        cli_args.input_file(patch, "--patch")
+        if tree:
+            check_patch(os.path.abspath(tree), patch)
+
+
+def check_patch(tree, patch):
+    """Stops when `patch` does not apply (-p1) to the tree's files, with patch's first
+    complaint; nothing of the tree is changed (a dry run on a copy)."""
+    with tempfile.TemporaryDirectory(prefix="kernel-patch-check-") as tmp:
+        copy_tree_files(tree, tmp)
+        proc = subprocess.run(["patch", "-p1", "--dry-run", "--forward", "--batch", "-i",
+                               os.path.abspath(patch)], cwd=tmp, capture_output=True,
+                              env=dict(os.environ, LC_ALL="C"))
+    if proc.returncode != 0:
+        said = (proc.stdout + proc.stderr).decode(errors="replace").strip().splitlines()
+        raise BuildError(f"--patch {patch}: does not apply (-p1) to {tree}: "
+                         f"{said[-1] if said else 'patch failed'}")
+
+
+def copy_tree_files(tree, dest):
+    """The tree's files the build compiles (TREE_FILES but the Makefile), copied under dest."""
+    for f in TREE_FILES[:3]:
+        if os.path.exists(os.path.join(tree, f)):
+            os.makedirs(os.path.dirname(os.path.join(dest, f)), exist_ok=True)
+            shutil.copy(os.path.join(tree, f), os.path.join(dest, f))
 
 
 def write_kapi(path, symbols, form):
@@ -475,20 +546,34 @@ def write_kapi(path, symbols, form):
 def parse_variant(text):
     name, _, change = text.partition("=")
     if not re.fullmatch(r"[a-z_]\w*", name):
-        raise argparse.ArgumentTypeError(f"variant name {name!r}: lower-case identifier")
+        raise argparse.ArgumentTypeError(f"variant name {name!r}: expected a lower-case "
+                                         "identifier")
+    if change not in ("", "none", "mail"):
+        try:
+            cli_args.input_file(change, f"the patch of variant {name}")
+        except cli_args.InputError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
     return name, change or "none"
 
 
+def namespace(text):
+    """--namespace-prefix: C++ namespaces to which a variant's name is appended."""
+    if not re.fullmatch(r"([A-Za-z_]\w*::)*[A-Za-z_]\w*", text + "v"):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected C++ namespace names joined by "
+                                         "::, e.g. zsm::bench_")
+    return text
+
+
 def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = cli_args.OneLineParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
     ap.add_argument("--tree", help="kernel tree (default: Debian's linux-source-6.1)")
     ap.add_argument("--config", help="kernel .config (default: the tree's, else Debian's)")
     ap.add_argument("--compiler", default="gcc", choices=sorted(COMPILERS))
     ap.add_argument("--variant", action="append", type=parse_variant,
                     help="NAME[=none|mail|PATCH] (default: kernel=none)")
-    ap.add_argument("--namespace-prefix", default="zsm::bench_")
+    ap.add_argument("--namespace-prefix", default="zsm::bench_", type=namespace)
     ap.add_argument("--set", action="append", default=[], metavar="CONFIG_X=VALUE",
                     help="override one option of the config (e.g. CONFIG_ZSMALLOC_STAT=y)")
     args = ap.parse_args()
@@ -501,7 +586,7 @@ def main():
     try:
         result = build(args.out, args.tree, args.config, args.compiler,
                        args.variant or [("kernel", "none")], args.namespace_prefix, overrides)
-    except BuildError as e:
+    except cli_args.InputError as e:
         sys.exit(f"kernel_build: {e}")
     print(f"kernel_build: {result['tree']} ({result['form']['name']}), {result['config']}, "
           f"{result['cc']}: {', '.join(result['objects'].values())}")
