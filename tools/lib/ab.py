@@ -241,12 +241,13 @@ def time_separate(builds, args, results, progress, label):
     return ab_analysis.merge_samples(runs)
 
 
-def code(binary, functions):
-    """Symbols of both variants, and what each API body calls out of line."""
-    nm = subprocess.run(["nm", "-S", "-C", binary], check=True, capture_output=True,
-                        text=True).stdout
-    dis = subprocess.run(["objdump", "-d", "-C", "--no-show-raw-insn", binary], check=True,
-                         capture_output=True, text=True).stdout
+def code(binary, functions, binutils_prefix=""):
+    """Symbols of both variants, and what each API body calls out of line (binutils_prefix:
+    the cross binutils of another architecture's binary, e.g. aarch64-linux-gnu-)."""
+    nm = subprocess.run([binutils_prefix + "nm", "-S", "-C", binary], check=True,
+                        capture_output=True, text=True).stdout
+    dis = subprocess.run([binutils_prefix + "objdump", "-d", "-C", "--no-show-raw-insn", binary],
+                         check=True, capture_output=True, text=True).stdout
     return ab_analysis.parse_nm(nm), ab_analysis.callees(ab_analysis.parse_calls(dis),
                                                          functions)
 

@@ -29,6 +29,7 @@ Usage: kernel_ab.py [TREE] [--patch FILE] [--config FILE] [--compilers gcc,clang
 """
 import argparse
 import concurrent.futures
+import glob
 import json
 import os
 import platform
@@ -44,9 +45,13 @@ import ab_report  # noqa: E402
 import cli_args  # noqa: E402
 import count_pairs  # noqa: E402
 import kernel_build  # noqa: E402
+import qemu_count  # noqa: E402
 
 ROOT = kernel_build.ROOT
 KINDS = ("combined", "patched", "baseline")
+KSHIM_ARCH = {"x86_64": "kernel/kshim_x86_64.h: -mcmodel=small for -mcmodel=kernel",
+              "arm64": "kernel/kshim_arm64.h: the per-task canary through tpidr_el0 for sp_el0"}
+PROFDATA = {"clang": "llvm-profdata-19", "clang22": "llvm-profdata-22"}
 CXXFLAGS = ["-std=c++20", "-O2", "-g", "-fno-pie"]
 
 
@@ -55,19 +60,26 @@ def variants_of(kind, patched_change):
     return both if kind == "combined" else [v for v in both if v[0] == kind]
 
 
-def link_drivers(built, out, compiler):
-    """kernel_pair_count and kernel_pair_bench of one build; their paths."""
-    cxx = kernel_build.COMPILERS[compiler][1]
+def link_drivers(built, out, compiler, extra_link=()):
+    """The drivers of one build, their paths: kernel_pair_count (for the counter), and on
+    x86-64 kernel_pair_bench (Google Benchmark; arm64 has no time to take). arm64's are static,
+    so that qemu-user needs no arm64 root and names every function in its trace."""
+    arch = built["arch"]
+    cxx = built["cxx"]
     dwarf = ["-gdwarf-4"] if compiler.startswith("clang") else []
     log = os.path.join(out, "build.log")
-    objects = [*built["objects"].values(), *built["services"]]
+    # kservices.o first: on arm64 its task must be the executable's first thread-local object.
+    objects = [built["services"][0], *built["objects"].values(), *built["services"][1:]]
+    drivers = [("kernel_pair_count", [])]
+    if arch == "x86_64":
+        drivers.append(("kernel_pair_bench", ["-lbenchmark", "-lpthread"]))
     paths = {}
-    for name, extra in (("kernel_pair_count", []), ("kernel_pair_bench", ["-lbenchmark",
-                                                                          "-lpthread"])):
+    for name, extra in drivers:
         src = os.path.join(ROOT, "kernel", name.replace("kernel_", "") + ".cpp")
         binary = os.path.join(out, name)
-        cmd = [cxx, *CXXFLAGS, *dwarf, "-I", out, "-I", os.path.join(ROOT, "kernel"), src,
-               *objects, "-no-pie", "-o", binary, *extra]
+        link = ["-no-pie"] if arch == "x86_64" else ["-static"]
+        cmd = [*cxx, *CXXFLAGS, *dwarf, "-I", out, "-I", os.path.join(ROOT, "kernel"), src,
+               *objects, *link, *extra_link, "-o", binary, *extra]
         if not kernel_build.run(cmd, log):
             raise kernel_build.BuildError(f"linking {name} failed: "
                                           f"{kernel_build.log_tail(log)[-800:]}")
@@ -75,22 +87,75 @@ def link_drivers(built, out, compiler):
     return paths
 
 
+def kinds_of(arch):
+    """The builds per compiler: both variants in one binary, and on x86-64 each alone (the
+    separate binaries of the time comparison)."""
+    return KINDS if arch == "x86_64" else ("combined",)
+
+
 def build_compiler(compiler, args, progress):
-    """The three builds of one compiler: {kind: (build.json, drivers)}."""
+    """The builds of one compiler: {kind: (build.json, drivers)}; with --pgo, each variant's
+    code compiled with the profile its own instrumented build trained (train_profiles())."""
+    variant_flags = train_profiles(compiler, args, progress) if args.pgo else None
     builds = {}
-    for kind in KINDS:
-        out = os.path.join(args.out, compiler, kind)
-        progress(f"{compiler}: build {kind}")
+    for kind in kinds_of(args.arch):
+        out = os.path.join(args.out, compiler, ("pgo-" if args.pgo else "") + kind)
+        progress(f"{compiler}: build {kind}{' +PGO' if args.pgo else ''}")
         built = kernel_build.build(out, args.tree, args.config, compiler,
-                                   variants_of(kind, args.patch or "mail"))
+                                   variants_of(kind, args.patch or "mail"), arch=args.arch,
+                                   preset=args.preset, variant_flags=variant_flags)
         builds[kind] = (built, link_drivers(built, out, compiler))
     return builds
 
 
-def count_instructions(binary, families, sizes, pairs, out_json):
+def train_profiles(compiler, args, progress):
+    """--pgo: per variant, its zsmalloc.c instrumented (clang -fprofile-instr-generate), trained
+    on kernel_pair_count at every size and pair family, the profile merged (llvm-profdata);
+    returns {variant: [-fprofile-instr-use=...]}."""
+    if not compiler.startswith("clang"):
+        raise kernel_build.BuildError(f"--pgo builds with clang only (--compilers without "
+                                      f"{compiler})")
+    if args.arch != "x86_64":
+        raise kernel_build.BuildError("--pgo on arm64: Debian 12 packages clang's profile "
+                                      "runtime for x86-64 only (libclang_rt.profile-x86_64.a)")
+    profdata_tool = PROFDATA[compiler]
+    flags = {}
+    for variant, change in variants_of("combined", args.patch or "mail"):
+        out = os.path.join(args.out, compiler, f"pgo-train-{variant}")
+        progress(f"{compiler}: PGO, instrumented {variant}")
+        built = kernel_build.build(out, args.tree, args.config, compiler, [(variant, change)],
+                                   arch=args.arch, preset=args.preset,
+                                   variant_flags={variant: ["-fprofile-instr-generate"]})
+        driver = link_drivers(built, out, compiler, ["-fprofile-instr-generate"])
+        for old in glob.glob(os.path.join(out, "*.profraw")):
+            os.remove(old)
+        env = dict(os.environ, LLVM_PROFILE_FILE=os.path.join(out, "train-%p.profraw"))
+        for family in built["form"]["families"]:
+            for size in args.sizes:
+                proc = subprocess.run([driver["kernel_pair_count"], variant, family, str(size),
+                                       str(args.train_pairs)], env=env, capture_output=True,
+                                      text=True)
+                if proc.returncode != 0:
+                    raise kernel_build.BuildError(f"PGO training of {variant} ({family}, "
+                                                  f"{size} B) failed: {proc.stderr[-400:]}")
+        profdata = os.path.join(out, f"{variant}.profdata")
+        if not kernel_build.run([profdata_tool, "merge", "-o", profdata,
+                                 *glob.glob(os.path.join(out, "*.profraw"))],
+                                os.path.join(out, "build.log")):
+            raise kernel_build.BuildError(f"{profdata_tool} merge failed (log {out}/build.log)")
+        flags[variant] = [f"-fprofile-instr-use={profdata}", "-Wno-profile-instr-unprofiled"]
+    return flags
+
+
+def count_instructions(binary, families, sizes, pairs, out_json, arch, counter=None):
+    """Every variant x family x size: callgrind on x86-64, qemu_count on arm64."""
     runs = [(v, f, s) for v in ab_analysis.VARIANTS for f in families for s in sizes]
+    if arch == "x86_64":
+        one = lambda r: count_pairs.run_one(binary, *r, pairs)  # noqa: E731
+    else:
+        one = lambda r: qemu_count.pair_counts(counter, binary, *r, pairs)  # noqa: E731
     with concurrent.futures.ThreadPoolExecutor(max_workers=ab.JOBS) as pool:
-        results = list(pool.map(lambda r: count_pairs.run_one(binary, *r, pairs), runs))
+        results = list(pool.map(one, runs))
     count_pairs.save(out_json, pairs, results)
     return results
 
@@ -119,56 +184,78 @@ def pair_titles(form):
     return {"write": write, "store": ab_report.PAIR_TITLES["store"]}
 
 
-def measure(compiler, builds, args, progress):
+def measure(compiler, builds, args, progress, counter=None):
     built, drivers = builds["combined"]
     form = built["form"]
+    arch = built["arch"]
     cid = "GNU" if compiler == "gcc" else "Clang"
-    version = subprocess.run([built["cc"], "-dumpversion"], capture_output=True,
+    version = subprocess.run([*built["cc"], "-dumpversion"], capture_output=True,
                              text=True).stdout.strip()
-    label = f"{'gcc' if compiler == 'gcc' else 'clang'} {version} kernel flags"
-    results = os.path.join(args.out, compiler, "results")
+    label = (f"{'gcc' if compiler == 'gcc' else 'clang'} {version} kernel flags"
+             f"{', arm64' if arch == 'arm64' else ''}{' +PGO' if args.pgo else ''}")
+    results = os.path.join(args.out, compiler, "pgo-results" if args.pgo else "results")
     os.makedirs(results, exist_ok=True)
-    progress(f"{label}: callgrind, {2 * len(form['families']) * len(args.sizes)} runs")
+    counter_name = "callgrind" if arch == "x86_64" else "qemu-aarch64"
+    progress(f"{label}: {counter_name}, {2 * len(form['families']) * len(args.sizes)} runs")
     instructions = count_instructions(drivers["kernel_pair_count"], form["families"],
                                       args.sizes, args.pairs,
-                                      os.path.join(results, "instructions.json"))
+                                      os.path.join(results, "instructions.json"), arch, counter)
     functions = functions_of(form)
-    symbols, callees = ab.code(drivers["kernel_pair_bench"], functions)
-    progress(f"{label}: one binary, {args.repetitions} repetitions")
-    one = ab.run_bench(drivers["kernel_pair_bench"], ab_analysis.VARIANTS, args,
-                       args.repetitions, os.path.join(results, "one_binary.json"))
-    separate = time_separate(builds, args, results, progress, label)
-    raw = {"instructions": instructions, "symbols": symbols, "callees": callees,
-           "time": {"one_binary": one, "separate": separate}}
+    symbols, callees = ab.code(drivers["kernel_pair_count"], functions,
+                               kernel_build.BINUTILS_PREFIX[arch])
+    time = None
+    if arch == "x86_64":
+        progress(f"{label}: one binary, {args.repetitions} repetitions")
+        one = ab.run_bench(drivers["kernel_pair_bench"], ab_analysis.VARIANTS, args,
+                           args.repetitions, os.path.join(results, "one_binary.json"))
+        time = {"one_binary": one,
+                "separate": time_separate(builds, args, results, progress, label)}
+    raw = {"instructions": instructions, "symbols": symbols, "callees": callees, "time": time}
     return {"label": label, "compiler": compiler, "compiler_id": cid, "version": version,
-            "pgo": False, "flags": " ".join(built["flags"]), "raw": raw,
+            "pgo": args.pgo, "arch": arch, "flags": " ".join(built["flags"]), "raw": raw,
             "families": form["families"], "functions": functions,
             "pair_titles": pair_titles(form),
             "summary": ab_analysis.summarize(raw, args.sizes, functions, args.helpers,
                                              form["families"])}
 
 
-def header(built, args):
+def header(built, args, method_check=None):
     cpu = "unknown CPU"
     if os.path.exists("/proc/cpuinfo"):
         m = re.search(r"^model name\s*:\s*(.*)$", open("/proc/cpuinfo").read(), re.M)
         cpu = m.group(1) if m else cpu
     form = built["form"]
+    arch = built["arch"]
     change = (f"patch {args.patch}" if args.patch else
               "the mail's change: " + ", ".join(built["changes"]["patched"]))
-    return [f"A/B on the kernel's own mm/zsmalloc.c, {platform.machine()}, {cpu}, "
-            f"{ab.JOBS} CPUs: patched ({change}) vs baseline (the file unchanged)",
-            f"tree: {built['tree']} (version {built['version'] or 'unknown'}), form "
-            f"{form['name']}, pairs: {', '.join(ab_analysis.FAMILIES[f] for f in form['families'])}",
-            f"config: {built['config']}; options zsmalloc.c and the shims test: "
-            f"{', '.join(built['config_options']) or 'none'}",
-            "compiled as C in userspace against kernel/kshim.h with the kernel's flags "
-            "(tools/lib/kernel_build.py; -mcmodel=small for -mcmodel=kernel); instruction counts "
-            "include the shims' out-of-line services (locks, slab, pages)",
-            f"time: CPU time per pair, {args.repetitions} repetitions in one binary (random "
-            f"interleaving) and {args.runs} runs of each separate binary, min time "
-            f"{args.min_time} s; instructions: callgrind, {args.pairs} pairs"] + \
-        (["QUICK RUN: too few repetitions for any conclusion about time"] if args.quick else [])
+    where = (f"{platform.machine()}, {cpu}" if arch == "x86_64" else
+             f"arm64, cross-compiled and run under qemu-aarch64 on {platform.machine()}, {cpu}")
+    lines = [f"A/B on the kernel's own mm/zsmalloc.c, {where}, {ab.JOBS} CPUs: patched "
+             f"({change}) vs baseline (the file unchanged)",
+             f"tree: {built['tree']} (version {built['version'] or 'unknown'}), form "
+             f"{form['name']}, pairs: "
+             f"{', '.join(ab_analysis.FAMILIES[f] for f in form['families'])}",
+             f"config: {built['config']}; options zsmalloc.c, the shims and the flags test: "
+             f"{', '.join(built['config_options']) or 'none'}",
+             f"compiled as C in userspace against kernel/kshim.h ({KSHIM_ARCH[arch]}) with "
+             "the kernel's flags (tools/lib/kernel_build.py); instruction counts include the "
+             "shims' out-of-line services (locks, slab, pages)"]
+    if args.pgo:
+        lines.append("PGO: each variant's zsmalloc.c instrumented (-fprofile-instr-generate), "
+                     f"trained on kernel_pair_count at {len(args.sizes)} sizes and every pair "
+                     f"family ({args.train_pairs} pairs each), rebuilt with its profile: an "
+                     "instrumented profile of this driver, where the mail's AutoFDO samples "
+                     "branch records of a real workload")
+    if arch == "x86_64":
+        lines.append(f"time: CPU time per pair, {args.repetitions} repetitions in one binary "
+                     f"(random interleaving) and {args.runs} runs of each separate binary, min "
+                     f"time {args.min_time} s; instructions: callgrind, {args.pairs} pairs")
+        if args.quick:
+            lines.append("QUICK RUN: too few repetitions for any conclusion about time")
+    else:
+        lines.append(f"instructions: qemu-aarch64 -singlestep -d nochain,exec, {args.pairs} "
+                     f"pairs ({method_check}); time: not reported, emulated time means nothing")
+    return lines
 
 
 def report_text(head, configs, elapsed, out):
@@ -184,13 +271,26 @@ def parse_args(argv=None):
                                     "mail's attribute change")
     ap.add_argument("--config", help="kernel .config (default: the tree's, else Debian's)")
     ap.add_argument("--compilers", default=",".join(kernel_build.COMPILERS))
+    ap.add_argument("--arch", default="x86_64", choices=kernel_build.ARCHES,
+                    help="x86_64 (native: callgrind and time) or arm64 (cross-compiled, counted "
+                         "under qemu-aarch64)")
+    ap.add_argument("--preset", choices=sorted(kernel_build.PRESETS),
+                    help="a named configuration (" + "; ".join(
+                        f"{k}: {v[1]}" for k, v in kernel_build.PRESETS.items()) + ")")
+    ap.add_argument("--pgo", action="store_true",
+                    help="clang: each variant rebuilt with a profile trained on the pair driver")
     ap.add_argument("--helpers", default="obj_malloc,obj_free,obj_write,alloc_zspage")
     ab.add_run_arguments(ap)
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "kernel-ab"))
     args = ap.parse_args(argv)
     ab.fill_run_defaults(args)
+    args.train_pairs = 2000 if args.quick else 20000
     args.compilers = ab.name_list(ap, "--compilers", args.compilers,
                                   list(kernel_build.COMPILERS))
+    if args.pgo and "gcc" in args.compilers:
+        ap.error("--pgo builds with clang only: give --compilers clang,clang22")
+    if args.config and args.preset:
+        ap.error("--config and --preset both name the configuration: give one")
     args.helpers = args.helpers.split(",")
     args.out = ab.output_dir(ap, args.out)
     try:
@@ -198,7 +298,7 @@ def parse_args(argv=None):
         # checked before the first build and every compiler builds the same files.
         args.tree = os.path.abspath(args.tree) if args.tree else \
             kernel_build.unpack_debian(os.path.join(args.out, "tree"))
-        kernel_build.check_inputs(args.tree, args.config, args.patch)
+        kernel_build.check_inputs(args.tree, args.config, args.patch, args.arch, args.preset)
     except cli_args.InputError as e:
         ap.error(str(e))
     return args
@@ -208,11 +308,17 @@ def main():
     args = parse_args()
     progress = ab.Progress()
     try:
+        counter = method = None
+        if args.arch == "arm64":
+            tools = os.path.join(args.out, "qemu")
+            method = qemu_count.check_method(tools)
+            counter = qemu_count.trace_counter(tools)
+            progress(method)
         all_builds = {c: build_compiler(c, args, progress) for c in args.compilers}
-    except cli_args.InputError as e:
+        configs = [measure(c, all_builds[c], args, progress, counter) for c in args.compilers]
+    except (cli_args.InputError, qemu_count.CountError) as e:
         sys.exit(f"kernel_ab: {e}")
-    configs = [measure(c, all_builds[c], args, progress) for c in args.compilers]
-    head = header(all_builds[args.compilers[0]]["combined"][0], args)
+    head = header(all_builds[args.compilers[0]]["combined"][0], args, method)
     settings = {k: v for k, v in vars(args).items()}
     with open(os.path.join(args.out, "results.json"), "w") as fh:
         json.dump({"header": head, "settings": settings, "configs": configs}, fh, indent=1)

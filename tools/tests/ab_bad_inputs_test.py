@@ -74,6 +74,12 @@ def cases(root):
     write(chain, b"CONFIG_ZSMALLOC_CHAIN_SIZE=abc\n")
     chain_big = os.path.join(root, "chain_big.config")
     write(chain_big, b"CONFIG_ZSMALLOC_CHAIN_SIZE=100\n")
+    x86_config = os.path.join(root, "x86.config")
+    write(x86_config, b"CONFIG_X86_64=y\nCONFIG_ZSMALLOC=y\n")
+    static_scs = os.path.join(root, "scs.config")
+    write(static_scs, b"CONFIG_ARM64=y\nCONFIG_SHADOW_CALL_STACK=y\n")
+    lockdep = os.path.join(root, "lockdep.config")
+    write(lockdep, b"CONFIG_LOCKDEP=y\n")
     garbage_patch = os.path.join(root, "garbage.patch")
     write(garbage_patch, b"\xff\xfe\x00 no hunks here\n")
     missing = os.path.join(root, "missing")
@@ -153,6 +159,21 @@ def cases(root):
                                                                       good],
          f"--patch {garbage_patch}: does not apply"),
         ("kernel_ab: an unknown option", ka + ["--frobnicate"], "--frobnicate"),
+        ("kernel_ab: --arch unknown", ka + out("a14") + ["--arch", "riscv", good], "'riscv'"),
+        ("kernel_ab: an arm64 preset on x86-64", ka + out("a15") + ["--preset", "gki-arm64", good],
+         "--preset gki-arm64 is an arm64 configuration"),
+        ("kernel_ab: an x86-64 config on arm64",
+         ka + out("a16") + ["--arch", "arm64", "--config", x86_config, good], "CONFIG_X86_64=y"),
+        ("kernel_ab: a compiled-in shadow call stack",
+         ka + out("a17") + ["--arch", "arm64", "--config", static_scs, good],
+         "CONFIG_SHADOW_CALL_STACK"),
+        ("kernel_ab: an option the shims do not model", ka + out("a18") + ["--config", lockdep,
+                                                                           good],
+         "CONFIG_LOCKDEP"),
+        ("kernel_ab: --pgo with gcc", ka + out("a19") + ["--pgo", good], "--pgo"),
+        ("kernel_ab: --config and --preset", ka + out("a20") + ["--config", chain, "--preset",
+                                                                "debian-amd64", good],
+         "--preset"),
         ("ab: --sizes abc", ab + out("b1") + ["--sizes", "abc"], "'abc'"),
         ("ab: --runs 0", ab + out("b2") + ["--runs", "0"], "'0'"),
         ("ab: --out not creatable", ab + ["--out", a_file + "/sub"],
