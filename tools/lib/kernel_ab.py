@@ -30,10 +30,12 @@ Usage: kernel_ab.py [TREE] [--patch FILE] [--config FILE] [--compilers gcc,clang
 import argparse
 import concurrent.futures
 import glob
+import hashlib
 import json
 import os
 import platform
 import re
+import struct
 import subprocess
 import sys
 import time
@@ -108,6 +110,62 @@ def build_compiler(compiler, args, progress):
     return builds
 
 
+def training_config(args):
+    """(config file, preset, overrides) of the instrumented build. The profile is clang's
+    front-end one: counts of source regions, keyed by function name and a hash of each
+    function's control flow, which the target does not change. Debian 12 packages clang's
+    profile runtime for x86-64 only, so an arm64 run trains an x86-64 build of the same
+    source, set with the arm64 config's values of every option zsmalloc.c and the shims test
+    (the flag-only options do not change the source); its counts are those of the same
+    driver's same pairs, and clang says so if a function's hash does not match
+    (-Wprofile-instr-out-of-date, in the build log)."""
+    if args.arch == "x86_64":
+        return args.config, args.preset, ()
+    cfg, _ = kernel_build.choose_config(args.tree, args.config, args.preset, args.arch)
+    keys = sorted(kernel_build.MODELLED - {"CONFIG_ARM64", "CONFIG_X86_64"})
+    return None, "debian-amd64", [(k, cfg.get(k, "n")) for k in keys]
+
+
+def profile_mismatches(built, variant, args):
+    """The functions of one variant's zsmalloc.c whose control-flow hash in this build differs
+    from the trained profile's (clang then ignores their counts, and warns of "mismatched
+    data"): its instrumented object compiled for this build's target, every __llvm_prf_data
+    record (the MD5 of the function's profile name, its hash) set against llvm-profdata's
+    listing. On x86-64 none should differ; on arm64 only shim primitives whose arm64 form has
+    other control flow (kshim_arm64.h's LSE branch)."""
+    profdata = next(f.split("=", 1)[1] for f in built["variant_flags"][variant]
+                    if f.startswith("-fprofile-instr-use="))
+    obj = os.path.join(built["include"], f"{variant}.instrumented.o")
+    src = os.path.join(built["include"], f"src-{variant}", "mm")
+    if not kernel_build.compile_c(built["cc"], [*built["flags"], "-include", "kconfig.h", "-I",
+                                                os.path.join(built["include"], "include"), "-I",
+                                                os.path.join(ROOT, "kernel"),
+                                                "-fprofile-instr-generate", "-I", src],
+                                  os.path.join(src, "zsmalloc.c"), obj,
+                                  os.path.join(built["include"], "build.log")):
+        raise kernel_build.BuildError(f"the instrumented {variant} object does not build "
+                                      f"(log {built['include']}/build.log)")
+    listing = subprocess.run([PROFDATA[built["compiler"]], "show", "--all-functions", profdata],
+                             capture_output=True, text=True, check=True).stdout
+    trained, name = {}, None
+    for line in listing.splitlines():
+        if m := re.match(r"^  (\S.*):$", line):
+            name = m.group(1)
+        elif (m := re.match(r"^\s+Hash: (0x[0-9a-f]+)", line)) and name:
+            trained[name] = int(m.group(1), 16)
+    by_ref = {struct.unpack("<Q", hashlib.md5(n.encode()).digest()[:8])[0]: n for n in trained}
+    sections = subprocess.run([kernel_build.binutil("readelf", built["arch"]), "-SW", obj],
+                              capture_output=True, text=True, check=True).stdout
+    with open(obj, "rb") as fh:
+        blob = fh.read()
+    differ = []
+    for m in re.finditer(r"\]\s+__llvm_prf_data\s+PROGBITS\s+[0-9a-f]+\s+([0-9a-f]+)", sections):
+        ref, fn_hash = struct.unpack_from("<QQ", blob, int(m.group(1), 16))
+        if ref in by_ref and trained[by_ref[ref]] != fn_hash:
+            differ.append(by_ref[ref].split(":")[-1])
+    return sorted(differ)
+
+
 def train_profiles(compiler, args, progress):
     """--pgo: per variant, its zsmalloc.c instrumented (clang -fprofile-instr-generate), trained
     on kernel_pair_count at every size and pair family, the profile merged (llvm-profdata);
@@ -115,16 +173,14 @@ def train_profiles(compiler, args, progress):
     if not compiler.startswith("clang"):
         raise kernel_build.BuildError(f"--pgo builds with clang only (--compilers without "
                                       f"{compiler})")
-    if args.arch != "x86_64":
-        raise kernel_build.BuildError("--pgo on arm64: Debian 12 packages clang's profile "
-                                      "runtime for x86-64 only (libclang_rt.profile-x86_64.a)")
     profdata_tool = PROFDATA[compiler]
+    config, preset, overrides = training_config(args)
     flags = {}
     for variant, change in variants_of("combined", args.patch or "mail"):
         out = os.path.join(args.out, compiler, f"pgo-train-{variant}")
-        progress(f"{compiler}: PGO, instrumented {variant}")
-        built = kernel_build.build(out, args.tree, args.config, compiler, [(variant, change)],
-                                   arch=args.arch, preset=args.preset,
+        progress(f"{compiler}: PGO, instrumented {variant} (x86-64)")
+        built = kernel_build.build(out, args.tree, config, compiler, [(variant, change)],
+                                   overrides=overrides, preset=preset,
                                    variant_flags={variant: ["-fprofile-instr-generate"]})
         driver = link_drivers(built, out, compiler, ["-fprofile-instr-generate"])
         for old in glob.glob(os.path.join(out, "*.profraw")):
@@ -211,7 +267,9 @@ def measure(compiler, builds, args, progress, counter=None):
         time = {"one_binary": one,
                 "separate": time_separate(builds, args, results, progress, label)}
     raw = {"instructions": instructions, "symbols": symbols, "callees": callees, "time": time}
-    return {"label": label, "compiler": compiler, "compiler_id": cid, "version": version,
+    mismatched = {v: profile_mismatches(built, v, args) for v in ab_analysis.VARIANTS} \
+        if args.pgo else None
+    return {"label": label, "profile_mismatched": mismatched, "compiler": compiler, "compiler_id": cid, "version": version,
             "pgo": args.pgo, "arch": arch, "flags": " ".join(built["flags"]), "raw": raw,
             "families": form["families"], "functions": functions,
             "pair_titles": pair_titles(form),
@@ -245,7 +303,10 @@ def header(built, args, method_check=None):
                      f"trained on kernel_pair_count at {len(args.sizes)} sizes and every pair "
                      f"family ({args.train_pairs} pairs each), rebuilt with its profile: an "
                      "instrumented profile of this driver, where the mail's AutoFDO samples "
-                     "branch records of a real workload")
+                     "branch records of a real workload"
+                     + ("; the profile is the x86-64 build's (front-end counts of source "
+                        "regions, which the target does not change: Debian 12 has clang's "
+                        "profile runtime for x86-64 only)" if args.arch == "arm64" else ""))
     if arch == "x86_64":
         lines.append(f"time: CPU time per pair, {args.repetitions} repetitions in one binary "
                      f"(random interleaving) and {args.runs} runs of each separate binary, min "
@@ -319,6 +380,10 @@ def main():
     except (cli_args.InputError, qemu_count.CountError) as e:
         sys.exit(f"kernel_ab: {e}")
     head = header(all_builds[args.compilers[0]]["combined"][0], args, method)
+    head += [f"{c['label']}: functions whose control-flow hash differs from the trained "
+             "profile's (clang ignores their counts): " + "; ".join(
+                 f"{v} {', '.join(fns) or 'none'}" for v, fns in c["profile_mismatched"].items())
+             for c in configs if c["profile_mismatched"] is not None]
     settings = {k: v for k, v in vars(args).items()}
     with open(os.path.join(args.out, "results.json"), "w") as fh:
         json.dump({"header": head, "settings": settings, "configs": configs}, fh, indent=1)
