@@ -276,7 +276,8 @@ def markdown(configs):
                        f"| {', '.join(c['raw']['callees']['baseline'][fn]) or '-'} "
                        f"| {', '.join(c['raw']['callees']['patched'][fn]) or '-'} |")
     out.append("")
-    out.append("instr: callgrind retired instructions per pair, allocator only (without the "
+    out.append("instr: retired instructions per pair (callgrind; qemu-aarch64 on arm64), "
+               "allocator only (without the "
                "copy, memcpy or zsm's copy_payload, and the benchmark loop). ns: median CPU time "
                "per pair over the repetitions in one binary. Δ time: patched vs baseline "
                "medians, two-sided Mann-Whitney U p; "

@@ -23,8 +23,17 @@ beside ours, the markdown tables. The instruction counts include the shims' out-
 services (locks, slab, pages), which are shorter than the kernel's; the deltas are the
 kernel's code.
 
-Usage: kernel_ab.py [TREE] [--patch FILE] [--config FILE] [--compilers gcc,clang,clang22]
-                    [--sizes 384,...] [--quick] [--out DIR]
+With --arch arm64 the file is cross-compiled (aarch64-linux-gnu-gcc-12, clang --target=
+aarch64-linux-gnu) under the arm64 kernel's flags against kernel/kshim_arm64.h, linked static,
+and counted under qemu-aarch64 (tools/lib/qemu_count.py: the method is checked on a loop of
+known length first and the check is printed in the header); no time is taken, code sizes and
+calls are read with the aarch64 binutils. --preset names a configuration (kernel_build.PRESETS:
+debian-amd64, debian-arm64, gki-arm64). --pgo (clang) rebuilds each variant with a profile
+trained on the pair driver (train_profiles()).
+
+Usage: kernel_ab.py [TREE] [--arch x86_64|arm64] [--preset NAME | --config FILE] [--patch FILE]
+                    [--compilers gcc,clang,clang22] [--pgo] [--sizes 384,...] [--quick]
+                    [--out DIR]
        TREE: a kernel tree (mm/zsmalloc.c); default Debian's linux-source-6.1
 """
 import argparse
