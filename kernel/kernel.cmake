@@ -20,7 +20,8 @@ function(zsm_add_kernel_ref target)
     COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tools/lib/kernel_build.py --out ${out}
             --compiler gcc --variant kernel ${ARGN}
     COMMAND ${CMAKE_AR} rcs ${lib} ${out}/kernel.o ${out}/kservices.o ${out}/khost.o
-    DEPENDS ${PROJECT_SOURCE_DIR}/tools/lib/kernel_build.py ${PROJECT_SOURCE_DIR}/kernel/kshim.h
+    DEPENDS ${PROJECT_SOURCE_DIR}/tools/lib/kernel_build.py ${PROJECT_SOURCE_DIR}/tools/lib/cli_args.py
+            ${PROJECT_SOURCE_DIR}/kernel/kshim.h ${PROJECT_SOURCE_DIR}/kernel/kshim_x86_64.h
             ${PROJECT_SOURCE_DIR}/kernel/kservices.c ${PROJECT_SOURCE_DIR}/kernel/khost.c
             ${ZSM_KERNEL_TARBALL}
     COMMENT "Compiling the kernel's mm/zsmalloc.c (linux-source-6.1) for ${target}"

@@ -14,11 +14,12 @@
 
 /* --- the per-CPU state of the one CPU, thread-local --------------------------------------- */
 
+unsigned long kshim_resched_calls; /* reschedules preempt_enable() asked for (never, here) */
+#if defined(__x86_64__)
 static struct task_struct kshim_init_task = { .comm = "kshim" };
 __thread int kshim_preempt_count = PREEMPT_NEED_RESCHED; /* x86: set means "no resched pending" */
 __thread unsigned long kshim_this_cpu_off;
 __thread struct task_struct *kshim_current_task = &kshim_init_task;
-unsigned long kshim_resched_calls; /* referenced from the thunk below */
 
 /* The reschedule thunk preempt_enable() calls when the count reaches zero with a reschedule
  * pending (never here: nothing sets one); the return and indirect-branch thunks the kernel's
@@ -32,6 +33,23 @@ __asm__(".text\n"
 	KSHIM_THUNK(rax) KSHIM_THUNK(rbx) KSHIM_THUNK(rcx) KSHIM_THUNK(rdx) KSHIM_THUNK(rsi)
 	KSHIM_THUNK(rdi) KSHIM_THUNK(rbp) KSHIM_THUNK(r8) KSHIM_THUNK(r9) KSHIM_THUNK(r10)
 	KSHIM_THUNK(r11) KSHIM_THUNK(r12) KSHIM_THUNK(r13) KSHIM_THUNK(r14) KSHIM_THUNK(r15));
+#define kshim_cpu_relax() __asm__ __volatile__("pause" : : : "memory")
+#elif defined(__aarch64__)
+/* The task of the one thread, the executable's first thread-local object, so that it sits at
+ * the thread pointer + KSHIM_TASK_TP_OFFSET where get_current() looks (checked by
+ * kshim_mm_init()); the need-resched bit set: nothing pending. */
+__thread struct task_struct kshim_task __attribute__((aligned(16))) = {
+	.thread_info = { .preempt_count = PREEMPT_NEED_RESCHED },
+	.stack_canary = 0x5a5b5c5d00e1f2a3UL,
+	.comm = "kshim",
+};
+
+void kshim_preempt_schedule(void)
+{
+	kshim_resched_calls++;
+}
+#define kshim_cpu_relax() __asm__ __volatile__("yield" : : : "memory")
+#endif
 
 int kshim_cond_resched(void)
 {
@@ -64,7 +82,6 @@ void dump_page(struct page *page, const char *reason)
 
 /* --- locks ---------------------------------------------------------------------------------- */
 
-#define kshim_cpu_relax() __asm__ __volatile__("pause" : : : "memory")
 #define QR_BIAS 0x200	/* a reader */
 #define QW_WMASK 0x1ff	/* a writer, or one waiting */
 #define QW_LOCKED 0xff
@@ -142,8 +159,6 @@ void _raw_write_unlock(rwlock_t *lock)
 
 /* --- pages: one arena, its vmemmap array, a LIFO free list ---------------------------------- */
 
-unsigned long vmemmap_base;
-unsigned long page_offset_base;
 /* The arena's first page frame number: pfn 0 is never handed out, as in a real machine. */
 #define FIRST_PFN 0x100000UL
 static struct page *free_list;	/* linked through page->index */
@@ -151,14 +166,49 @@ static unsigned long nr_pages, pages_in_use, bad_pages;
 static struct zone the_zone;
 static atomic_long_t zone_stats[NR_VM_ZONE_STAT_ITEMS];
 
-int kshim_mm_init(unsigned long pages)
+#if defined(__x86_64__)
+unsigned long vmemmap_base;
+unsigned long page_offset_base;
+
+/* The arena and its vmemmap array anywhere (the bases are variables); the first struct page. */
+static struct page *map_arena(unsigned long pages)
 {
 	void *arena = khost_map(pages * PAGE_SIZE);
 	struct page *map = khost_map(pages * sizeof(struct page));
 	if (!arena || !map)
-		return -1;
+		return NULL;
 	page_offset_base = (unsigned long)arena - FIRST_PFN * PAGE_SIZE;
 	vmemmap_base = (unsigned long)(map - FIRST_PFN);
+	return map;
+}
+#elif defined(__aarch64__)
+long memstart_addr;
+
+/* The arena at PAGE_OFFSET and its vmemmap array at VMEMMAP_START (link-time constants), after
+ * checking that the task is where get_current() reads it; the first struct page. */
+static struct page *map_arena(unsigned long pages)
+{
+	unsigned long tp;
+	__asm__("mrs %0, tpidr_el0" : "=r"(tp));
+	if ((unsigned long)&kshim_task != tp + KSHIM_TASK_TP_OFFSET) {
+		printk("the task is at thread pointer + %ld, not + %d: link kservices.o before any "
+		       "other object with thread-local data\n", (long)((unsigned long)&kshim_task - tp),
+		       KSHIM_TASK_TP_OFFSET);
+		return NULL;
+	}
+	memstart_addr = FIRST_PFN * PAGE_SIZE;
+	if (!khost_map_at(PAGE_OFFSET, pages * PAGE_SIZE) ||
+	    !khost_map_at(VMEMMAP_START, pages * sizeof(struct page)))
+		return NULL;
+	return (struct page *)VMEMMAP_START;
+}
+#endif
+
+int kshim_mm_init(unsigned long pages)
+{
+	struct page *map = map_arena(pages);
+	if (!map)
+		return -1;
 	for (unsigned long i = pages; i-- > 0;) {
 		struct page *p = map + i;
 		p->index = (unsigned long)free_list;

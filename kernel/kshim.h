@@ -7,30 +7,21 @@
  * "kernel" services (page allocator, slab, locks, vmstat, workqueue, shrinker, cpuhp, printk)
  * are in kservices.c; what needs libc is behind khost.h.
  *
- * What must have the shape it has in an x86-64 kernel build, and why: the A/B this serves is
- * about inlining, and the inliners decide by the size of what they would inline. clang gives
+ * What must have the shape it has in a kernel build, and why: the A/B this serves is about
+ * inlining, and the inliners decide by the size of what they would inline. clang gives
  * obj_malloc() a cost of about 200 against a threshold of 225 at zs_malloc()'s call site, and
  * CONFIG_DEBUG_VM alone takes it past the threshold, so a primitive one instruction larger or
- * smaller than the kernel's moves the verdict. Hence:
- *  - preempt_disable()/preempt_enable() are one `incl`/`decl` of a thread-local count (the
- *    kernel's per-CPU __preempt_count, %gs there, %fs here), preempt_enable() with the
- *    kernel's `je` to an out-of-line reschedule thunk; the count starts at the kernel's
- *    "no reschedule pending" bit so that the branch is not taken;
- *  - `current` is one non-volatile load of a thread-local pointer, so the compiler may reuse
- *    it as it reuses the kernel's;
- *  - this_cpu_ptr() is one `add` of a thread-local per-CPU offset (the kernel's this_cpu_off);
- *  - page_to_pfn()/page_address() go through the variables vmemmap_base and
- *    page_offset_base, as with the kernel's randomised memory layout (a load and arithmetic,
- *    not a constant folded into an address);
+ * smaller than the kernel's moves the verdict. The primitives whose shape is the
+ * architecture's (traps, atomics, bit operations, `current`, the preempt count,
+ * this_cpu_ptr(), page <-> address arithmetic) are in kshim_x86_64.h and kshim_arm64.h, each
+ * with the list of its shapes; on both:
  *  - kmap_atomic() is preempt_disable(), pagefault_disable() and page_address(); kmap_local_page()
- *    is page_address() alone (no highmem on x86-64);
+ *    is page_address() alone (no highmem on 64-bit kernels);
  *  - spin, rw and queued locks are out-of-line calls (_raw_spin_lock, ...), as in a kernel with
- *    preemption built in (Debian's PREEMPT_DYNAMIC selects the out-of-line unlock too);
- *    local_lock() is preempt_disable();
- *  - BUG() and WARN() are `ud2` (a WARN site is recorded in a table, and the SIGILL handler
- *    resumes after it, as the kernel's trap handler does); VM_BUG_ON() and friends compile to
- *    nothing without CONFIG_DEBUG_VM;
- *  - page flag updates are single locked instructions, list operations are inline.
+ *    preemption built in (Debian's PREEMPT_DYNAMIC and Android's PREEMPT select the
+ *    out-of-line lock and unlock); local_lock() is preempt_disable();
+ *  - VM_BUG_ON() and friends compile to nothing without CONFIG_DEBUG_VM; list operations are
+ *    inline.
  * The compiler flags (kernel_build.py: -mno-sse, -mno-red-zone, -fno-strict-aliasing,
  * -fconserve-stack, stack protector, return thunks, the ftrace entry NOP, ...) and the kernel
  * config (kconfig.h, generated from the tree's .config, --config FILE or Debian's defaults)
@@ -116,6 +107,9 @@ typedef u64 phys_addr_t;
 typedef unsigned int isolate_mode_t;
 typedef unsigned short umode_t;
 typedef struct { unsigned long pgprot; } pgprot_t;
+typedef struct { int counter; } atomic_t;
+typedef struct { long counter; } atomic_long_t;
+#define ATOMIC_INIT(i) { (i) }
 #define NULL ((void *)0)
 #define offsetof(t, m) __builtin_offsetof(t, m)
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -175,14 +169,19 @@ static __always_inline bool IS_ERR_OR_NULL(const void *ptr)
 #define IS_ENABLED(option) kshim_is_defined2(option)
 #define IS_BUILTIN(option) IS_ENABLED(option)
 
+/* --- the architecture's primitives: traps, atomics, bit operations, current, the preempt count,
+ * this_cpu_ptr(), the page <-> address arithmetic ------------------------------------------- */
+
+#if defined(__aarch64__)
+#include "kshim_arm64.h"
+#elif defined(__x86_64__)
+#include "kshim_x86_64.h"
+#else
+#error "kernel/kshim.h models the x86-64 and arm64 kernels' primitives only"
+#endif
+
 /* --- traps: BUG() and WARN() ---------------------------------------------------------------- */
 
-/* A WARN site: ud2 with its address in the kshim_warn_table section (the kernel's bug table);
- * khost's SIGILL handler reports it and resumes after the ud2. */
-#define kshim_warn_trap() \
-	__asm__ __volatile__("1:\tud2\n\t.pushsection kshim_warn_table,\"aw\"\n\t.quad 1b\n\t.popsection" \
-			     : : : "memory")
-#define BUG() do { __asm__ __volatile__("ud2" : : : "memory"); __builtin_unreachable(); } while (0)
 #define BUG_ON(cond) do { if (unlikely(cond)) BUG(); } while (0)
 #define WARN_ON(cond) \
 	({ int kshim_warn = !!(cond); if (unlikely(kshim_warn)) kshim_warn_trap(); unlikely(kshim_warn); })
@@ -257,115 +256,12 @@ int sprintf(char *buf, const char *fmt, ...) __printf(2, 3);
 #define memcpy(d, s, n) __builtin_memcpy(d, s, n)
 #define memset(s, c, n) __builtin_memset(s, c, n)
 
-/* --- atomics (x86: locked instructions; the compiler's builtins emit them) ------------------ */
-
-typedef struct { int counter; } atomic_t;
-typedef struct { long counter; } atomic_long_t;
-#define ATOMIC_INIT(i) { (i) }
-#define kshim_atomic_ops(name, T, V)								\
-static __always_inline V name##_read(const T *v) { return READ_ONCE(v->counter); }		\
-static __always_inline void name##_set(T *v, V i) { WRITE_ONCE(v->counter, i); }		\
-static __always_inline void name##_add(V i, T *v) { __atomic_fetch_add(&v->counter, i, __ATOMIC_SEQ_CST); } \
-static __always_inline void name##_sub(V i, T *v) { __atomic_fetch_sub(&v->counter, i, __ATOMIC_SEQ_CST); } \
-static __always_inline void name##_inc(T *v) { name##_add(1, v); }				\
-static __always_inline void name##_dec(T *v) { name##_sub(1, v); }				\
-static __always_inline V name##_add_return(V i, T *v) { return __atomic_add_fetch(&v->counter, i, __ATOMIC_SEQ_CST); } \
-static __always_inline V name##_sub_return(V i, T *v) { return __atomic_sub_fetch(&v->counter, i, __ATOMIC_SEQ_CST); } \
-static __always_inline V name##_inc_return(T *v) { return name##_add_return(1, v); }	\
-static __always_inline V name##_dec_return(T *v) { return name##_sub_return(1, v); }	\
-static __always_inline bool name##_dec_and_test(T *v) { return name##_sub_return(1, v) == 0; } \
-static __always_inline V name##_xchg(T *v, V i) { return __atomic_exchange_n(&v->counter, i, __ATOMIC_SEQ_CST); } \
-static __always_inline V name##_cmpxchg(T *v, V old, V new_)				\
-{ __atomic_compare_exchange_n(&v->counter, &old, new_, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); return old; } \
-static __always_inline bool name##_try_cmpxchg(T *v, V *old, V new_)			\
-{ return __atomic_compare_exchange_n(&v->counter, old, new_, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); }
-kshim_atomic_ops(atomic, atomic_t, int)
-kshim_atomic_ops(atomic_long, atomic_long_t, long)
-#define atomic_read_acquire(v) __atomic_load_n(&(v)->counter, __ATOMIC_ACQUIRE)
-#define atomic_set_release(v, i) __atomic_store_n(&(v)->counter, i, __ATOMIC_RELEASE)
-#define smp_mb() __asm__ __volatile__("lock; addl $0,-4(%%rsp)" : : : "memory", "cc")
-#define smp_rmb() barrier()
-#define smp_wmb() barrier()
-#define smp_store_release(p, v) do { barrier(); WRITE_ONCE(*(p), v); } while (0)
-#define smp_load_acquire(p) ({ __typeof__(*(p)) kshim_v = READ_ONCE(*(p)); barrier(); kshim_v; })
-
-/* Bit operations on unsigned long words (x86: locked byte/bit instructions). */
-static __always_inline bool test_bit(long nr, const volatile unsigned long *addr)
-{
-	return (addr[nr >> 6] >> (nr & 63)) & 1;
-}
-static __always_inline void set_bit(long nr, volatile unsigned long *addr)
-{
-	__asm__ __volatile__("lock orb %b1, %0" : "+m"(*((volatile char *)addr + (nr >> 3)))
-			     : "iq"((char)(1 << (nr & 7))) : "memory");
-}
-static __always_inline void clear_bit(long nr, volatile unsigned long *addr)
-{
-	__asm__ __volatile__("lock andb %b1, %0" : "+m"(*((volatile char *)addr + (nr >> 3)))
-			     : "iq"((char)~(1 << (nr & 7))) : "memory");
-}
-static __always_inline void __set_bit(long nr, volatile unsigned long *addr)
-{
-	addr[nr >> 6] |= 1UL << (nr & 63);
-}
-static __always_inline void __clear_bit(long nr, volatile unsigned long *addr)
-{
-	addr[nr >> 6] &= ~(1UL << (nr & 63));
-}
-static __always_inline bool test_and_set_bit_lock(long nr, volatile unsigned long *addr)
-{
-	bool old;
-	__asm__ __volatile__("lock btsq %2, %0" : "+m"(*addr), "=@ccc"(old) : "Ir"(nr) : "memory");
-	return old;
-}
 
 /* --- the running thread: preemption, page faults, current ------------------------------------ */
 
-/* The per-CPU variables of the kernel's x86-64 build, thread-local here (local-exec TLS: one
- * %fs-relative instruction each). Defined in kservices.c. */
-extern __thread int kshim_preempt_count;
-extern __thread unsigned long kshim_this_cpu_off;
-struct task_struct;
-extern __thread struct task_struct *kshim_current_task;
-
-#define PREEMPT_NEED_RESCHED 0x80000000
 #define SOFTIRQ_MASK 0x0000ff00
 #define HARDIRQ_MASK 0x000f0000
 #define NMI_MASK 0x00f00000
-
-struct task_struct {
-	int pagefault_disabled;
-	int pid;
-	char comm[16];
-};
-
-static __always_inline struct task_struct *get_current(void)
-{
-	struct task_struct *t;
-	__asm__("movq %%fs:kshim_current_task@tpoff, %0" : "=r"(t));
-	return t;
-}
-#define current get_current()
-
-static __always_inline int preempt_count(void)
-{
-	int pc;
-	__asm__ __volatile__("movl %%fs:kshim_preempt_count@tpoff, %0" : "=r"(pc));
-	return pc & ~PREEMPT_NEED_RESCHED;
-}
-#define preempt_disable() \
-	do { __asm__ __volatile__("incl %%fs:kshim_preempt_count@tpoff" : : : "memory"); barrier(); } while (0)
-#define preempt_enable_no_resched() \
-	do { barrier(); __asm__ __volatile__("decl %%fs:kshim_preempt_count@tpoff" : : : "memory"); } while (0)
-static __always_inline void kshim_preempt_enable(void)
-{
-	barrier();
-	__asm__ goto("decl %%fs:kshim_preempt_count@tpoff\n\tje %l[resched]" : : : "memory", "cc" : resched);
-	return;
-resched:
-	__asm__ __volatile__("call kshim_preempt_schedule_thunk" : : : "memory", "cc");
-}
-#define preempt_enable() kshim_preempt_enable()
 #define in_interrupt() (preempt_count() & (NMI_MASK | HARDIRQ_MASK | SOFTIRQ_MASK))
 #define in_task() (!in_interrupt())
 #define might_sleep() do { } while (0)
@@ -389,10 +285,6 @@ static __always_inline void pagefault_enable(void)
 
 #define DEFINE_PER_CPU(type, name) __typeof__(type) name
 #define DECLARE_PER_CPU(type, name) extern __typeof__(type) name
-#define this_cpu_ptr(ptr) \
-	({ unsigned long kshim_p; \
-	   __asm__("addq %%fs:kshim_this_cpu_off@tpoff, %0" : "=r"(kshim_p) : "0"((unsigned long)(ptr))); \
-	   (__typeof__(ptr))kshim_p; })
 #define raw_cpu_ptr(ptr) this_cpu_ptr(ptr)
 #define per_cpu_ptr(ptr, cpu) ({ (void)(cpu); (ptr); })
 #define per_cpu(var, cpu) (*per_cpu_ptr(&(var), cpu))
@@ -538,7 +430,7 @@ static inline void list_splice_init(struct list_head *list, struct list_head *he
 #define offset_in_page(p) ((unsigned long)(p) & ~PAGE_MASK)
 #define NUMA_NO_NODE (-1)
 
-/* struct page as an x86-64 kernel lays it out (64 bytes): the fields zsmalloc and its zpdesc
+/* struct page as a 64-bit kernel lays it out (64 bytes): the fields zsmalloc and its zpdesc
  * overlay use are at the kernel's offsets. */
 struct address_space;
 struct page {
@@ -559,21 +451,10 @@ struct page {
 	atomic_t _refcount;
 	unsigned long memcg_data;
 };
-_Static_assert(sizeof(struct page) == 64, "struct page is 64 bytes on x86-64");
+_Static_assert(sizeof(struct page) == 64, "struct page is 64 bytes in a 64-bit kernel");
 struct folio { struct page page; };
 struct zone { int kshim_id; };
 
-extern unsigned long vmemmap_base;
-extern unsigned long page_offset_base;
-#define vmemmap ((struct page *)vmemmap_base)
-#define PAGE_OFFSET page_offset_base
-#define page_to_pfn(page) ((unsigned long)((page) - vmemmap))
-#define pfn_to_page(pfn) (vmemmap + (pfn))
-#define __va(x) ((void *)((unsigned long)(x) + PAGE_OFFSET))
-#define PFN_PHYS(x) ((phys_addr_t)(x) << PAGE_SHIFT)
-#define page_to_virt(page) __va(PFN_PHYS(page_to_pfn(page)))
-#define page_address(page) page_to_virt(page)
-#define virt_to_page(addr) pfn_to_page(((unsigned long)(addr) - PAGE_OFFSET) >> PAGE_SHIFT)
 
 /* Page flag bits, as the kernel numbers them. */
 enum pageflags {
@@ -736,7 +617,7 @@ void __free_pages(struct page *page, unsigned int order);
 #define __free_page(page) __free_pages(page, 0)
 struct zone *page_zone(const struct page *page);
 
-/* kmap on x86-64: no highmem, the direct map is always there. */
+/* kmap without highmem (64-bit kernels): the direct map is always there. */
 static __always_inline void *kmap_atomic(struct page *page)
 {
 	preempt_disable();

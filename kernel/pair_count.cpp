@@ -1,21 +1,22 @@
 // kernel_pair_count: zsm_pair_count (bench/pair_count.cpp) on the kernel's own zsmalloc
 // (kernel/kapi.h): a fixed number of steady-state pairs of one family, size and variant, with
-// callgrind collecting only around the measured loop, so tools/lib/count_pairs.py counts it as it
-// counts zsm. Run it under
+// the counter collecting only around the measured loop (bench/count_markers.h), so
+// tools/lib/count_pairs.py (x86-64, callgrind) and tools/lib/qemu_count.py (arm64, qemu) count
+// it as they count zsm. Run it under
 //   valgrind --tool=callgrind --instr-atstart=no kernel_pair_count <variant> <family> <size> <pairs>
+// or, built for arm64, under qemu_count.py.
 //   variant: the variants built in (patched, baseline, kernel)
 //   family:  write (zs_malloc + the write + zs_free: zs_obj_write, or in 6.1 zs_map_object(WO),
 //                   memcpy, zs_unmap_object), store (zs_store + zs_free, where the tree has it)
 // After the loop every live object is read back and compared with what was written, the
 // pool is destroyed and every page and slab object must be back (exit status 1 otherwise).
-#include <valgrind/callgrind.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "../bench/count_markers.h"
 #include "../bench/live_set.h"
 #include "../bench/pair_loops.h"
 #include "kapi.h"
@@ -51,13 +52,12 @@ int run(const std::string& family, size_t size, long pairs) {
   {
     LiveSet<A> live(pool, size);
     store_pairs(live, size, static_cast<long>(zsm_bench::kLiveObjects));  // warm-up
-    CALLGRIND_ZERO_STATS;
-    CALLGRIND_START_INSTRUMENTATION;
+    ZSM_COUNT_START();
     if (family == "store")
       store_pairs(live, size, pairs);
     else
       write_pairs(live, size, pairs);
-    CALLGRIND_STOP_INSTRUMENTATION;
+    ZSM_COUNT_STOP();
     if (!read_back(live, size)) {
       std::fprintf(stderr, "an object did not read back as written\n");
       rc = 1;

@@ -19,6 +19,9 @@ packages=(
   llvm-19 python3-scipy gnuplot-nox binutils
   clang-22 llvm-22 libclang-rt-22-dev  # the A/B's third compiler, the mail's (bookworm-security)
   linux-source-6.1  # the kernel's own mm/zsmalloc.c (tools/run-kernel-ab.sh, kernel_diff_test)
+  # arm64: the cross compilers and C/C++ libraries, and qemu-user to run and count what they
+  # build (tools/run-kernel-ab.sh --arch arm64, tools/lib/qemu_count.py)
+  qemu-user gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross
 )
 
 install_missing() {
@@ -70,6 +73,11 @@ check_prerequisites() {
   need clang-22 clang++-22
   need linux-source-6.1 /usr/src/linux-source-6.1.tar.xz
   need llvm-22 llvm-profdata-22
+  need qemu-user qemu-aarch64
+  need gcc-aarch64-linux-gnu aarch64-linux-gnu-gcc-12
+  need g++-aarch64-linux-gnu aarch64-linux-gnu-g++-12
+  need binutils-aarch64-linux-gnu aarch64-linux-gnu-objdump
+  need libc6-dev-arm64-cross /usr/aarch64-linux-gnu/lib/libc.a
   need libgtest-dev /usr/lib/x86_64-linux-gnu/cmake/GTest/GTestConfig.cmake
   need libgmock-dev /usr/include/gmock/gmock.h
   need libbenchmark-dev /usr/lib/x86_64-linux-gnu/cmake/benchmark/benchmarkConfig.cmake
@@ -88,6 +96,8 @@ check_prerequisites() {
   links clang++-19 libclang-rt-19-dev -fsanitize=thread
   links clang++-19 libclang-rt-19-dev -fsanitize=fuzzer
   links clang++-22 libclang-rt-22-dev -fprofile-instr-generate  # tools/run-ab.sh --pgo
+  links clang++-22 "libc6-dev-arm64-cross and g++-aarch64-linux-gnu (arm64's C and C++ libraries)" \
+    --target=aarch64-linux-gnu -static
   ((failed == 0))
 }
 

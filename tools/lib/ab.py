@@ -58,6 +58,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ab_analysis  # noqa: E402
 import ab_report  # noqa: E402
+import cli_args  # noqa: E402
 import count_pairs  # noqa: E402
 import gbench  # noqa: E402
 import golden  # noqa: E402
@@ -240,12 +241,13 @@ def time_separate(builds, args, results, progress, label):
     return ab_analysis.merge_samples(runs)
 
 
-def code(binary, functions):
-    """Symbols of both variants, and what each API body calls out of line."""
-    nm = subprocess.run(["nm", "-S", "-C", binary], check=True, capture_output=True,
-                        text=True).stdout
-    dis = subprocess.run(["objdump", "-d", "-C", "--no-show-raw-insn", binary], check=True,
-                         capture_output=True, text=True).stdout
+def code(binary, functions, binutils_prefix=""):
+    """Symbols of both variants, and what each API body calls out of line (binutils_prefix:
+    the cross binutils of another architecture's binary, e.g. aarch64-linux-gnu-)."""
+    nm = subprocess.run([binutils_prefix + "nm", "-S", "-C", binary], check=True,
+                        capture_output=True, text=True).stdout
+    dis = subprocess.run([binutils_prefix + "objdump", "-d", "-C", "--no-show-raw-insn", binary],
+                         check=True, capture_output=True, text=True).stdout
     return ab_analysis.parse_nm(nm), ab_analysis.callees(ab_analysis.parse_calls(dis),
                                                          functions)
 
@@ -349,18 +351,49 @@ def fill_run_defaults(args):
     """The run settings left unset on the command line, quick or full (shared with
     kernel_ab.py), and --sizes as a list."""
     quick = args.quick
-    defaults = {"sizes": "784" if quick else ",".join(map(str, count_pairs.SIZES)),
+    defaults = {"sizes": [784] if quick else list(count_pairs.SIZES),
                 "repetitions": 3 if quick else 9, "runs": 3 if quick else 9,
                 "min_time": 0.01 if quick else 0.25, "pairs": 2000 if quick else 20000}
     for k, v in defaults.items():
         if getattr(args, k) is None:
             setattr(args, k, v)
-    args.sizes = [int(s) for s in str(args.sizes).split(",")]
+
+
+def add_run_arguments(ap):
+    """The run settings ab.py and kernel_ab.py share, each checked as it is parsed."""
+    ap.add_argument("--sizes", type=cli_args.size_list(count_pairs.SIZES),
+                    help="object sizes (default: the mail's 8, 384..3136)")
+    ap.add_argument("--repetitions", type=cli_args.positive_int,
+                    help="Google Benchmark repetitions (9)")
+    ap.add_argument("--runs", type=cli_args.positive_int, help="runs of each separate binary (9)")
+    ap.add_argument("--min-time", type=cli_args.positive_float,
+                    help="seconds per benchmark run (0.25)")
+    ap.add_argument("--pairs", type=cli_args.positive_int, help="pairs per callgrind run (20000)")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run: size 784, 3 repetitions and runs, short runs")
+
+
+def name_list(ap, flag, text, known):
+    """A comma-separated list of names from `known`, or a one-line error naming the rest."""
+    names = text.split(",")
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        ap.error(f"{flag} {text}: unknown {', '.join(map(repr, unknown))}; "
+                 f"expected any of {', '.join(known)}")
+    return names
+
+
+def output_dir(ap, path):
+    """--out created (with its parents), or a one-line error saying why it cannot be."""
+    try:
+        return cli_args.output_dir(path)
+    except cli_args.InputError as e:
+        ap.error(str(e))
 
 
 def parse_args(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = cli_args.OneLineParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--compilers", default=",".join(COMPILERS),
                     help=f"any of {', '.join(COMPILERS)} (default: all)")
     ap.add_argument("--pgo", action="store_true", help="add a PGO build per compiler")
@@ -369,19 +402,13 @@ def parse_args(argv=None):
                     help="a definition for the patched variant only, e.g. ZSM_WRITE_HELPER=")
     ap.add_argument("--baseline-defs", action="append", default=[], metavar="NAME=VALUE",
                     help="a definition for the baseline variant only")
-    ap.add_argument("--sizes", help="object sizes (default: the mail's 8, 384..3136)")
     ap.add_argument("--functions",
                     default="kernel_path::store,kernel_path::malloc,kernel_path::free,zs_obj_write",
                     help="functions whose code size is compared (zsm's kernel path; zs_store "
                          "and the other public names are the cached entry points)")
     ap.add_argument("--helpers", default="obj_malloc,obj_free,obj_write,alloc_zspage",
                     help="helpers reported when they have an out-of-line copy")
-    ap.add_argument("--repetitions", type=int, help="Google Benchmark repetitions (9)")
-    ap.add_argument("--runs", type=int, help="runs of each separate binary (9)")
-    ap.add_argument("--min-time", type=float, help="seconds per benchmark run (0.25)")
-    ap.add_argument("--pairs", type=int, help="pairs per callgrind run (20000)")
-    ap.add_argument("--quick", action="store_true",
-                    help="smoke run: size 784, 3 repetitions and runs, short runs")
+    add_run_arguments(ap)
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "ab"))
     ap.add_argument("--write-golden", action="store_true",
                     help="write the golden fast-path counts instead of the A/B")
@@ -389,19 +416,17 @@ def parse_args(argv=None):
     args = ap.parse_args(argv)
     fill_run_defaults(args)
     args.train_time = 0.01 if args.quick else 0.05
-    args.compilers = args.compilers.split(",")
+    args.compilers = name_list(ap, "--compilers", args.compilers, list(COMPILERS))
     args.functions = args.functions.split(",")
     args.helpers = args.helpers.split(",")
-    args.out = os.path.abspath(args.out)
-    unknown = set(args.compilers) - set(COMPILERS)
-    if unknown:
-        ap.error(f"unknown compiler(s) {unknown}: use {', '.join(COMPILERS)}")
+    args.out = output_dir(ap, args.out)
+    if args.write_golden and os.path.isdir(args.golden):
+        ap.error(f"--golden {args.golden}: is a folder, not a file")
     return args
 
 
 def main():
     args = parse_args()
-    os.makedirs(args.out, exist_ok=True)
     progress = Progress()
     if args.write_golden:
         write_golden(args, progress)

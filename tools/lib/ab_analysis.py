@@ -8,7 +8,9 @@ over parsed data, no processes run here, so every one is unit-tested (tools/test
   `nm -S -C` -> symbols of the two variant namespaces (zsm::bench_patched, zsm::bench_baseline),
   GCC clones (.isra, .constprop, .part, .cold) kept apart from the body;
   `objdump -d -C` -> the out-of-line functions each function calls;
-  one configuration's raw figures -> its summary (instructions, time, code size, callees).
+  one configuration's raw figures -> its summary (instructions, time, code size, callees); a
+  configuration measured without time (arm64 under emulation) has raw["time"] None, and so
+  has its summary's time.
 
 The variants are `patched` (A) and `baseline` (B); every delta is patched - baseline, so a
 negative figure means the patch saves.
@@ -34,7 +36,7 @@ SYMBOL = re.compile(r"^zsm::bench_(patched|baseline)::(?:\(anonymous namespace\)
 LAMBDA = re.compile(r"\)::(\$_\d+|\{lambda[^}]*\})::operator\(\)")
 CLONE = re.compile(r"\[clone (\.[^\]]+)\]")
 FUNC_HEADER = re.compile(r"^[0-9a-f]+ <(.+)>:$")
-CALL = re.compile(r"\s(?:call|jmp)q?\s+[0-9a-f]+ <(.+?)(\+0x[0-9a-f]+)?>$")
+CALL = re.compile(r"\s(?:call|jmp|bl|b)q?\s+[0-9a-f]+ <(.+?)(\+0x[0-9a-f]+)?>$")  # x86-64, arm64
 
 
 def bench_name(family, variant, size):
@@ -197,7 +199,7 @@ def family_summary(raw, family, sizes):
                "instr": {"patched": p["allocator_only"], "baseline": b["allocator_only"]},
                "instr_total": {"patched": p["total"], "baseline": b["total"]},
                "instr_delta": p["allocator_only"] - b["allocator_only"]}
-        for key in ("one_binary", "separate"):
+        for key in ("one_binary", "separate") if raw["time"] else ():
             samples = raw["time"][key]
             row[key] = compare_times(samples[bench_name(family, "patched", size)]["cpu_ns"],
                                      samples[bench_name(family, "baseline", size)]["cpu_ns"])
@@ -211,7 +213,7 @@ def family_summary(raw, family, sizes):
             "instr_baseline": alloc_b, "instr_delta_pct": 100.0 * delta / total_b,
             "instr_delta_alloc_pct": 100.0 * delta / alloc_b, "copy_inlined": min(copies) == 0,
             "time": {key: time_summary([r[key] for r in rows])
-                     for key in ("one_binary", "separate")}}
+                     for key in ("one_binary", "separate")} if raw["time"] else None}
 
 
 def cached_summary(counts, sizes):
