@@ -76,6 +76,7 @@ constexpr uint8_t kRecompressTried = 2;  // recompress() has looked at it
 constexpr uint8_t kIdle = 4;             // not read or written since mark_idle()
 constexpr uint8_t kOnFile = 8;           // promoted from the backing file, which still has it
 constexpr uint8_t kReleasePending = 16;  // staged to be freed from memory once on file
+constexpr uint8_t kReferencedAgain = 32; // CLOCK: used again, while kReferenced was set
 constexpr size_t kTailLink = sizeof(unsigned long);
 constexpr size_t kLargestValue = size_t{1} << 20;  // CacheOptions::max_value_size's bound
 constexpr unsigned kAnyClass = UINT32_MAX;  // evict_one(): no class preferred
@@ -121,6 +122,10 @@ uint64_t hash_key(std::string_view key) noexcept;
 
 // zram's mm_stat line of `s` (Cache::mm_stat()) and bd_stat line of `f` (Cache::bd_stat()).
 std::string mm_stat_line(const CacheStats& s);
+
+// A get's CLOCK marks on the entry it read (room.cpp); callers hold the shard's lock, for
+// reading at least.
+void note_read(Slot& s) noexcept;
 std::string bd_stat_line(const BackingFileStats& f);
 
 // Writes a put's value into the span it is given (exactly the size put() was given), e.g.

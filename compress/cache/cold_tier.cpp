@@ -195,7 +195,8 @@ void CacheCore::mark_idle() noexcept {
   for (Shard& sh : shards_) {
     std::unique_lock guard(sh.lock);
     for (Slot& s : sh.slots)
-      if (s.handle != 0) s.flags = static_cast<uint8_t>((s.flags | kIdle) & ~kReferenced);
+      if (s.handle != 0)
+        s.flags = static_cast<uint8_t>((s.flags | kIdle) & ~(kReferenced | kReferencedAgain));
   }
 }
 

@@ -186,7 +186,7 @@ std::error_code CacheCore::put_value(std::string_view key, std::span<const std::
   s.hash = static_cast<uint32_t>(h);
   s.key_size = static_cast<uint16_t>(key.size());
   s.value_size = static_cast<uint32_t>(value.size());
-  s.flags = kReferenced;
+  s.flags = options_.insert_referenced ? kReferenced : 0;
   std::span<std::byte> record = encode(key, value, written, s);
   if (record.data() == nullptr) return no_memory();
   // A put that fails leaves its key without a value: the one it replaced is gone.
@@ -263,9 +263,7 @@ std::error_code CacheCore::get_locked(Shard& sh, uint64_t h, std::string_view ke
       case corrupt: return make_error_code(CacheError::corrupt);
       case found: break;
     }
-    std::atomic_ref<uint8_t> flags(s.flags);  // referenced, and no longer idle
-    if (flags.fetch_or(kReferenced, std::memory_order_relaxed) & kIdle)
-      flags.fetch_and(static_cast<uint8_t>(~kIdle), std::memory_order_relaxed);
+    note_read(s);
     size = s.value_size;
     return {};
   }

@@ -16,6 +16,16 @@ bool test_and_clear(Slot& s, uint8_t flag) {
 
 }  // namespace
 
+// A get's mark: referenced, and referenced again if it was already (one pass of the hand
+// clears one mark), and no longer idle. Read by threads holding the shard's read lock only:
+// through std::atomic_ref.
+void note_read(Slot& s) noexcept {
+  std::atomic_ref<uint8_t> flags(s.flags);
+  uint8_t was = flags.fetch_or(kReferenced, std::memory_order_relaxed);
+  if (was & kReferenced) was = flags.fetch_or(kReferencedAgain, std::memory_order_relaxed);
+  if (was & kIdle) flags.fetch_and(static_cast<uint8_t>(~kIdle), std::memory_order_relaxed);
+}
+
 size_t CacheCore::bytes_held() const noexcept {
   return pool_bytes() + zs_pool_bookkeeping_bytes(pool_) + index_bytes_.load() +
          (file_ ? file_->memory_bytes() : 0);
@@ -72,14 +82,17 @@ CacheCore::Evicted CacheCore::evict_one_now(unsigned long keep, unsigned prefer_
 }
 
 // Moves the shard's hand to the next entry other than `keep` that is not referenced since the
-// hand last passed, clearing the bit of each referenced one on the way, and returns that entry;
-// the hand stays on it. Nullptr when the shard holds no other entry.
+// hand last passed, clearing one mark of each referenced one on the way (an entry read twice
+// since the hand passed survives two passes), and returns that entry; the hand stays on it.
+// Nullptr when the shard holds no other entry.
 Slot* CacheCore::clock_hand(Shard& sh, unsigned long keep) noexcept {
   if (sh.used == 0) return nullptr;
   size_t mask = sh.slots.size() - 1;
-  for (size_t steps = 0; steps < 2 * sh.slots.size() + 1; steps++) {
+  for (size_t steps = 0; steps < 3 * sh.slots.size() + 1; steps++) {
     Slot& s = sh.slots[sh.hand];
-    if (s.handle != 0 && s.handle != keep && !test_and_clear(s, kReferenced)) return &s;
+    if (s.handle != 0 && s.handle != keep && !test_and_clear(s, kReferencedAgain) &&
+        !test_and_clear(s, kReferenced))
+      return &s;
     sh.hand = (sh.hand + 1) & mask;
   }
   return nullptr;

@@ -241,6 +241,7 @@ rocksdb::Status RocksSecondaryCache::Create(const CacheOptions& options,
   CacheOptions cache_options = options;
   cache_options.capacity_bytes -= std::min(table_bytes, options.capacity_bytes);
   if (cache_options.max_value_size == 0) cache_options.max_value_size = kDefaultMaxBlock;
+  cache_options.insert_referenced = false;  // a victim cache (see Create() in the header)
   rocksdb::Status status;
   std::unique_ptr<CacheCore> cache = make_cache(cache_options, &status);
   if (!cache) return status;

@@ -9,7 +9,8 @@
 // - Keys live in the pool with their values: an entry's index slot is 24 bytes.
 // - The capacity counts everything the cache holds: pool pages, the pool's bookkeeping and the
 //   index (CacheStats::bytes_held). The pool's pages never pass it; a put that needs room
-//   evicts (CLOCK: a get only sets a bit, so readers never reorder anything), and fails when
+//   evicts (CLOCK with two marks: a get only sets a bit, a second get a second one, so readers
+//   never reorder anything and an entry read twice outlasts one read once), and fails when
 //   it still does not fit. Every put and erase compacts the pool once the free space inside
 //   its zspages has grown by two zspages since the last compaction, so the pool stays dense
 //   under any mix of puts, erases and evictions.
@@ -83,6 +84,11 @@ struct CacheOptions {
   size_t max_value_size = 0;
   size_t max_key_size = 256;                 // 1 .. half a page
   unsigned shards = 16;                      // index shards: a power of two, 1..1024
+  // CLOCK: whether a put's entry starts as if read since the hand last passed (it then
+  // survives one pass unread). false: a new entry is the first to go unless a get reads it,
+  // which suits a victim cache, whose entries are what another cache let go of (RocksDB's
+  // secondary tier sets it so).
+  bool insert_referenced = true;
   // The pool: page size, chain size, page source, lock shards, flags. max_pages is ignored:
   // the cache sets it to capacity_bytes / page size. The pool is named "zsm-cache".
   zs_pool_config pool = {};

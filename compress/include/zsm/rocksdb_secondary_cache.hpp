@@ -112,7 +112,9 @@ class RocksSecondaryCache : public rocksdb::SecondaryCache {
 
   // A tier of options.capacity_bytes on a cache made with `options` (less the admission
   // table, see Admission); Status::InvalidArgument (and *out untouched) when the cache refuses
-  // them, e.g. a capacity below the pool's page size.
+  // them, e.g. a capacity below the pool's page size. The tier's blocks are what RocksDB's
+  // primary cache let go of, so they enter unreferenced (CacheOptions::insert_referenced is
+  // set false): a block no lookup wants again is the first to go.
   static rocksdb::Status Create(const CacheOptions& options,
                                 std::shared_ptr<RocksSecondaryCache>* out,
                                 Admission admission = Admission::every_block);
