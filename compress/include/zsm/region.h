@@ -1,0 +1,131 @@
+/*
+ * zsm region, C API: compressed memory for a range of the process's own address space,
+ * zswap's shape in userspace. zsm_region_create() maps `size` bytes; a program reads and
+ * writes them as ordinary memory. At most budget_bytes of them stay resident, decompressed;
+ * colder pages are compressed into a zsm pool (and, past its budget, written to an optional
+ * backing file) and dropped from the page tables; the next touch faults, and the region's
+ * handler thread (userfaultfd) decompresses the page and installs it. A page never written
+ * reads as zeros and costs nothing.
+ *
+ * The contract (docs/region.md says why):
+ * - Any thread may read and write any byte of the region at any time; no write is ever lost.
+ * - A syscall that reads or writes an evicted page of the region (read(2) into it, write(2)
+ *   from it) succeeds where the kernel lets the handler serve the kernel's own faults (root,
+ *   CAP_SYS_PTRACE, /dev/userfaultfd, vm.unprivileged_userfaultfd=1); otherwise it fails with
+ *   EFAULT: zsm_region_pin() keeps a range resident for the length of such a call.
+ * - fork(): the child does not inherit the region (MADV_DONTFORK): the range is unmapped in
+ *   the child, and the parent's region is untouched by anything the child does.
+ * - A signal handler may touch the region (the fault is served by the handler thread), but
+ *   must not call these functions.
+ *
+ * Errors: calls that return a pointer return NULL and set errno; calls with an int result
+ * return 0 or a negative errno:
+ *   -EINVAL   bad arguments: NULL region, a range not inside the region, bad options
+ *   -ENOMEM   memory short             -ENOSYS / -EPERM  userfaultfd not available (the
+ *             message from zsm_region_last_error() names the sysctl that allows it)
+ * Every call may be made from any thread at once on one region, except zsm_region_destroy().
+ */
+#ifndef ZSM_REGION_H
+#define ZSM_REGION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <zsm/cache.h>
+#include <zsm/zsmalloc.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* An opaque region, made by zsm_region_create() and freed by zsm_region_destroy(). */
+struct zsm_region;
+
+/*
+ * A zero-filled struct asks for every default. Out of range is EINVAL at creation.
+ */
+struct zsm_region_options {
+	size_t budget_bytes;        /* most the region keeps resident, decompressed; 0 = a quarter
+	                               of the region's size; at least 16 pages */
+	enum zsm_codec codec;       /* ZSM_CODEC_LZ4 (default), LZ4HC, ZSTD or NONE */
+	int level;                  /* 0 = the codec's default */
+	size_t compressed_budget_bytes; /* most the pool may hold; 0 = no limit. With a backing
+	                               file, the coldest compressed pages go to the file past it */
+	struct zs_pool_config pool; /* the pool's configuration (max_pages is ignored) */
+	/* An optional backing file for pages past compressed_budget_bytes, the cold tier's rules
+	 * (zsm/cache.h): NULL = none; a directory = an unnamed file in it; any other path must not
+	 * exist (EEXIST). */
+	const char *backing_file;
+	uint64_t backing_file_capacity; /* 0 = 256 MiB */
+	unsigned int fault_around_pages; /* most pages a sequential fault installs: 0 = 16, 1 = off */
+};
+
+/*
+ * Cumulative statistics, zram's mm_stat in spirit. Read without stopping the region, so
+ * counters may lag a fault in progress.
+ */
+struct zsm_region_stats {
+	uint64_t size_bytes;         /* the region's size */
+	uint64_t budget_bytes;       /* the resident budget in effect */
+	uint64_t resident_bytes;     /* pages mapped now, decompressed */
+	uint64_t stored_pages;       /* pages held compressed (in the pool or on the file) */
+	uint64_t orig_data_size;     /* their uncompressed bytes (stored_pages * page size) */
+	uint64_t compr_data_size;    /* their compressed bytes */
+	uint64_t mem_used_total;     /* the pool's pages, in bytes (what compressed storage costs) */
+	uint64_t same_pages;         /* stored pages of one repeated word, kept without a pool object */
+	uint64_t huge_pages;         /* stored pages that did not compress (kept whole) */
+	uint64_t faults;             /* faults served */
+	uint64_t zero_faults;        /* of them, pages never written (a zero page installed) */
+	uint64_t fault_around_pages; /* pages installed ahead of a fault */
+	uint64_t evictions;          /* pages compressed and dropped */
+	uint64_t clean_evictions;    /* pages dropped again without compressing (copy still valid) */
+	uint64_t refaults;           /* faults on a page evicted before */
+	uint64_t written_back;       /* pages written to the backing file */
+	uint64_t read_back;          /* pages read back from the backing file */
+	uint64_t bd_bytes_on_file;   /* the backing file's live bytes */
+};
+
+/* Create a region of `size` bytes (rounded up to whole pages). NULL + errno on failure. */
+struct zsm_region *zsm_region_create(size_t size, const struct zsm_region_options *opts);
+
+/* Unmap the region and free all it holds. NULL is a no-op. Must not overlap another call. */
+void zsm_region_destroy(struct zsm_region *region);
+
+/* The region's first byte (page aligned), or NULL for a NULL region. */
+void *zsm_region_base(struct zsm_region *region);
+
+/* The region's size in bytes, or 0 for a NULL region. */
+size_t zsm_region_size(struct zsm_region *region);
+
+/* Fill *out. -EINVAL for a NULL region or out. */
+int zsm_region_stats(struct zsm_region *region, struct zsm_region_stats *out);
+
+/*
+ * Range calls: [addr, addr + len) must lie inside the region (-EINVAL otherwise); addr and len
+ * are widened to whole pages.
+ * - prefetch: make the range resident now (within the budget).
+ * - evict: compress the range's pages and drop them (as MADV_PAGEOUT); their contents stay.
+ * - discard: drop the range's contents (as MADV_DONTNEED): the pages read as zeros after.
+ * - pin / unpin: keep the range resident until unpinned (pins nest); for syscalls that
+ *   must not meet an evicted page. A pinned range counts against the budget.
+ */
+int zsm_region_prefetch(struct zsm_region *region, void *addr, size_t len);
+int zsm_region_evict(struct zsm_region *region, void *addr, size_t len);
+int zsm_region_discard(struct zsm_region *region, void *addr, size_t len);
+int zsm_region_pin(struct zsm_region *region, void *addr, size_t len);
+int zsm_region_unpin(struct zsm_region *region, void *addr, size_t len);
+
+/* Change the resident budget (bytes, at least 16 pages); evicts at once if above it. */
+int zsm_region_set_budget(struct zsm_region *region, size_t budget_bytes);
+
+/*
+ * Why the last zsm_region_create() on this thread failed, in one line (the sysctl or device
+ * that would allow userfaultfd, the option out of range, ...); "" if it did not.
+ */
+const char *zsm_region_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ZSM_REGION_H */
