@@ -25,6 +25,7 @@
 #include "cache_core.h"
 
 #include <algorithm>
+#include <unistd.h>
 #include <bit>
 #include <charconv>
 #include <cstdint>
@@ -129,6 +130,16 @@ std::optional<uint64_t> parse_size(std::string_view text) {
   return value << shift;
 }
 
+// RocksDB's CompressionType names (compressed_secondary_cache://...;compression_type=...) as
+// zsm's codecs; nothing for a type zsm has no codec for.
+std::optional<CodecOptions> codec_of_rocksdb_name(std::string_view name) {
+  if (name == "kLZ4Compression") return CodecOptions{CodecKind::lz4, 0, {}};
+  if (name == "kLZ4HCCompression") return CodecOptions{CodecKind::lz4hc, 0, {}};
+  if (name == "kZSTD") return CodecOptions{CodecKind::zstd, 0, {}};
+  if (name == "kNoCompression") return CodecOptions{CodecKind::none, 0, {}};
+  return std::nullopt;
+}
+
 // Applies one KEY=VALUE of the URI; the reason when it is bad.
 std::optional<std::string> apply_option(std::string_view key, std::string_view value,
                                         RocksTierConfig& config) {
@@ -178,13 +189,42 @@ std::optional<std::string> apply_option(std::string_view key, std::string_view v
     if (!n || *n == 0 || *n > 1024 || (*n & (*n - 1)) != 0)
       return "bad shards in '" + quoted + "': want a power of two 1 .. 1024";
     config.cache.shards = static_cast<unsigned>(*n);
+  } else if (key == "capacity") {
+    auto bytes = parse_size(value);
+    if (!bytes) return "bad capacity in '" + quoted + "': want a size such as 32M or 33554432";
+    config.cache.capacity_bytes = *bytes;
+  } else if (key == "compression_type") {
+    auto codec = codec_of_rocksdb_name(value);
+    if (!codec)
+      return "bad compression_type in '" + quoted +
+             "': want kLZ4Compression, kLZ4HCCompression, kZSTD or kNoCompression";
+    config.cache.codec = *codec;
+  } else if (key == "recompress") {
+    try {
+      config.cache.recompress_codec = parse_codec(value);
+      (void)Codec::create(*config.cache.recompress_codec);
+    } catch (const std::exception& e) {
+      return "bad recompress in '" + quoted + "' (" + e.what() +
+             "): want lz4hc[:LEVEL], zstd[:LEVEL], lz4[:ACCEL] or none";
+    }
+  } else if (key == "recompress_every" || key == "idle_writeback") {
+    auto seconds = parse_size(value);
+    if (!seconds || *seconds == 0 || *seconds > 86400)
+      return "bad " + std::string(key) + " in '" + quoted + "': want seconds, 1 .. 86400";
+    (key == "recompress_every" ? config.recompress_every : config.idle_writeback_every) =
+        std::chrono::seconds(*seconds);
   } else {
     return "unknown option '" + std::string(key) +
-           "': want codec, admission, max_value, page, chain, shards, file, file_size or "
-           "writeback_limit";
+           "': want capacity, codec (or compression_type), admission, max_value, page, chain, "
+           "shards, recompress, recompress_every, file, file_size, writeback_limit or "
+           "idle_writeback";
   }
   return std::nullopt;
 }
+
+// The leading part of a URI names the capacity unless it is an option itself
+// (zsm://capacity=16M;...).
+bool is_option(std::string_view part) { return part.find('=') != std::string_view::npos; }
 
 }  // namespace
 
@@ -195,32 +235,48 @@ rocksdb::Status ParseZsmUri(const std::string& uri, RocksTierConfig* out) {
   config.cache.max_value_size = RocksSecondaryCache::kDefaultMaxBlock;
   std::string_view rest = std::string_view(uri).substr(kScheme.size());
   size_t end = rest.find(';');
-  const std::string_view capacity = rest.substr(0, end);
-  auto bytes = parse_size(capacity);
-  if (!bytes)
-    return bad_uri(uri, "bad capacity '" + std::string(capacity) +
-                            "': want a size such as 32M (digits, then K, M or G)");
-  config.cache.capacity_bytes = *bytes;
+  const std::string_view leading = rest.substr(0, end);
   std::vector<std::string_view> seen;
-  while (end != std::string_view::npos) {
+  if (!is_option(leading)) {
+    auto bytes = parse_size(leading);
+    if (!bytes)
+      return bad_uri(uri, "bad capacity '" + std::string(leading) +
+                              "': want a size such as 32M (digits, then K, M or G)");
+    config.cache.capacity_bytes = *bytes;
+    seen.push_back("capacity");
+  }
+  for (bool first = true;; first = false) {
+    const std::string_view option = rest.substr(0, end);
+    if (!first || is_option(leading)) {
+      const size_t equals = option.find('=');
+      if (equals == std::string_view::npos || equals == 0)
+        return bad_uri(uri, "bad option '" + std::string(option) + "': want KEY=VALUE");
+      std::string_view key = option.substr(0, equals);
+      const std::string_view same_as = key == "compression_type" ? "codec" : key;
+      if (std::find(seen.begin(), seen.end(), same_as) != seen.end())
+        return bad_uri(uri, "option '" + std::string(key) + "' given twice" +
+                                (key == "capacity" ? " (it is the URI's first part)" : "") +
+                                (same_as != key ? " (as codec)" : ""));
+      seen.push_back(same_as);
+      if (auto why = apply_option(key, option.substr(equals + 1), config))
+        return bad_uri(uri, *why);
+    }
+    if (end == std::string_view::npos) break;
     rest = rest.substr(end + 1);
     end = rest.find(';');
-    const std::string_view option = rest.substr(0, end);
-    const size_t equals = option.find('=');
-    if (equals == std::string_view::npos || equals == 0)
-      return bad_uri(uri, "bad option '" + std::string(option) + "': want KEY=VALUE");
-    const std::string_view key = option.substr(0, equals);
-    if (std::find(seen.begin(), seen.end(), key) != seen.end())
-      return bad_uri(uri, "option '" + std::string(key) + "' given twice");
-    seen.push_back(key);
-    if (auto why = apply_option(key, option.substr(equals + 1), config)) return bad_uri(uri, *why);
   }
+  if (std::find(seen.begin(), seen.end(), "capacity") == seen.end())
+    return bad_uri(uri, "no capacity: want zsm://CAPACITY[;KEY=VALUE]... or capacity=SIZE");
   if (config.cache.backing_file && config.cache.backing_file->path.empty())
-    return bad_uri(uri, "file_size or writeback_limit without file=PATH");
+    return bad_uri(uri, "file_size, writeback_limit or idle_writeback without file=PATH");
+  if (config.idle_writeback_every.count() != 0 && !config.cache.backing_file)
+    return bad_uri(uri, "idle_writeback without file=PATH: idle blocks are written to the file");
+  if (config.recompress_every.count() != 0 && !config.cache.recompress_codec)
+    return bad_uri(uri, "recompress_every without recompress=CODEC");
   const size_t page = config.cache.pool.page_size != 0 ? config.cache.pool.page_size : 4096;
   if (config.cache.capacity_bytes < page)
-    return bad_uri(uri, "capacity '" + std::string(capacity) + "' below the pool's page (" +
-                            std::to_string(page) + " bytes)");
+    return bad_uri(uri, "capacity " + std::to_string(config.cache.capacity_bytes) +
+                            " below the pool's page (" + std::to_string(page) + " bytes)");
   *out = std::move(config);
   return rocksdb::Status::OK();
 }
@@ -232,7 +288,7 @@ RocksSecondaryCache::RocksSecondaryCache(std::unique_ptr<CacheCore> cache, size_
       admission_(admission),
       evicted_once_(admission_words(capacity, admission)) {}
 
-RocksSecondaryCache::~RocksSecondaryCache() = default;
+RocksSecondaryCache::~RocksSecondaryCache() { stop_periodic_work(); }
 
 rocksdb::Status RocksSecondaryCache::Create(const CacheOptions& options,
                                             std::shared_ptr<RocksSecondaryCache>* out,
@@ -254,9 +310,65 @@ rocksdb::Status RocksSecondaryCache::CreateFromUri(const std::string& uri,
   RocksTierConfig config;
   rocksdb::Status status = ParseZsmUri(uri, &config);
   if (!status.ok()) return status;
-  status = Create(config.cache, out, config.admission);
+  status = Create(config, out);
   if (!status.ok()) return bad_uri(uri, status.ToString());
   return status;
+}
+
+rocksdb::Status RocksSecondaryCache::Create(const RocksTierConfig& config,
+                                            std::shared_ptr<RocksSecondaryCache>* out) {
+  std::shared_ptr<RocksSecondaryCache> tier;
+  rocksdb::Status status = Create(config.cache, &tier, config.admission);
+  if (!status.ok()) return status;
+  tier->start_periodic_work(config.recompress_every, config.idle_writeback_every);
+  *out = std::move(tier);
+  return status;
+}
+
+// One thread for both kinds of work, woken at the nearer of the two.
+void RocksSecondaryCache::start_periodic_work(std::chrono::seconds recompress_every,
+                                              std::chrono::seconds idle_writeback_every) {
+  if (recompress_every.count() == 0 && idle_writeback_every.count() == 0) return;
+  using Clock = std::chrono::steady_clock;
+  worker_pid_ = getpid();
+  worker_ = std::thread([this, recompress_every, idle_writeback_every] {
+    const auto far = Clock::time_point::max();
+    auto next_recompress = recompress_every.count() ? Clock::now() + recompress_every : far;
+    auto next_idle = idle_writeback_every.count() ? Clock::now() + idle_writeback_every : far;
+    std::unique_lock guard(work_lock_);
+    while (!work_wake_.wait_until(guard, std::min(next_recompress, next_idle),
+                                  [this] { return work_stop_; })) {
+      guard.unlock();
+      {
+        std::shared_lock cache(cache_lock_);
+        size_t staged = 0, moved = 0;
+        if (Clock::now() >= next_recompress) {
+          (void)cache_->recompress(SIZE_MAX, moved);
+          next_recompress += recompress_every;
+        }
+        if (Clock::now() >= next_idle) {
+          (void)cache_->writeback_idle(staged);  // idle since the last mark: to the file
+          cache_->mark_idle();
+          next_idle += idle_writeback_every;
+        }
+      }
+      guard.lock();
+    }
+  });
+}
+
+void RocksSecondaryCache::stop_periodic_work() {
+  if (!worker_.joinable()) return;
+  if (getpid() != worker_pid_) {  // a child of fork(): the thread is the parent's
+    worker_.detach();
+    return;
+  }
+  {
+    std::lock_guard guard(work_lock_);
+    work_stop_ = true;
+  }
+  work_wake_.notify_all();
+  worker_.join();
 }
 
 std::atomic<uint64_t>& RocksSecondaryCache::admission_word(uint64_t hash) {

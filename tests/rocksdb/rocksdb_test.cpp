@@ -11,6 +11,7 @@
 #include <rocksdb/statistics.h>
 #include <rocksdb/table.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cmath>
@@ -22,6 +23,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 #include <sys/stat.h>
 
@@ -738,6 +740,65 @@ TEST(ZsmUri, TheBackingFileKeys) {
   EXPECT_TRUE(std::filesystem::exists(path));
   tier.reset();
   EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+// RocksDB's own spelling: the capacity as a key (the leading part may be an option), and the
+// codec by its CompressionType name; the periodic work's keys and what they need.
+TEST(ZsmUri, RocksDbsKeysAndThePeriodicWork) {
+  zsm::RocksTierConfig c;
+  ASSERT_TRUE(zsm::ParseZsmUri("zsm://capacity=33554432;compression_type=kZSTD", &c).ok());
+  EXPECT_EQ(c.cache.capacity_bytes, size_t{32} << 20);
+  EXPECT_EQ(c.cache.codec.kind, zsm::CodecKind::zstd);
+  ASSERT_TRUE(zsm::ParseZsmUri("zsm://codec=lz4hc;capacity=8M", &c).ok());
+  EXPECT_EQ(c.cache.capacity_bytes, size_t{8} << 20);
+  EXPECT_EQ(c.cache.codec.kind, zsm::CodecKind::lz4hc);
+  ASSERT_TRUE(zsm::ParseZsmUri("zsm://8M;compression_type=kNoCompression", &c).ok());
+  EXPECT_EQ(c.cache.codec.kind, zsm::CodecKind::none);
+  const std::string dir = std::filesystem::current_path().string();
+  ASSERT_TRUE(zsm::ParseZsmUri("zsm://8M;recompress=zstd:3;recompress_every=60;file=" + dir +
+                                   ";idle_writeback=30",
+                               &c).ok());
+  ASSERT_TRUE(c.cache.recompress_codec);
+  EXPECT_EQ(c.cache.recompress_codec->kind, zsm::CodecKind::zstd);
+  EXPECT_EQ(c.recompress_every, std::chrono::seconds(60));
+  EXPECT_EQ(c.idle_writeback_every, std::chrono::seconds(30));
+  const std::pair<const char*, const char*> bad[] = {
+      {"zsm://codec=lz4", "no capacity"},
+      {"zsm://8M;capacity=16M", "given twice (it is the URI's first part)"},
+      {"zsm://8M;codec=lz4;compression_type=kZSTD", "given twice (as codec)"},
+      {"zsm://8M;compression_type=kSnappyCompression", "bad compression_type"},
+      {"zsm://8M;recompress_every=60", "recompress_every without recompress="},
+      {"zsm://8M;idle_writeback=60", "idle_writeback without file=PATH"},
+      {"zsm://8M;recompress=zstd;recompress_every=0", "want seconds, 1 .. 86400"},
+      {"zsm://8M;recompress=zstd;recompress_every=86401", "want seconds, 1 .. 86400"},
+      {"zsm://8M;recompress=brotli", "bad recompress"},
+      {"zsm://capacity=lots", "bad capacity"},
+  };
+  for (const auto& [uri, why] : bad) {
+    Status s = zsm::ParseZsmUri(uri, &c);
+    EXPECT_TRUE(s.IsInvalidArgument()) << uri;
+    EXPECT_NE(s.ToString().find(why), std::string::npos) << uri << ": " << s.ToString();
+    EXPECT_NE(s.ToString().find(uri), std::string::npos) << "the message quotes the URI";
+  }
+}
+
+// A tier named by a string does its periodic work on its own thread: a block nobody reads is
+// written to the file by the idle writeback within two periods, and still read back right.
+TEST(ZsmUri, IdleWritebackRunsOnTheTiersOwnThread) {
+  const std::string dir = std::filesystem::current_path().string();
+  std::shared_ptr<RocksSecondaryCache> tier;
+  ASSERT_TRUE(
+      RocksSecondaryCache::CreateFromUri("zsm://8M;file=" + dir + ";idle_writeback=1", &tier).ok());
+  Item item{block_text(4000, 77)};
+  ASSERT_TRUE(tier->Insert("idle", &item, &kHelper).ok());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (tier->stats().cache.written_back == 0 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_GT(tier->stats().cache.written_back, 0u) << "no idle writeback in 30 s";
+  std::unique_ptr<Item> got = lookup(*tier, "idle", false, nullptr);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->data, item.data);
 }
 
 }  // namespace

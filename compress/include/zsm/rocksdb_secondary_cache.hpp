@@ -31,13 +31,17 @@
 #include <zsm/cache.hpp>
 
 #include <rocksdb/secondary_cache.h>
+#include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <shared_mutex>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 namespace zsm {
@@ -72,18 +76,30 @@ struct RocksSecondaryCacheStats {
 struct RocksTierConfig {
   CacheOptions cache;  // capacity_bytes, codec, max_value_size, shards, pool page and chain
   Admission admission = Admission::every_block;
+  // Work a tier named by a string does on a thread of its own, since the program that made it
+  // (db_bench, say) cannot call it: every this often (0: never), recompress() over every block
+  // (needs cache.recompress_codec), and zram's idle writeback, writeback_idle() then
+  // mark_idle(), so that blocks not read for a whole period go to the backing file (needs
+  // cache.backing_file).
+  std::chrono::seconds recompress_every{0};
+  std::chrono::seconds idle_writeback_every{0};
 };
 
 // The zsm:// URI: the one grammar of a zsm tier named by a string (RocksDB's
-// SecondaryCache::CreateFromString() through the plugin, db_bench's --secondary_cache_uri).
+// SecondaryCache::CreateFromString() through the registrar or the plugin, db_bench's
+// --secondary_cache_uri).
 //
-//   zsm://CAPACITY[;KEY=VALUE]...
+//   zsm://CAPACITY[;KEY=VALUE]...      or      zsm://capacity=SIZE[;KEY=VALUE]...
 //
 // CAPACITY is the tier's bytes (pool, index, admission table), at least a pool page. A SIZE is
 // a decimal integer with an optional suffix K, M or G (KiB, MiB, GiB; lower case too).
 // Each KEY at most once, in any order:
+//   capacity=SIZE     the capacity, when the first part is not (RocksDB's own key)
 //   codec=SPEC        lz4 (default), lz4:ACCELERATION, lz4hc[:LEVEL], zstd[:LEVEL] or none
 //                     (zsm::parse_codec(); levels checked by Codec::create())
+//   compression_type=TYPE  RocksDB's name of the codec, as its compressed tier takes it:
+//                     kLZ4Compression, kLZ4HCCompression, kZSTD or kNoCompression (not with
+//                     codec=)
 //   admission=WHICH   every (default: every block the primary evicts) or second (a block only
 //                     on its second eviction, RocksDB's compressed tier's rule)
 //   max_value=SIZE    the largest block stored, 1 .. 1M (default 64K); a larger block is
@@ -93,13 +109,20 @@ struct RocksTierConfig {
 //                     blocks; it makes fewer, larger objects (and zspages up to chain pages).
 //   chain=N           pages per zspage, 4..16 (default 8)
 //   shards=N          index shards, a power of two 1..1024 (default 16)
+//   recompress=SPEC   the codec of recompress() (CacheOptions::recompress_codec), e.g. zstd:19
+//   recompress_every=SECONDS  recompress every block this often, on the tier's own thread
+//                     (needs recompress=)
 //   file=PATH         a backing file (docs/cold-tier.md): blocks the tier's memory evicts go
 //                     to it compressed and lookups read them back, so the tier is RocksDB's
-//                     compressed tier and flash tier in one; created, and removed at exit
+//                     compressed tier and flash tier in one. A directory (an unnamed file in
+//                     it), or a path that does not exist yet (created, removed at exit)
 //   file_size=SIZE    the file's capacity, at least 2M (default 256M)
 //   writeback_limit=SIZE  bytes written to the file a second at most (default: no limit)
+//   idle_writeback=SECONDS  zram's idle writeback this often, on the tier's own thread: blocks
+//                     not read for a whole period go to the file (needs file=)
 // E.g. zsm://32M, zsm://1G;codec=zstd:3;admission=second,
-// zsm://32M;file=/mnt/ssd/zsm.cold;file_size=1G. A bad URI is
+// zsm://capacity=33554432;compression_type=kLZ4Compression,
+// zsm://32M;file=/mnt/ssd;file_size=1G;idle_writeback=60. A bad URI is
 // Status::InvalidArgument whose message names the bad part and quotes the URI.
 rocksdb::Status ParseZsmUri(const std::string& uri, RocksTierConfig* out);
 
@@ -123,6 +146,10 @@ class RocksSecondaryCache : public rocksdb::SecondaryCache {
   // part when the URI is bad.
   static rocksdb::Status CreateFromUri(const std::string& uri,
                                        std::shared_ptr<RocksSecondaryCache>* out);
+  // A tier of `config` (Create() of its cache options and admission), with its periodic work
+  // (RocksTierConfig) on a thread of its own when any is asked for.
+  static rocksdb::Status Create(const RocksTierConfig& config,
+                                std::shared_ptr<RocksSecondaryCache>* out);
 
   ~RocksSecondaryCache() override;
   const char* Name() const override { return "ZsmSecondaryCache"; }
@@ -168,6 +195,9 @@ class RocksSecondaryCache : public rocksdb::SecondaryCache {
   rocksdb::Status insert_status(std::error_code ec, size_t size, const rocksdb::Status& saved);
   std::unique_ptr<rocksdb::SecondaryCacheResultHandle> create_from_cache(
       const rocksdb::Slice& key, const rocksdb::Cache::CreateCallback& create_cb);
+  void start_periodic_work(std::chrono::seconds recompress_every,
+                           std::chrono::seconds idle_writeback_every);
+  void stop_periodic_work();
 
   // cache_ is replaced only by SetCapacity(), under the write lock; every other call reads.
   mutable std::shared_mutex cache_lock_;
@@ -178,6 +208,28 @@ class RocksSecondaryCache : public rocksdb::SecondaryCache {
   std::vector<std::atomic<uint64_t>> evicted_once_;
   std::atomic<uint64_t> hits_{0}, misses_{0}, inserts_{0}, inserts_refused_{0}, erases_{0},
       first_evictions_{0}, inserts_too_large_{0};
+  // The periodic work's thread (RocksTierConfig), stopped by the destructor; none in a child
+  // of fork(), whose copy is left alone (the thread is the parent's).
+  std::mutex work_lock_;
+  std::condition_variable work_wake_;
+  bool work_stop_ = false;
+  std::thread worker_;
+  pid_t worker_pid_ = 0;
 };
 
 }  // namespace zsm
+
+namespace rocksdb {
+class ObjectLibrary;
+}  // namespace rocksdb
+
+// RocksDB's plugin registrar (a rocksdb::RegistrarFunc, object_registry.h): adds the zsm://
+// factory of SecondaryCache to `library` and returns 1, the factories it added. Call it once
+// before a string names a zsm tier, with
+//   register_ZsmSecondaryCache(*rocksdb::ObjectLibrary::Default(), "");
+// or rocksdb::ObjectRegistry::Default()->AddLibrary("zsm", register_ZsmSecondaryCache, "").
+// `arg` "stats" makes each tier print its counters on stderr at exit (ZSM_ROCKSDB_STATS
+// overrides: 0 never, else always). A RocksDB built with ROCKSDB_PLUGINS=zsm calls it itself
+// (compress/rocksdb/plugin/zsm/), and libzsm_rocksdb_plugin.so from a static initializer.
+extern "C" int register_ZsmSecondaryCache(rocksdb::ObjectLibrary& library, const std::string& arg);
+
