@@ -7,7 +7,10 @@
 # report of the second goes to build/cov/html/index.html.
 #
 #   tools/run-coverage.sh [--fuzz-only]     (--fuzz-only: skip the GoogleTest suite)
+# Takes about 15 minutes on 2 cores (the build, the corpora, then the suite); --fuzz-only
+# about 5.
 set -euo pipefail
+source "$(dirname "$0")/lib/usage.sh" && usage_if_asked "$0" "$@"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="$root/build/cov"
 profiles="$build/profiles"

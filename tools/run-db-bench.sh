@@ -15,6 +15,7 @@
 # Prints Markdown tables and writes them to build/db-bench/results.md. About 10 minutes on 2
 # cores with the defaults (3 repetitions).
 set -euo pipefail
+source "$(dirname "$0")/lib/usage.sh" && usage_if_asked "$0" "$@"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${ZSM_BUILD:-$root/build/release}"
 out="$root/build/db-bench"

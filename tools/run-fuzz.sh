@@ -10,7 +10,10 @@
 # --jobs N runs N fuzzing processes per target that share its corpus (libFuzzer -jobs and
 # -workers); flags after -- go to libFuzzer as they are (e.g. -seed=7, -only_ascii=1).
 # Replay a crash: build/fuzz-long/tests/fuzz/<target>_fuzz build/fuzz-artifacts/<target>/crash-*
+# Takes the build (about 3 minutes on 2 cores) plus the seconds per target times the targets
+# (2 targets: 20 minutes with the default 600 s).
 set -euo pipefail
+source "$(dirname "$0")/lib/usage.sh" && usage_if_asked "$0" "$@"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
 usage() {

@@ -3,7 +3,10 @@
 # paired store/free benchmark, the copy benchmark, the callgrind instruction counts and the
 # memory benchmark and print one summary table, below the machine it ran on. Pass --full for
 # the full-length run. How long it takes: tools/lib/main_job.py's usage.
+# Takes 2-5 minutes on 2 cores (build 2 minutes, the short run 1.5-3); --full 15 minutes or
+# more (tools/lib/main_job.py's usage says why).
 set -euo pipefail
+source "$(dirname "$0")/lib/usage.sh" && usage_if_asked "$0" "$@"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/tools/setup.sh"
 build="$root/build/bench"

@@ -16,6 +16,7 @@
 # does when missing). About 80 seconds on 2 cores with the defaults (600,000 keys, 32 MiB tiers
 # behind a 4 MiB primary cache).
 set -euo pipefail
+source "$(dirname "$0")/lib/usage.sh" && usage_if_asked "$0" "$@"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${ZSM_BUILD:-$root/build/bench}"
 out="$root/build/plots"

@@ -7,7 +7,9 @@
 # wrong on a new one (clang-19 without --install-recommends leaves out the sanitizer and
 # libFuzzer runtimes): each required file is named with the package that provides it, and
 # a missing one fails here in one line, not at a link step minutes into the tests.
+# Takes a few seconds when everything is installed, 3-10 minutes on a new machine (apt).
 set -euo pipefail
+source "$(dirname "$0")/lib/usage.sh" && usage_if_asked "$0" "$@"
 
 packages=(
   g++ cmake ninja-build pkg-config python3
