@@ -36,10 +36,32 @@ if ((rocksdb)); then
   "$scratch/cmake-build/rocksdb_example_static" > /dev/null
 fi
 
+echo "== find_package(zsm COMPONENTS ...): the components there are found, another is named"
+components_project() {  # DIR COMPONENTS...: a project that asks for them, REQUIRED
+  local dir="$1"; shift
+  mkdir -p "$dir"
+  printf 'cmake_minimum_required(VERSION 3.20)\nproject(components LANGUAGES C CXX)\n%s\n' \
+    "find_package(zsm 0.1 REQUIRED COMPONENTS $*)" > "$dir/CMakeLists.txt"
+}
+wanted="zsm cache stats"
+((rocksdb == 0)) || wanted+=" rocksdb"
+components_project "$scratch/components-ok" $wanted
+cmake -S "$scratch/components-ok" -B "$scratch/components-ok/build" -DCMAKE_PREFIX_PATH="$prefix" > /dev/null
+components_project "$scratch/components-bad" cache nosuch
+if cmake -S "$scratch/components-bad" -B "$scratch/components-bad/build" \
+    -DCMAKE_PREFIX_PATH="$prefix" > "$scratch/components-bad.log" 2>&1; then
+  echo "find_package(zsm COMPONENTS nosuch) succeeded"; exit 1
+fi
+grep -q "component nosuch" "$scratch/components-bad.log" ||
+  { echo "find_package(zsm COMPONENTS nosuch) did not name the component:"; cat "$scratch/components-bad.log"; exit 1; }
+
 echo "== pkg-config (programs start without LD_LIBRARY_PATH: the .pc files carry an rpath)"
 unset LD_LIBRARY_PATH
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
 mkdir -p "$scratch/pc-build"
+pc_libdir="$(pkg-config --variable=libdir zsm)"
+[ "$pc_libdir" = "$(realpath -m "$pc_libdir")" ] && [ "$pc_libdir" = "$(realpath "$libdir")" ] ||
+  { echo "pkg-config's libdir is not the installed one, normalised: $pc_libdir"; exit 1; }
 cc -std=c11 "$examples/pool_example.c" $(pkg-config --cflags --libs zsm) \
   -o "$scratch/pc-build/pool_example"
 c++ -std=c++20 "$examples/cache_example.cpp" $(pkg-config --cflags --libs zsm-cache) \
