@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <string>
 #include <type_traits>
 
 namespace {
@@ -83,10 +84,14 @@ std::optional<zsm::CacheOptions> options_of(const zsm_cache_config& cfg) {
     if (cfg.writeback_limit_ms != 0)
       f.write_limit_period = std::chrono::milliseconds(cfg.writeback_limit_ms);
     f.promote_on_read = cfg.backing_file_keep_on_read == 0;
+    if (cfg.backing_file_batch_bytes != 0) f.batch_bytes = cfg.backing_file_batch_bytes;
     o.backing_file = std::move(f);
   }
   return o;
 }
+
+// The reason the calling thread's last zsm_cache_create() gave (zsm_cache_last_error()).
+thread_local std::string last_create_error;
 
 }  // namespace
 
@@ -104,13 +109,34 @@ zsm_cache* zsm_cache_create(const zsm_cache_config* cfg, int* err) {
   } catch (const std::bad_alloc&) {
     ec = make_error_code(zsm::CacheError::no_memory);
   }
-  if (!ec && !options) ec = make_error_code(zsm::CacheError::bad_options);
+  if (!ec && !options) {
+    ec = make_error_code(zsm::CacheError::bad_options);
+    why = "codec or recompress_codec outside enum zsm_codec";
+  }
   if (!ec) core = CacheCore::create(std::move(*options), ec, why);
+  last_create_error = ec ? (why.empty() ? ec.message() : why) : std::string();
   if (err != nullptr) *err = static_cast<int>(to_errno(ec));
   return reinterpret_cast<zsm_cache*>(core.release());
 }
 
 void zsm_cache_destroy(zsm_cache* cache) { delete core_of(cache); }
+
+const char* zsm_cache_last_error(void) { return last_create_error.c_str(); }
+
+const char* zsm_cache_strerror(int err) {
+  switch (err) {
+    case 0: return "success";
+    case -EINVAL: return "bad arguments or options";
+    case -E2BIG: return "value larger than the cache's max_value_size";
+    case -ENAMETOOLONG: return "key empty or longer than max_key_size";
+    case -ENOMEM: return "no room even after evicting, or the heap is short";
+    case -EBADMSG: return "stored value corrupt (dropped)";
+    case -ENOBUFS: return "buffer smaller than the value";
+    case -ENOENT: return "no such key";
+    case -EEXIST: return "the backing file's path exists (it is left as it is)";
+    default: return err < 0 ? std::strerror(-err) : "unknown error";  // a backing file's errno
+  }
+}
 
 int zsm_cache_put(zsm_cache* cache, const void* key, size_t key_len, const void* value,
                   size_t value_len) {

@@ -90,6 +90,32 @@ int main(void)
 	cfg.backing_file = "/nonexistent-zsm-dir/backing";
 	err = 1;
 	CHECK(zsm_cache_create(&cfg, &err) == NULL && err == -ENOENT);
+	CHECK(strstr(zsm_cache_last_error(), "/nonexistent-zsm-dir") != NULL);
+
+	/* A backing file at 2 MiB: the default batch's buffers pass a quarter of the capacity,
+	 * and the reason says so; a 128 KiB batch fits. */
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.capacity_bytes = 2u << 20;
+	cfg.backing_file = ".";
+	CHECK(zsm_cache_create(&cfg, &err) == NULL && err == -EINVAL);
+	CHECK(strstr(zsm_cache_last_error(), "a quarter of capacity_bytes") != NULL);
+	cfg.backing_file_batch_bytes = 128u << 10;
+	cache = zsm_cache_create(&cfg, &err);
+	CHECK(cache != NULL && err == 0);
+	CHECK(strcmp(zsm_cache_last_error(), "") == 0);
+	CHECK(zsm_cache_put(cache, "k", 1, value, 100) == 0);
+	zsm_cache_destroy(cache);
+	cfg.backing_file_batch_bytes = 1000; /* not a multiple of 4096 */
+	CHECK(zsm_cache_create(&cfg, &err) == NULL && err == -EINVAL);
+	CHECK(strstr(zsm_cache_last_error(), "batch_bytes") != NULL);
+
+	/* Every documented result has its line. */
+	CHECK(strcmp(zsm_cache_strerror(0), "success") == 0);
+	CHECK(strcmp(zsm_cache_strerror(-ENOENT), "no such key") == 0);
+	CHECK(strstr(zsm_cache_strerror(-E2BIG), "max_value_size") != NULL);
+	CHECK(strstr(zsm_cache_strerror(-ENAMETOOLONG), "max_key_size") != NULL);
+	CHECK(strcmp(zsm_cache_strerror(-EACCES), strerror(EACCES)) == 0);
+	CHECK(strcmp(zsm_cache_strerror(12345), "unknown error") == 0);
 
 	printf("cache C API: all checks passed\n");
 	return 0;

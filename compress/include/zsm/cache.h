@@ -7,6 +7,9 @@
  *   -ENAMETOOLONG  key empty or too long   -ENOMEM  no room even after evicting, or no heap
  *   -EBADMSG stored value corrupt (dropped) -ENOBUFS buffer smaller than the value
  *   -ENOENT  no such key
+ * zsm_cache_strerror() names each in a line; zsm_cache_last_error() says why the last
+ * zsm_cache_create() on the calling thread refused its configuration (the option, its value and
+ * the range it wants).
  * Keys are byte strings (key, key_len); a NULL key is a bad argument (-EINVAL; contains: 0),
  * whatever key_len says, and an empty key (key_len 0) is -ENAMETOOLONG. Every call may be made
  * from any thread at once on one cache, except zsm_cache_destroy().
@@ -47,12 +50,16 @@ struct zsm_cache_config {
 	/* A backing file (zsm/backing_file.hpp): NULL = none. A directory: an unnamed file in it,
 	 * which leaves nothing behind. Any other path must not exist (-EEXIST: an existing file,
 	 * link, device or FIFO is refused and left as it is): the file is created there and removed
-	 * by zsm_cache_destroy() if the path still names it. */
+	 * by zsm_cache_destroy() if the path still names it. Its write buffers, 4 batches, must be
+	 * at most a quarter of capacity_bytes: capacity_bytes at least 4 MiB with the default
+	 * 256 KiB batch, 2 MiB with a 128 KiB one (else -EINVAL). */
 	const char *backing_file;
 	uint64_t backing_file_capacity;   /* 0 = 256 MiB; at least four 256 KiB batches */
 	uint64_t writeback_limit;         /* bytes written per writeback_limit_ms; 0 = no limit */
 	unsigned int writeback_limit_ms;  /* 0 = 1000 */
 	int backing_file_keep_on_read;    /* nonzero: a hit on file is not put back in memory */
+	size_t backing_file_batch_bytes;  /* one write: 0 = 256 KiB; a multiple of 4096, 128 KiB ..
+	                                     16 MiB, at least max_key_size + max_value_size + 64 */
 };
 
 /* zram's mm_stat columns, then the cache's own counters: those of zsm::CacheStats. */
@@ -114,6 +121,21 @@ void zsm_cache_clear(struct zsm_cache *cache);
  * no recompress codec; -EINVAL for a NULL cache, -ENOMEM when the heap is short.
  */
 long zsm_cache_recompress(struct zsm_cache *cache, size_t max_entries);
+
+/*
+ * One line for a result of these calls: "no such key" for -ENOENT, and so on; "success" for 0,
+ * strerror(-err) for another negative errno (a backing file's), "unknown error" for a positive
+ * value. Never NULL; do not modify or free it.
+ */
+const char *zsm_cache_strerror(int err);
+
+/*
+ * Why the last zsm_cache_create() on the calling thread failed, e.g. "backing_file buffers
+ * ((1 + write_queue_batches) x batch_bytes = 1048576 bytes): want at most a quarter of
+ * capacity_bytes"; "" when it succeeded or none was made. Valid until the thread's next
+ * zsm_cache_create().
+ */
+const char *zsm_cache_last_error(void);
 
 /* Copy the cache's counters into `out`. Does nothing when cache or out is NULL. */
 void zsm_cache_stats(struct zsm_cache *cache, struct zsm_cache_stats *out);
