@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # RocksDB's own db_bench and cache_bench (Debian's rocksdb-tools, 7.8) with no secondary tier,
 # RocksDB's compressed tier and zsm's (libzsm_rocksdb_plugin.so through LD_PRELOAD, the tools
-# unmodified), at equal capacity, repeated and interleaved (tools/lib/db_bench_side_by_side.py says
-# what each column is and where it comes from):
+# unmodified), repeated and interleaved, two ways: at equal capacity, and at equal peak RSS
+# (zsm's capacity raised to the largest whose RSS stays at or below RocksDB's lz4 tier's);
+# tools/lib/db_bench_side_by_side.py says what each column is and where it comes from:
 #
 #   tools/run-db-bench.sh [db_bench_side_by_side.py options: --reps=N --reads=N --num=N
-#                          --capacity=BYTES --cache-size=BYTES --cb-ops=N --cb-threads=N
-#                          --no-cache-bench]
+#                          --value-size=N --capacity=BYTES --cache-size=BYTES --exp-range=N
+#                          --no-equal-rss --cb-ops=N --cb-threads=N --no-cache-bench]
 #
 # Installs rocksdb-tools when db_bench is missing (apt-get, as tools/setup.sh does), builds the
-# plugin in $ZSM_BUILD (default build/release, configured when missing), fills a DB of 1M keys
-# of 400 B in $ZSM_DB_DIR (default build/db-bench/db) once and reuses it, then runs db_bench
-# readrandom uniform and skewed (--read_random_exp_range=10) with each tier, and cache_bench.
-# Prints Markdown tables and writes them to build/db-bench/results.md. About 10 minutes on 2
-# cores with the defaults (3 repetitions).
+# plugin in $ZSM_BUILD (default build/release, configured when missing), fills a DB of 200,000
+# keys of 1000 B in $ZSM_DB_DIR (default build/db-bench/db) once and reuses it, then runs
+# db_bench readrandom uniform and skewed (--read_random_exp_range=5) with each tier behind a
+# 4 MiB primary, 16 MiB tiers, and cache_bench. Prints Markdown tables and writes them to
+# build/db-bench/results.md, every run to results.csv and the hits to results.png. Takes about
+# 10 minutes on 2 cores with the defaults (3 repetitions).
 set -euo pipefail
 source "$(dirname "$0")/lib/usage.sh" && usage_if_asked "$0" "$@"
 root="$(cd "$(dirname "$0")/.." && pwd)"
