@@ -8,30 +8,41 @@
 //   memory/<codec>       one pass: the cache and a std::unordered_map<std::string, std::string>
 //                        on mimalloc holding the same compressed values, same entry count;
 //                        counters: bytes held per entry and per compressed payload byte
-// Flags: Google Benchmark's, plus --pages=N (default 4000) before them.
+// Flags: --pages N (default 4000) and Google Benchmark's (--benchmark_filter=REGEX, ...), which
+// are handed on to benchmark::Initialize(); --help lists both.
 #include <benchmark/benchmark.h>
 #include <mimalloc.h>
 
 #include <zsm/cache.hpp>
 
-#include <cstring>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "cli.h"
 #include "corpus.h"
 
 namespace {
 
 using Page = std::vector<std::byte>;
 
-size_t g_pages = 4000;
+struct Options {
+  size_t pages = 4000;
+};
+Options g_options;  // main() parses the command line into it before the corpus is read
+
+const zsm_cli::Flag<Options> kFlags[] = {
+    {"--pages", "N", "pages read from /usr/lib and /usr/share (default 4000)",
+     [](Options& o, const std::string& v) { o.pages = zsm_cli::parse_count(v, "--pages", 1, UINT32_MAX); }},
+};
+constexpr const char* kSynopsis = "zsm_cache_bench [--pages N] [Google Benchmark's flags]";
+
 
 const std::vector<Page>& pages() {
   static const std::vector<Page> all = [] {
     std::vector<Page> v;
     zsm_bench::for_each_corpus_page(
-        zsm_bench::corpus_files(zsm_bench::default_corpus_roots(), 1), g_pages, 8,
+        zsm_bench::corpus_files(zsm_bench::default_corpus_roots(), 1), g_options.pages, 8,
         [&](const std::filesystem::path&, size_t, const unsigned char* p) {
           auto* b = reinterpret_cast<const std::byte*>(p);
           v.emplace_back(b, b + zsm_bench::kCorpusPage);
@@ -156,14 +167,19 @@ void BM_Memory(benchmark::State& state, zsm::CodecOptions options) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  for (int i = 1; i < argc; i++) {
-    if (std::strncmp(argv[i], "--pages=", 8) == 0) {
-      g_pages = std::stoul(argv[i] + 8);
-      for (int j = i; j + 1 < argc; j++) argv[j] = argv[j + 1];
-      argc--;
-      break;
-    }
+  std::vector<std::string> rest = {argv[0]};  // Google Benchmark's flags, after argv[0]
+  try {
+    for (std::string& arg : zsm_cli::parse<Options>(argc, argv, kSynopsis, kFlags, g_options, {},
+                                                    zsm_cli::Extras::returned))
+      rest.push_back(std::move(arg));
+  } catch (const std::invalid_argument& e) {
+    return zsm_cli::usage_error("zsm_cache_bench", e);
   }
+  std::vector<char*> benchmark_argv;
+  for (std::string& arg : rest) benchmark_argv.push_back(arg.data());
+  int benchmark_argc = static_cast<int>(benchmark_argv.size());
+  benchmark::Initialize(&benchmark_argc, benchmark_argv.data());  // exits after --help
+  if (benchmark::ReportUnrecognizedArguments(benchmark_argc, benchmark_argv.data())) return 2;
   pages();  // read the corpus before anything is timed
   for (const std::string name : kCodecs) {
     const zsm::CodecOptions codec = zsm::parse_codec(name);
@@ -173,8 +189,6 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark(("cache_get/" + name).c_str(), BM_CacheGet, codec);
     benchmark::RegisterBenchmark(("memory/" + name).c_str(), BM_Memory, codec)->Iterations(1);
   }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

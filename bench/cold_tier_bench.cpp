@@ -51,6 +51,15 @@ struct Options {
   uint64_t seed = 1;
 };
 
+// An existing directory, or a path that does not exist yet in one (zsm/backing_file.hpp).
+std::string backing_file_path(const std::string& path) {
+  if (std::filesystem::is_directory(path)) return path;
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  zsm_cli::existing_path(folder.empty() ? "." : folder.string(), "--file's folder",
+                         zsm_cli::PathKind::directory);
+  return path;
+}
+
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> parts;
   std::stringstream in(s);
@@ -60,9 +69,9 @@ std::vector<std::string> split(const std::string& s) {
 }
 
 const zsm_cli::Flag<Options> kFlags[] = {
-    {"--memory", "BYTES", "the cache's capacity (default 8 MiB)",
+    {"--memory", "BYTES", "the cache's capacity (default 8M)",
      [](Options& o, const std::string& v) {
-       o.memory = zsm_cli::parse_count(v, "--memory", 4 << 20, uint64_t{1} << 34);
+       o.memory = zsm_cli::parse_size(v, "--memory", 4 << 20, uint64_t{1} << 34);
      }},
     {"--ratios", "N[,N]", "working sets, in multiples of the memory (default 4,16)",
      [](Options& o, const std::string& v) {
@@ -77,10 +86,12 @@ const zsm_cli::Flag<Options> kFlags[] = {
      [](Options& o, const std::string& v) {
        o.keys = split(v);
        for (const std::string& k : o.keys)
-         if (k != "zipf" && k != "uniform") throw std::invalid_argument("--keys: unknown '" + k + "'");
+         if (k != "zipf" && k != "uniform")
+           throw std::invalid_argument("--keys: unknown '" + k + "' (zipf, uniform)");
      }},
-    {"--file", "DIR", "the directory of the backing file, an unnamed file (default .)",
-     [](Options& o, const std::string& v) { o.file = v; }},
+    {"--file", "DIR|PATH", "the backing file: an unnamed file in DIR, or a new file at PATH "
+     "(default .)",
+     [](Options& o, const std::string& v) { o.file = backing_file_path(v); }},
     {"--hog", "N", "threads that spin beside the runs (default 0)",
      [](Options& o, const std::string& v) { o.hog = zsm_cli::parse_count(v, "--hog", 0, 64); }},
     {"--seed", "N", "pages, key order and draws (default 1)",
@@ -273,10 +284,7 @@ void print(const Options& opt, std::vector<Row>& rows, size_t pages) {
 int main(int argc, char** argv) try {
   Options opt;
   constexpr const char* kSynopsis = "zsm_cold_tier_bench [options]";
-  if (!zsm_cli::parse<Options>(argc, argv, kFlags, opt)) {
-    zsm_cli::print_usage<Options>(stdout, kSynopsis, kFlags);
-    return 0;
-  }
+  zsm_cli::parse<Options>(argc, argv, kSynopsis, kFlags, opt);
   const uint64_t most = *std::max_element(opt.ratios.begin(), opt.ratios.end());
   const size_t want = static_cast<size_t>(most * opt.memory / 4096);
   std::vector<std::vector<std::byte>> pages;
@@ -302,6 +310,5 @@ int main(int argc, char** argv) try {
   std::printf("values read back that differ: %llu\n", static_cast<unsigned long long>(wrong));
   return wrong == 0 ? 0 : 1;
 } catch (const std::invalid_argument& e) {
-  std::fprintf(stderr, "zsm_cold_tier_bench: %s\n", e.what());
-  return 2;
+  return zsm_cli::usage_error("zsm_cold_tier_bench", e);
 }

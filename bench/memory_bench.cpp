@@ -370,11 +370,9 @@ constexpr const char* kSynopsis = "zsm_memory_bench [options] [DIR...]  (pages f
 int main(int argc, char** argv) try {
   using namespace zsm_bench;
   Options opt;
-  if (!zsm_cli::parse<Options>(argc, argv, kFlags, opt,
-                               [](Options& o, const std::string& dir) { o.roots.push_back(dir); })) {
-    zsm_cli::print_usage<Options>(stdout, kSynopsis, kFlags);
-    return 0;
-  }
+  zsm_cli::parse<Options>(argc, argv, kSynopsis, kFlags, opt, [](Options& o, const std::string& dir) {
+    o.roots.push_back(zsm_cli::existing_path(dir, "DIR", zsm_cli::PathKind::directory));
+  });
   if (opt.roots.empty()) opt.roots = default_corpus_roots();
   auto pages = read_pages(opt);
   if (pages.empty()) {
@@ -401,7 +399,5 @@ int main(int argc, char** argv) try {
   print(results, pages.size(), opt.json);
   return 0;
 } catch (const std::invalid_argument& e) {
-  std::fprintf(stderr, "zsm_memory_bench: %s\n", e.what());
-  zsm_cli::print_usage<zsm_bench::Options>(stderr, zsm_bench::kSynopsis, zsm_bench::kFlags);
-  return 2;
+  return zsm_cli::usage_error("zsm_memory_bench", e);
 }

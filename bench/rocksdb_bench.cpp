@@ -23,6 +23,8 @@
 // run: RocksDB's lz4 tier at the capacity at which it should add as much RSS as zsm-2nd, its
 // nominal capacity scaled by zsm-2nd's tier RSS over rocksdb-lz4's (its RSS grows about in
 // proportion); its row shows the tier RSS it did add.
+#include "cli.h"
+#include "codec_flag.h"
 #include "corpus.h"
 
 #include <zsm/rocksdb_secondary_cache.hpp>
@@ -83,6 +85,7 @@ struct Params {
   // recompress(kRecompressBatch) every kRecompressPeriod while it reads.
   std::string recompress_codec;
   // The child's job.
+  bool child = false;
   std::string dir, tier, dist;
 };
 
@@ -466,8 +469,8 @@ std::string run_in_child(const Params& p, const std::string& tier, const std::st
                                    "--secondary=" + std::to_string(p.secondary_bytes),
                                    "--rocksdb-secondary=" + std::to_string(p.rocksdb_secondary_bytes),
                                    "--reads=" + std::to_string(p.reads),
-                                   "--zsm-codec=" + p.strong_codec,
-                                   "--zsm-recompress=" + p.recompress_codec};
+                                   "--zsm-codec=" + p.strong_codec};
+  if (!p.recompress_codec.empty()) args.push_back("--zsm-recompress=" + p.recompress_codec);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -675,54 +678,72 @@ int run_parent(Params p) {
   return differ == 0 ? 0 : 1;
 }
 
-bool parse_size(const char* arg, const char* name, size_t* out) {
-  const size_t n = std::strlen(name);
-  if (std::strncmp(arg, name, n) != 0 || arg[n] != '=') return false;
-  *out = std::strtoull(arg + n + 1, nullptr, 10);
-  return true;
+// The tiers of a --tiers list, each checked against kTiers.
+std::string parse_tiers(const std::string& list) {
+  std::string names;
+  for (const char* tier : kTiers) names += std::string(names.empty() ? "" : ", ") + tier;
+  for (size_t at = 0; at <= list.size();) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    const std::string tier = list.substr(at, comma - at);
+    if (std::find(std::begin(kTiers), std::end(kTiers), tier) == std::end(kTiers))
+      throw std::invalid_argument("--tiers: unknown tier '" + tier + "' (the tiers: " + names + ")");
+    at = comma + 1;
+  }
+  return list;
 }
 
-bool parse_string(const char* arg, const char* name, std::string* out) {
-  const size_t n = std::strlen(name);
-  if (std::strncmp(arg, name, n) != 0 || arg[n] != '=') return false;
-  *out = arg + n + 1;
-  return true;
-}
+constexpr uint64_t kMostBytes = uint64_t{1} << 36;
+
+const zsm_cli::Flag<Params> kFlags[] = {
+    {"--keys", "N", "keys in the DB, values of 100..400 B (default 600000)",
+     [](Params& p, const std::string& v) { p.keys = zsm_cli::parse_count(v, "--keys", 1, 100'000'000); }},
+    {"--primary", "BYTES", "the primary LRU block cache (default 4M)",
+     [](Params& p, const std::string& v) {
+       p.primary_bytes = zsm_cli::parse_size(v, "--primary", 64 << 10, kMostBytes);
+     }},
+    {"--secondary", "BYTES", "each secondary tier's capacity (default 32M)",
+     [](Params& p, const std::string& v) {
+       p.secondary_bytes = zsm_cli::parse_size(v, "--secondary", 64 << 10, kMostBytes);
+     }},
+    {"--rocksdb-secondary", "BYTES", "RocksDB's tiers' capacity (default 0: --secondary's)",
+     [](Params& p, const std::string& v) {
+       p.rocksdb_secondary_bytes = zsm_cli::parse_size(v, "--rocksdb-secondary", 0, kMostBytes);
+     }},
+    {"--reads", "N", "reads per timed phase (default 200000)",
+     [](Params& p, const std::string& v) { p.reads = zsm_cli::parse_count(v, "--reads", 1, 1'000'000'000); }},
+    {"--tiers", "LIST", "the tiers to run, comma-separated (default all: zsm, zsm-2nd, "
+     "zsm-2nd-zstd, rocksdb-lz4, rocksdb-lz4-split, none, rocksdb-lz4-rss)",
+     [](Params& p, const std::string& v) { p.tiers = parse_tiers(v); }},
+    {"--zsm-codec", "SPEC", "zsm-2nd-zstd's codec (default zstd:1)",
+     [](Params& p, const std::string& v) {
+       zsm_cli::parse_codec(v, "--zsm-codec");
+       p.strong_codec = v;
+     }},
+    {"--zsm-recompress", "SPEC", "zsm and zsm-2nd recompress their blocks with SPEC",
+     [](Params& p, const std::string& v) {
+       zsm_cli::parse_codec(v, "--zsm-recompress");
+       p.recompress_codec = v;
+     }},
+    {"--out", "FILE.dat", "the plot's data (tools/plots/rocksdb.gp)",
+     [](Params& p, const std::string& v) { p.out = v; }},
+    // A child's job (run_in_child()).
+    {"--child", nullptr, nullptr, [](Params& p, const std::string&) { p.child = true; }},
+    {"--dir", "DIR", nullptr, [](Params& p, const std::string& v) { p.dir = v; }},
+    {"--tier", "TIER", nullptr, [](Params& p, const std::string& v) { p.tier = v; }},
+    {"--dist", "DIST", nullptr, [](Params& p, const std::string& v) { p.dist = v; }},
+};
+constexpr const char* kSynopsis = "zsm_rocksdb_bench [options]";
 
 }  // namespace
 
-// rocksdb_bench [--keys=N] [--primary=BYTES] [--secondary=BYTES] [--rocksdb-secondary=BYTES]
-//               [--reads=N] [--tiers=LIST] [--zsm-codec=SPEC] [--zsm-recompress=SPEC]
-//               [--out=FILE.dat]
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   Params p;
-  bool child = false;
-  for (int i = 1; i < argc; ++i) {
-    const char* a = argv[i];
-    if (std::strcmp(a, "--child") == 0) {
-      child = true;
-    } else if (!parse_size(a, "--keys", &p.keys) && !parse_size(a, "--primary", &p.primary_bytes) &&
-               !parse_size(a, "--secondary", &p.secondary_bytes) &&
-               !parse_size(a, "--rocksdb-secondary", &p.rocksdb_secondary_bytes) &&
-               !parse_size(a, "--reads", &p.reads) && !parse_string(a, "--out", &p.out) &&
-               !parse_string(a, "--tiers", &p.tiers) &&
-               !parse_string(a, "--zsm-codec", &p.strong_codec) &&
-               !parse_string(a, "--zsm-recompress", &p.recompress_codec) &&
-               !parse_string(a, "--dir", &p.dir) && !parse_string(a, "--tier", &p.tier) &&
-               !parse_string(a, "--dist", &p.dist)) {
-      std::fprintf(stderr,
-                   "usage: %s [--keys=N] [--primary=BYTES] [--secondary=BYTES] "
-                   "[--rocksdb-secondary=BYTES] [--reads=N] "
-                   "[--tiers=zsm,zsm-2nd,zsm-2nd-zstd,rocksdb-lz4,rocksdb-lz4-split,none,"
-                   "rocksdb-lz4-rss] "
-                   "[--zsm-codec=SPEC] [--zsm-recompress=SPEC] [--out=FILE.dat]\n",
-                   argv[0]);
-      return 2;
-    }
-  }
-  if (child) {
+  zsm_cli::parse<Params>(argc, argv, kSynopsis, kFlags, p);
+  if (p.child) {
     print_child_result(p, run_child(p));
     return 0;
   }
   return run_parent(p);
+} catch (const std::invalid_argument& e) {
+  return zsm_cli::usage_error("zsm_rocksdb_bench", e);
 }

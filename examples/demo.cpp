@@ -65,14 +65,9 @@ void take_positional(Options& o, const std::string& arg) {
 int main(int argc, char** argv) {
   Options opt;
   try {
-    if (!zsm_cli::parse<Options>(argc, argv, {}, opt, take_positional)) {
-      zsm_cli::print_usage<Options>(stdout, kSynopsis, {});
-      return 0;
-    }
+    zsm_cli::parse<Options>(argc, argv, kSynopsis, {}, opt, take_positional);
   } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "zsm_demo: %s\n", e.what());
-    zsm_cli::print_usage<Options>(stderr, kSynopsis, {});
-    return 2;
+    return zsm_cli::usage_error("zsm_demo", e);
   }
   const size_t count = opt.count;
   const unsigned long seed = opt.seed;

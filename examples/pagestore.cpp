@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "codec_flag.h"
 #include "corpus.h"
 
 namespace {
@@ -39,15 +40,20 @@ using zsm_cli::parse_count;
 
 const zsm_cli::Flag<Options> kFlags[] = {
     {"--pages", "N", "pages to store (default 50000)",
-     [](Options& o, const std::string& v) { o.pages = parse_count(v, "--pages"); }},
+     [](Options& o, const std::string& v) { o.pages = parse_count(v, "--pages", 1, UINT32_MAX); }},
     {"--codec", "lz4|lz4hc|zstd|none[:LEVEL]", "codec (default lz4)",
-     [](Options& o, const std::string& v) { o.codec = zsm::parse_codec(v); }},
+     [](Options& o, const std::string& v) { o.codec = zsm_cli::parse_codec(v, "--codec"); }},
     {"--level", "N", "the codec's level",
-     [](Options& o, const std::string& v) { o.codec.level = zsm_cli::parse_int(v, "--level"); }},
+     [](Options& o, const std::string& v) {
+       o.codec.level = zsm_cli::parse_int(v, "--level");
+       zsm_cli::checked_codec(o.codec, "--level");
+     }},
     {"--recompress", "CODEC[:LEVEL]", "recompress every page with CODEC after storing",
-     [](Options& o, const std::string& v) { o.recompress = zsm::parse_codec(v); }},
+     [](Options& o, const std::string& v) { o.recompress = zsm_cli::parse_codec(v, "--recompress"); }},
     {"--capacity", "BYTES", "cache capacity (default: room for every page uncompressed)",
-     [](Options& o, const std::string& v) { o.capacity = parse_count(v, "--capacity"); }},
+     [](Options& o, const std::string& v) {
+       o.capacity = zsm_cli::parse_size(v, "--capacity", 0, uint64_t{1} << 40);
+     }},
     {"--seed", "N", "order of the files (default 1)",
      [](Options& o, const std::string& v) { o.seed = parse_count(v, "--seed"); }},
 };
@@ -55,12 +61,11 @@ constexpr const char* kSynopsis =
     "zsm_pagestore [options] [DIR...]  (pages from the files under DIR, default /usr/lib "
     "/usr/share)";
 
-// Returns std::nullopt for --help.
-std::optional<Options> parse(int argc, char** argv) {
+Options parse(int argc, char** argv) {
   Options opt;
-  if (!zsm_cli::parse<Options>(argc, argv, kFlags, opt,
-                               [](Options& o, const std::string& dir) { o.roots.push_back(dir); }))
-    return std::nullopt;
+  zsm_cli::parse<Options>(argc, argv, kSynopsis, kFlags, opt, [](Options& o, const std::string& dir) {
+    o.roots.push_back(zsm_cli::existing_path(dir, "DIR", zsm_cli::PathKind::directory));
+  });
   if (opt.roots.empty()) opt.roots = zsm_bench::default_corpus_roots();
   return opt;
 }
@@ -86,12 +91,7 @@ struct Where {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  std::optional<Options> parsed = parse(argc, argv);
-  if (!parsed) {
-    zsm_cli::print_usage<Options>(stdout, kSynopsis, kFlags);
-    return 0;
-  }
-  const Options& opt = *parsed;
+  const Options opt = parse(argc, argv);
   auto files = zsm_bench::corpus_files(opt.roots, opt.seed);
 
   zsm::CacheOptions co;
@@ -114,6 +114,11 @@ int main(int argc, char** argv) try {
         progress("stored", where.size(), opt.pages, start);
         return true;
       });
+  if (where.empty()) {
+    std::fprintf(stderr, "zsm_pagestore: no page to read in the files under %s\n",
+                 opt.roots[0].c_str());
+    return 1;
+  }
   size_t recompressed = opt.recompress ? cache.recompress() : 0;
 
   // Read back and verify against the files.
@@ -158,9 +163,9 @@ int main(int argc, char** argv) try {
               mib / store_seconds, mib / load_seconds);
   zs_print_classes(cache.pool(), stdout);
   return mismatches == 0 ? 0 : 1;
+} catch (const std::invalid_argument& e) {
+  return zsm_cli::usage_error("zsm_pagestore", e);
 } catch (const std::exception& e) {
   std::fprintf(stderr, "zsm_pagestore: %s\n", e.what());
-  if (dynamic_cast<const std::invalid_argument*>(&e) != nullptr)
-    zsm_cli::print_usage<Options>(stderr, kSynopsis, kFlags);
   return 2;
 }

@@ -14,6 +14,7 @@ source "$(dirname "$0")/lib/usage.sh" && usage_if_asked "$0" "$@"
 packages=(
   g++ cmake ninja-build pkg-config python3
   libgtest-dev libgmock-dev libbenchmark-dev
+  libcli11-dev  # the programs' command line (bench/cli.h)
   liblz4-dev libzstd-dev libxxhash-dev libmimalloc-dev libjemalloc-dev libgoogle-perftools-dev
   librocksdb-dev
   rocksdb-tools  # db_bench, cache_bench: the ctest db_bench_plugin, tools/run-db-bench.sh
@@ -83,6 +84,7 @@ check_prerequisites() {
   need libgtest-dev /usr/lib/x86_64-linux-gnu/cmake/GTest/GTestConfig.cmake
   need libgmock-dev /usr/include/gmock/gmock.h
   need libbenchmark-dev /usr/lib/x86_64-linux-gnu/cmake/benchmark/benchmarkConfig.cmake
+  need libcli11-dev /usr/share/cmake/CLI11/CLI11Config.cmake
   need liblz4-dev /usr/include/lz4.h
   need libzstd-dev /usr/include/zstd.h
   need libxxhash-dev /usr/include/xxhash.h

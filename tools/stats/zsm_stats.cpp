@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "codec_flag.h"
 #include "corpus.h"
 
 namespace {
@@ -78,7 +79,6 @@ struct Options {
   uint64_t sample_every = 100;
   uint64_t seed = 1;
   bool allocinfo = false;
-  bool help = false;
 };
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -100,42 +100,65 @@ CompactPolicy parse_compact(const std::string& spec) {
     p.kind = CompactPolicy::Kind::end;
   } else if (kind == "every") {
     p.kind = CompactPolicy::Kind::every;
-    p.every_ops = parse_count(arg, "--compact=every");
-    if (p.every_ops == 0) throw std::invalid_argument("--compact=every:N needs N > 0");
+    p.every_ops = parse_count(arg, "--compact=every:N", 1, UINT64_MAX);
   } else if (kind == "free") {
     p.kind = CompactPolicy::Kind::free;
-    p.free_fraction = static_cast<double>(parse_count(arg, "--compact=free")) / 100;
+    p.free_fraction = static_cast<double>(parse_count(arg, "--compact=free:PCT", 0, 100)) / 100;
   } else {
-    throw std::invalid_argument("unknown compaction policy '" + spec + "'");
+    throw std::invalid_argument("--compact: unknown policy '" + spec +
+                                "' (never, end, every:N, free:PCT)");
   }
   return p;
+}
+
+// The page sizes a pool takes (zs_pool_config::page_size).
+size_t parse_page_size(const std::string& v) {
+  const uint64_t size = zsm_cli::parse_size(v, "--page-size", 4096, 65536);
+  if (size != 4096 && size != 16384 && size != 65536)
+    throw std::invalid_argument("--page-size: " + v + " is not one of 4K, 16K, 64K");
+  return size;
+}
+
+// Lock shards per class: a power of two up to 64, or 0 (zs_pool_config::nr_shards).
+unsigned parse_shards(const std::string& v) {
+  const uint64_t shards = parse_count(v, "--shards", 0, 64);
+  if ((shards & (shards - 1)) != 0)
+    throw std::invalid_argument("--shards: " + v + " is not a power of two (1..64), nor 0");
+  return static_cast<unsigned>(shards);
 }
 
 using Flag = zsm_cli::Flag<Options>;
 
 const Flag kFlags[] = {
     {"--sizes", "FILE", "workload: sizes and operations on a bare pool (format above)",
-     [](Options& o, const std::string& v) { o.sizes_file = v; }},
+     [](Options& o, const std::string& v) {
+       o.sizes_file = zsm_cli::existing_path(v, "--sizes", zsm_cli::PathKind::file);
+     }},
     {"--files", "DIR[,DIR]", "workload: real files as 4 KiB pages in a zsm::Cache",
-     [](Options& o, const std::string& v) { o.dirs = split(v, ','); }},
+     [](Options& o, const std::string& v) {
+       o.dirs = split(v, ',');
+       for (const std::string& dir : o.dirs)
+         zsm_cli::existing_path(dir, "--files", zsm_cli::PathKind::directory);
+     }},
     {"--class-table", nullptr, "no workload: print each class's zspage shape and tail waste",
      [](Options& o, const std::string&) { o.class_table = true; }},
     {"--pages", "N", "pages taken from --files (default 5000)",
-     [](Options& o, const std::string& v) { o.pages = parse_count(v, "--pages"); }},
+     [](Options& o, const std::string& v) { o.pages = parse_count(v, "--pages", 1, UINT32_MAX); }},
     {"--codec", "lz4|lz4hc|zstd|none[:LEVEL]", "codec of --files (default lz4)",
-     [](Options& o, const std::string& v) { o.codec = zsm::parse_codec(v); }},
+     [](Options& o, const std::string& v) { o.codec = zsm_cli::parse_codec(v, "--codec"); }},
     {"--capacity", "BYTES", "cache capacity of --files (default: every page fits uncompressed)",
-     [](Options& o, const std::string& v) { o.capacity = parse_count(v, "--capacity"); }},
-    {"--page-size", "4096|16384|65536", "pool page size (default 4096)",
-     [](Options& o, const std::string& v) { o.pool.page_size = parse_count(v, "--page-size"); }},
+     [](Options& o, const std::string& v) {
+       o.capacity = zsm_cli::parse_size(v, "--capacity", 0, uint64_t{1} << 40);
+     }},
+    {"--page-size", "4K|16K|64K", "pool page size (default 4K)",
+     [](Options& o, const std::string& v) { o.pool.page_size = parse_page_size(v); }},
     {"--chain", "4..16", "pages per zspage at most (default 8)",
      [](Options& o, const std::string& v) {
-       o.pool.chain_size = static_cast<unsigned>(parse_count(v, "--chain"));
+       o.pool.chain_size = static_cast<unsigned>(parse_count(v, "--chain", 4, 16));
      }},
-    {"--shards", "N", "lock shards per class (default 1, the kernel's one lock per class)",
-     [](Options& o, const std::string& v) {
-       o.pool.nr_shards = static_cast<unsigned>(parse_count(v, "--shards"));
-     }},
+    {"--shards", "1|2|4|..|64|0", "lock shards per class (default 1, the kernel's one lock per "
+     "class; 0: one per CPU)",
+     [](Options& o, const std::string& v) { o.pool.nr_shards = parse_shards(v); }},
     {"--compact", "never|end|every:N|free:PCT",
      "the tool's own zs_compact() calls: none (default), once at the end, every N operations, "
      "or when freeable pages reach PCT % of the pages held (checked at each sample)",
@@ -145,7 +168,7 @@ const Flag kFlags[] = {
      [](Options& o, const std::string& v) { o.trace = v; }},
     {"--sample-every", "N", "operations between two samples (default 100)",
      [](Options& o, const std::string& v) {
-       o.sample_every = std::max<uint64_t>(1, parse_count(v, "--sample-every"));
+       o.sample_every = parse_count(v, "--sample-every", 1, UINT64_MAX);
      }},
     {"--seed", "N", "random frees (-PCT%) and file order (default 1)",
      [](Options& o, const std::string& v) { o.seed = parse_count(v, "--seed"); }},
@@ -159,13 +182,11 @@ constexpr const char* kSynopsis =
     "sizes file, one operation a line: SIZE, +SIZE, +SIZExN (store), -ID (free the ID-th object "
     "stored), -PCT% (free PCT % of the live objects at random), compact; '#' comments";
 
-void print_usage(std::FILE* out) { zsm_cli::print_usage<Options>(out, kSynopsis, kFlags); }
-
 Options parse_options(int argc, char** argv) {
   Options opt;
-  opt.help = !zsm_cli::parse<Options>(argc, argv, kFlags, opt);
+  zsm_cli::parse<Options>(argc, argv, kSynopsis, kFlags, opt);
   const int workloads = !opt.sizes_file.empty() + !opt.dirs.empty() + opt.class_table;
-  if (!opt.help && workloads != 1)
+  if (workloads != 1)
     throw std::invalid_argument("give exactly one of --sizes, --files and --class-table");
   return opt;
 }
@@ -424,6 +445,8 @@ void run_files(const Options& opt) {
         run.after_op();
         return true;
       });
+  if (stored == 0)
+    throw std::runtime_error("--files: no page to read in the files under " + join(opt.dirs, ","));
   run.finish();
 
   const auto codec = zsm::Codec::create(opt.codec);
@@ -452,13 +475,13 @@ void run_class_table(const Options& opt) {
 
 int main(int argc, char** argv) try {
   const Options opt = parse_options(argc, argv);
-  if (opt.help) print_usage(stdout);
-  else if (opt.class_table) run_class_table(opt);
+  if (opt.class_table) run_class_table(opt);
   else if (!opt.sizes_file.empty()) run_sizes(opt);
   else run_files(opt);
   return std::fflush(stdout) == 0 ? 0 : 1;
+} catch (const std::invalid_argument& e) {
+  return zsm_cli::usage_error("zsm_stats", e);
 } catch (const std::exception& e) {
   std::fprintf(stderr, "zsm_stats: %s\n", e.what());
-  if (dynamic_cast<const std::invalid_argument*>(&e) != nullptr) print_usage(stderr);
   return 2;
 }
