@@ -215,7 +215,12 @@ int fail_create(int err, std::string why) {
   return err;
 }
 
-std::optional<zsm::CodecKind> codec_kind(zsm_codec c) {
+// The codec a C caller stored in the enum field: read as the int it is (C lets any int stand
+// there; loading one outside the enumerators as the C++ enum would be undefined behaviour).
+std::optional<zsm::CodecKind> codec_kind(const zsm_codec& field) {
+  static_assert(sizeof(zsm_codec) == sizeof(int));
+  int c;
+  std::memcpy(&c, &field, sizeof c);
   switch (c) {
     case ZSM_CODEC_LZ4: return zsm::CodecKind::lz4;
     case ZSM_CODEC_LZ4HC: return zsm::CodecKind::lz4hc;

@@ -3,6 +3,7 @@
 // user-mode-only edge and the message when userfaultfd is refused.
 #include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -288,7 +289,8 @@ TEST(RegionBadInput, BadOptionsAreRefusedWithAReason) {
   o.budget_bytes = 15 * kPage;
   refused(1 << 20, o, EINVAL);
   o = {};
-  o.codec = static_cast<zsm_codec>(99);
+  int bad_codec = 99;  // as C would store it: the C++ enum cannot hold it
+  std::memcpy(&o.codec, &bad_codec, sizeof bad_codec);
   refused(1 << 20, o, EINVAL);
   o = {};
   o.codec = ZSM_CODEC_LZ4HC;
