@@ -28,6 +28,7 @@
  *   -ENOSYS / -EPERM  userfaultfd not available (the message from zsm_region_last_error()
  *             names the sysctl and the device that allow it)
  *   -EOPNOTSUPP  a backing file (not implemented yet)
+ *   -EBUSY    set_budget below twice the pinned pages   -EOVERFLOW  pins nested 2047 deep
  * Every call may be made from any thread at once on one region, except zsm_region_destroy().
  */
 #ifndef ZSM_REGION_H
@@ -132,8 +133,10 @@ int zsm_region_stats(struct zsm_region *region, struct zsm_region_stats *out);
  * - prefetch: make the range resident now (within the budget).
  * - evict: compress the range's pages and drop them (as MADV_PAGEOUT); their contents stay.
  * - discard: drop the range's contents (as MADV_DONTNEED): the pages read as zeros after.
- * - pin / unpin: keep the range resident until unpinned (pins nest); for syscalls that
- *   must not meet an evicted page. A pinned range counts against the budget.
+ * - pin / unpin: keep the range resident and writable until unpinned (pins nest); for
+ *   syscalls that must not meet an evicted page. A pinned range counts against the budget;
+ *   at most half the budget may be pinned (-ENOMEM). unpin of a page not pinned: -EINVAL,
+ *   nothing changed.
  */
 int zsm_region_prefetch(struct zsm_region *region, void *addr, size_t len);
 int zsm_region_evict(struct zsm_region *region, void *addr, size_t len);
