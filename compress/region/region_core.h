@@ -125,8 +125,9 @@ class Region {
   void after_install(uint32_t p, Kind kind, bool referenced);
   void finish_locked();
 
-  // copies.cpp: a page's compressed copy, made from `src` (its mapped bytes or its slot).
+  // copies.cpp: a page's compressed copy, made from `src` (a private copy of its bytes).
   bool store_copy(uint32_t p, const std::byte* src);
+  void read_page(uint32_t p, std::byte* out) const;
   void load_copy(uint32_t p, std::byte* out);
   void free_copy(uint32_t p);
 
@@ -192,6 +193,7 @@ class Region {
   uint64_t next_stamp_ = 0;
   std::vector<std::byte> scratch_;    // decompression target, fault_around pages
   std::vector<std::byte> compress_buf_;
+  std::vector<std::byte> evict_buf_;  // a victim's bytes, read out of the region
   std::vector<std::byte> zeros_;      // one page of zeros, for writable zero installs
 
   Counters counters_;
