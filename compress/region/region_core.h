@@ -14,7 +14,9 @@
 // and by a caller of the range calls; whoever holds it never touches the region's memory
 // except to read a mapped page, so no holder can fault on the region. One handler thread
 // serves every fault; faults queue in the userfaultfd in between (on a 2-CPU machine a second
-// handler would only contend for the lock).
+// handler would only contend for the lock). So page states are plain 4-byte bitfields, not
+// atomics: only the lock holder touches them; the counters that zsm_region_stats() reads
+// without the lock are atomics.
 //
 // Eviction keeps mapped + probation pages <= the budget, in batches: pick victims by CLOCK
 // over the mapped pages (a reference is a minor fault from probation, or a write to a clean
