@@ -17,12 +17,18 @@
  *   the child, and the parent's region is untouched by anything the child does.
  * - A signal handler may touch the region (the fault is served by the handler thread), but
  *   must not call these functions.
+ * - The program must not munmap, mprotect or madvise the region itself (discard is
+ *   MADV_DONTNEED's equivalent), and a forked child must not call these functions.
+ * - Pinned pages count against the budget, and at most half of it may be pinned.
  *
  * Errors: calls that return a pointer return NULL and set errno; calls with an int result
  * return 0 or a negative errno:
  *   -EINVAL   bad arguments: NULL region, a range not inside the region, bad options
- *   -ENOMEM   memory short             -ENOSYS / -EPERM  userfaultfd not available (the
- *             message from zsm_region_last_error() names the sysctl that allows it)
+ *   -ENOMEM   memory short (pin: the pins would pass half the budget)
+ *   -ENOSYS / -EPERM  userfaultfd not available (the message from zsm_region_last_error()
+ *             names the sysctl and the device that allow it)
+ *   -EOPNOTSUPP  a backing file (not implemented yet)
+ *   -EBUSY    set_budget below twice the pinned pages   -EOVERFLOW  pins nested 2047 deep
  * Every call may be made from any thread at once on one region, except zsm_region_destroy().
  */
 #ifndef ZSM_REGION_H
@@ -57,8 +63,22 @@ struct zsm_region_options {
 	 * exist (EEXIST). */
 	const char *backing_file;
 	uint64_t backing_file_capacity; /* 0 = 256 MiB */
-	unsigned int fault_around_pages; /* most pages a sequential fault installs: 0 = 16, 1 = off */
+	unsigned int fault_around_pages; /* most pages a sequential fault installs: 0 = 16, 1 = off;
+	                               at most 64 */
+	unsigned int flags;         /* ZSM_REGION_* below; 0 = none */
+	int handler_spin_us;        /* after serving, the handler polls for the next fault this
+	                               long before it sleeps: 0 = the default (50), -1 = never
+	                               spin; at most 10000 */
+	int probation_divisor;      /* budget / this many pages of the budget are a probation stage:
+	                               evicted pages kept decompressed, unmapped, so that a touch
+	                               soon after costs no decompression and tells the policy the
+	                               page is in use. 0 = 8, -1 = none; otherwise 2..1024 */
 };
+
+/* Serve user-mode faults only (UFFD_USER_MODE_ONLY), as an unprivileged process gets: a
+ * syscall that meets an evicted page fails with EFAULT. Without it, kernel-mode handling is
+ * used where the kernel grants it, and user mode only where it does not. */
+#define ZSM_REGION_USER_MODE_ONLY 0x1u
 
 /*
  * Cumulative statistics, zram's mm_stat in spirit. Read without stopping the region, so
@@ -68,7 +88,7 @@ struct zsm_region_stats {
 	uint64_t size_bytes;         /* the region's size */
 	uint64_t budget_bytes;       /* the resident budget in effect */
 	uint64_t resident_bytes;     /* pages mapped now, decompressed */
-	uint64_t stored_pages;       /* pages held compressed (in the pool or on the file) */
+	uint64_t stored_pages;       /* pages with a copy held (evicted, or mapped clean) */
 	uint64_t orig_data_size;     /* their uncompressed bytes (stored_pages * page size) */
 	uint64_t compr_data_size;    /* their compressed bytes */
 	uint64_t mem_used_total;     /* the pool's pages, in bytes (what compressed storage costs) */
@@ -77,12 +97,19 @@ struct zsm_region_stats {
 	uint64_t faults;             /* faults served */
 	uint64_t zero_faults;        /* of them, pages never written (a zero page installed) */
 	uint64_t fault_around_pages; /* pages installed ahead of a fault */
-	uint64_t evictions;          /* pages compressed and dropped */
+	uint64_t evictions;          /* pages compressed and dropped (after probation, if any) */
 	uint64_t clean_evictions;    /* pages dropped again without compressing (copy still valid) */
-	uint64_t refaults;           /* faults on a page evicted before */
+	uint64_t refaults;           /* faults on a page evicted before, served from its copy */
 	uint64_t written_back;       /* pages written to the backing file */
 	uint64_t read_back;          /* pages read back from the backing file */
 	uint64_t bd_bytes_on_file;   /* the backing file's live bytes */
+	uint64_t wp_faults;          /* write faults on write-protected pages (clean ones, victims) */
+	uint64_t abandoned_evictions; /* evictions given up because the page was written meanwhile */
+	uint64_t pinned_pages;       /* pages pinned now */
+	uint64_t user_mode_only;     /* 1: kernel-mode accesses to evicted pages get EFAULT */
+	uint64_t probation_bytes;    /* pages in probation now (unmapped, decompressed), in bytes;
+	                                resident_bytes + probation_bytes <= budget_bytes */
+	uint64_t probation_faults;   /* faults served from probation (no decompression) */
 };
 
 /* Create a region of `size` bytes (rounded up to whole pages). NULL + errno on failure. */
@@ -104,10 +131,13 @@ int zsm_region_stats(struct zsm_region *region, struct zsm_region_stats *out);
  * Range calls: [addr, addr + len) must lie inside the region (-EINVAL otherwise); addr and len
  * are widened to whole pages.
  * - prefetch: make the range resident now (within the budget).
- * - evict: compress the range's pages and drop them (as MADV_PAGEOUT); their contents stay.
+ * - evict: compress the range's pages and drop them (as MADV_PAGEOUT); their contents stay;
+ *   pinned pages are skipped.
  * - discard: drop the range's contents (as MADV_DONTNEED): the pages read as zeros after.
- * - pin / unpin: keep the range resident until unpinned (pins nest); for syscalls that
- *   must not meet an evicted page. A pinned range counts against the budget.
+ * - pin / unpin: keep the range resident and writable until unpinned (pins nest); for
+ *   syscalls that must not meet an evicted page. A pinned range counts against the budget;
+ *   at most half the budget may be pinned (-ENOMEM). unpin of a page not pinned: -EINVAL,
+ *   nothing changed.
  */
 int zsm_region_prefetch(struct zsm_region *region, void *addr, size_t len);
 int zsm_region_evict(struct zsm_region *region, void *addr, size_t len);
