@@ -44,7 +44,7 @@ components_project() {  # DIR COMPONENTS...: a project that asks for them, REQUI
   printf 'cmake_minimum_required(VERSION 3.20)\nproject(components LANGUAGES C CXX)\n%s\n' \
     "find_package(zsm 0.1 REQUIRED COMPONENTS $*)" > "$dir/CMakeLists.txt"
 }
-wanted="zsm cache stats"
+wanted="zsm cache stats region"
 ((rocksdb == 0)) || wanted+=" rocksdb"
 components_project "$scratch/components-ok" $wanted
 cmake -S "$scratch/components-ok" -B "$scratch/components-ok/build" -DCMAKE_PREFIX_PATH="$prefix" > /dev/null
