@@ -17,12 +17,17 @@
  *   the child, and the parent's region is untouched by anything the child does.
  * - A signal handler may touch the region (the fault is served by the handler thread), but
  *   must not call these functions.
+ * - The program must not munmap, mprotect or madvise the region itself (discard is
+ *   MADV_DONTNEED's equivalent), and a forked child must not call these functions.
+ * - Pinned pages count against the budget, and at most half of it may be pinned.
  *
  * Errors: calls that return a pointer return NULL and set errno; calls with an int result
  * return 0 or a negative errno:
  *   -EINVAL   bad arguments: NULL region, a range not inside the region, bad options
- *   -ENOMEM   memory short             -ENOSYS / -EPERM  userfaultfd not available (the
- *             message from zsm_region_last_error() names the sysctl that allows it)
+ *   -ENOMEM   memory short (pin: the pins would pass half the budget)
+ *   -ENOSYS / -EPERM  userfaultfd not available (the message from zsm_region_last_error()
+ *             names the sysctl and the device that allow it)
+ *   -EOPNOTSUPP  a backing file (not implemented yet)
  * Every call may be made from any thread at once on one region, except zsm_region_destroy().
  */
 #ifndef ZSM_REGION_H
@@ -57,8 +62,18 @@ struct zsm_region_options {
 	 * exist (EEXIST). */
 	const char *backing_file;
 	uint64_t backing_file_capacity; /* 0 = 256 MiB */
-	unsigned int fault_around_pages; /* most pages a sequential fault installs: 0 = 16, 1 = off */
+	unsigned int fault_around_pages; /* most pages a sequential fault installs: 0 = 16, 1 = off;
+	                               at most 64 */
+	unsigned int flags;         /* ZSM_REGION_* below; 0 = none */
+	int handler_spin_us;        /* after serving, the handler polls for the next fault this
+	                               long before it sleeps: 0 = the default (50), -1 = never
+	                               spin; at most 10000 */
 };
+
+/* Serve user-mode faults only (UFFD_USER_MODE_ONLY), as an unprivileged process gets: a
+ * syscall that meets an evicted page fails with EFAULT. Without it, kernel-mode handling is
+ * used where the kernel grants it, and user mode only where it does not. */
+#define ZSM_REGION_USER_MODE_ONLY 0x1u
 
 /*
  * Cumulative statistics, zram's mm_stat in spirit. Read without stopping the region, so
@@ -68,7 +83,7 @@ struct zsm_region_stats {
 	uint64_t size_bytes;         /* the region's size */
 	uint64_t budget_bytes;       /* the resident budget in effect */
 	uint64_t resident_bytes;     /* pages mapped now, decompressed */
-	uint64_t stored_pages;       /* pages held compressed (in the pool or on the file) */
+	uint64_t stored_pages;       /* pages with a copy held (evicted, or mapped clean) */
 	uint64_t orig_data_size;     /* their uncompressed bytes (stored_pages * page size) */
 	uint64_t compr_data_size;    /* their compressed bytes */
 	uint64_t mem_used_total;     /* the pool's pages, in bytes (what compressed storage costs) */
@@ -83,6 +98,10 @@ struct zsm_region_stats {
 	uint64_t written_back;       /* pages written to the backing file */
 	uint64_t read_back;          /* pages read back from the backing file */
 	uint64_t bd_bytes_on_file;   /* the backing file's live bytes */
+	uint64_t wp_faults;          /* write faults on write-protected pages (clean ones, victims) */
+	uint64_t abandoned_evictions; /* evictions given up because the page was written meanwhile */
+	uint64_t pinned_pages;       /* pages pinned now */
+	uint64_t user_mode_only;     /* 1: kernel-mode accesses to evicted pages get EFAULT */
 };
 
 /* Create a region of `size` bytes (rounded up to whole pages). NULL + errno on failure. */

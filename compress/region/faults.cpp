@@ -1,0 +1,203 @@
+// The handler thread and the faults it serves (region_core.h). A MISSING fault installs the
+// page: a never-written page as the zero page (a write fault: a zero page it may write), a
+// stored one from its copy, write-protected and clean for a read (its copy stays valid) or
+// writable for a write (the copy is freed); a read fault that follows the previous fault's
+// page also installs the stored pages after it, in one UFFDIO_COPY (fault-around). A WP fault
+// on a clean page frees its copy and un-protects it. A fault on a page mapped meanwhile (a
+// second thread's fault on the same page, a fault raised before an eviction was abandoned)
+// only wakes its thread.
+//
+// Waiting: after serving, the thread polls the userfaultfd without sleeping for spin_us (the
+// next fault of a program faulting pages one after another comes within microseconds; a
+// sleeping handler costs the faulting thread a cross-CPU wake-up, tens of microseconds on a
+// VM), then sleeps in poll(2) on the userfaultfd and the stop eventfd.
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <poll.h>
+#include <unistd.h>
+
+#include "region_core.h"
+
+namespace zsm::region {
+namespace {
+
+bool readable_now(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return poll(&p, 1, 0) > 0;
+}
+
+void cpu_relax() { __builtin_ia32_pause(); }
+
+}  // namespace
+
+void Region::check(int rc, const char* what) const {
+  if (rc == 0) return;
+  // Only a bug, or the process's memory being torn down, gets here: the fault cannot be served.
+  std::fprintf(stderr, "zsm region: %s failed: %s\n", what, std::strerror(-rc));
+  std::abort();
+}
+
+void Region::handler_main() {
+  bool served = false;
+  while (wait_for_faults(served)) {
+    std::lock_guard lock(mutex_);
+    read_faults();
+    served = !pending_.empty();
+    serve_pending();
+  }
+}
+
+// True when faults are waiting, false when the region is stopping.
+bool Region::wait_for_faults(bool spin) {
+  if (spin && spin_us_ > 0) {
+    auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us_);
+    while (std::chrono::steady_clock::now() < until) {
+      if (stopping_.load(std::memory_order_relaxed)) return false;
+      if (readable_now(uffd_)) return true;
+      cpu_relax();
+    }
+  }
+  pollfd fds[2] = {{uffd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+  while (poll(fds, 2, -1) < 0) {
+    if (errno != EINTR) check(-errno, "poll on the userfaultfd");
+  }
+  return !stopping_.load(std::memory_order_relaxed);
+}
+
+// Appends every fault the userfaultfd holds now to pending_.
+void Region::read_faults() {
+  uffd_msg msgs[32];
+  for (;;) {
+    ssize_t n = read(uffd_, msgs, sizeof msgs);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) return;
+      check(-errno, "read from the userfaultfd");
+    }
+    size_t count = static_cast<size_t>(n) / sizeof msgs[0];
+    for (size_t i = 0; i < count; ++i) {
+      if (msgs[i].event == UFFD_EVENT_PAGEFAULT) pending_.push_back(msgs[i]);
+    }
+    if (count < std::size(msgs)) return;
+  }
+}
+
+void Region::serve_pending() {
+  while (!pending_.empty()) {
+    uffd_msg msg = pending_.front();
+    pending_.pop_front();
+    serve(msg);
+  }
+}
+
+// Ends every locked section: faults read meanwhile are served before the lock goes.
+void Region::finish_locked() {
+  read_faults();
+  serve_pending();
+}
+
+void Region::serve(const uffd_msg& msg) {
+  uintptr_t a = msg.arg.pagefault.address & ~uintptr_t{kPageSize - 1};
+  if (a < base_ || a >= base_ + size_) return;  // not ours: nothing registered there
+  auto p = static_cast<uint32_t>((a - base_) / kPageSize);
+  uint64_t flags = msg.arg.pagefault.flags;
+  if (flags & UFFD_PAGEFAULT_FLAG_WP) {
+    serve_write_protect(p);
+  } else {
+    serve_missing(p, (flags & UFFD_PAGEFAULT_FLAG_WRITE) != 0);
+  }
+}
+
+void Region::serve_missing(uint32_t p, bool write) {
+  if (mapped(p)) {
+    check(uffd_wake(uffd_, addr(p), kPageSize), "UFFDIO_WAKE");
+    return;
+  }
+  counters_.faults.fetch_add(1, std::memory_order_relaxed);
+  bool sequential = last_fault_ != kNoPage && p == last_fault_ + 1;
+  last_fault_ = p;
+  if (kind(p) == Kind::empty) {
+    counters_.zero_faults.fetch_add(1, std::memory_order_relaxed);
+    return install_zero(p, write);
+  }
+  counters_.refaults.fetch_add(1, std::memory_order_relaxed);
+  uint32_t ahead = sequential && !write ? stored_run_after(p) : 0;
+  make_room(1 + ahead);
+  if (ahead > 0) return install_run(p, 1 + ahead);
+  install_copy(p, write, true);
+}
+
+// How many pages after p are stored, up to fault_around - 1 and a quarter of the budget.
+uint32_t Region::stored_run_after(uint32_t p) const {
+  uint32_t limit = std::min<uint32_t>(fault_around_ - 1, budget_pages_ / 4);
+  uint32_t n = 0;
+  while (n < limit && p + 1 + n < npages_ && kind(p + 1 + n) == Kind::stored &&
+         pages_[p + 1 + n].pins == 0) {
+    ++n;
+  }
+  return n;
+}
+
+void Region::serve_write_protect(uint32_t p) {
+  counters_.wp_faults.fetch_add(1, std::memory_order_relaxed);
+  if (!mapped(p)) {  // evicted since the fault was raised: the writer refaults and finds the copy
+    check(uffd_wake(uffd_, addr(p), kPageSize), "UFFDIO_WAKE");
+    return;
+  }
+  if (kind(p) == Kind::clean) pages_[p].referenced = 1;
+  make_writable(p);
+}
+
+// A mapped page becomes resident and writable: its copy (if any) is freed, waiters woken.
+void Region::make_writable(uint32_t p) {
+  if (kind(p) == Kind::clean) free_copy(p);
+  set_kind(p, Kind::resident);
+  check(uffd_write_protect(uffd_, addr(p), kPageSize, false), "UFFDIO_WRITEPROTECT (off)");
+}
+
+void Region::install_zero(uint32_t p, bool write) {
+  make_room(1);
+  int rc = write ? uffd_copy(uffd_, addr(p), zeros_.data(), kPageSize, false, nullptr)
+                 : uffd_zeropage(uffd_, addr(p), kPageSize);
+  if (rc != -EEXIST) check(rc, "installing a zero page");
+  // Resident, not clean: a write to the shared zero page is copied by the kernel unseen.
+  after_install(p, Kind::resident, true);
+}
+
+// Installs p from its copy: writable (the copy freed) or write-protected and clean.
+void Region::install_copy(uint32_t p, bool writable, bool referenced) {
+  if (kind(p) != Kind::stored) return;
+  load_copy(p, scratch_.data());
+  int rc = uffd_copy(uffd_, addr(p), scratch_.data(), kPageSize, !writable, nullptr);
+  if (rc == -EEXIST) {  // a page is there already: it is what the program sees
+    check(uffd_wake(uffd_, addr(p), kPageSize), "UFFDIO_WAKE");
+    writable = true;
+  } else {
+    check(rc, "UFFDIO_COPY");
+  }
+  if (writable) free_copy(p);
+  after_install(p, writable ? Kind::resident : Kind::clean, referenced);
+}
+
+// Fault-around: installs the stored pages [first, first + count) in one UFFDIO_COPY, clean.
+void Region::install_run(uint32_t first, uint32_t count) {
+  for (uint32_t i = 0; i < count; ++i) load_copy(first + i, scratch_.data() + i * kPageSize);
+  size_t copied = 0;
+  int rc = uffd_copy(uffd_, addr(first), scratch_.data(), count * kPageSize, true, &copied);
+  if (rc != 0 && rc != -EEXIST) check(rc, "UFFDIO_COPY (fault-around)");
+  auto installed = static_cast<uint32_t>(copied / kPageSize);
+  for (uint32_t i = 0; i < installed; ++i) after_install(first + i, Kind::clean, i == 0);
+  counters_.fault_around.fetch_add(installed > 0 ? installed - 1 : 0, std::memory_order_relaxed);
+  if (installed == 0) install_copy(first, false, true);  // the faulting page, on its own
+}
+
+void Region::after_install(uint32_t p, Kind k, bool referenced) {
+  set_kind(p, k);
+  clock_insert(p, referenced);
+}
+
+}  // namespace zsm::region

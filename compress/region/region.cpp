@@ -1,0 +1,357 @@
+// The region's life (create, destroy), its range calls and its C API (zsm/region.h). The C
+// functions check arguments and turn exceptions into errno; Region's methods take the lock,
+// change page states, and serve the faults read meanwhile before they let it go.
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <system_error>
+
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "region_core.h"
+
+namespace zsm::region {
+
+std::unique_ptr<Region> Region::create(const Settings& s, int* err, std::string* why) {
+  std::unique_ptr<Region> r(new Region());
+  *err = r->init(s, why);
+  if (*err != 0) return nullptr;
+  return r;
+}
+
+int Region::init(const Settings& s, std::string* why) {
+  size_ = s.size;
+  npages_ = static_cast<uint32_t>(s.size / kPageSize);
+  budget_pages_ = s.budget_pages;
+  fault_around_ = s.fault_around;
+  spin_us_ = s.spin_us;
+  codec_ = Codec::create(s.codec);
+  pool_ = zs_create_pool_ex("zsm_region", &s.pool);
+  if (pool_ == nullptr) {
+    *why = std::string("the pool's configuration was refused: ") + std::strerror(errno);
+    return -errno;
+  }
+  pool_page_size_ = s.pool.page_size == 0 ? kPageSize : s.pool.page_size;
+  pages_ = std::make_unique<PageState[]>(npages_);
+  copies_ = std::make_unique<unsigned long[]>(npages_);
+  frame_of_ = std::make_unique<uint32_t[]>(npages_);
+  std::fill_n(frame_of_.get(), npages_, kNoPage);
+  frames_.reserve(budget_pages_);
+  scratch_.resize(std::max(fault_around_, 1u) * kPageSize);
+  compress_buf_.resize(std::max(codec_->bound(kPageSize), kPageSize));
+  zeros_.resize(kPageSize);
+
+  void* m = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  if (m == MAP_FAILED) {
+    *why = "mmap of the region failed";
+    return -errno;
+  }
+  base_ = reinterpret_cast<uintptr_t>(m);
+  // The child of a fork() gets no mapping: it cannot fault on pages no handler serves there.
+  if (madvise(m, size_, MADV_DONTFORK) != 0 || madvise(m, size_, MADV_NOHUGEPAGE) != 0) {
+    *why = "madvise(MADV_DONTFORK) on the region failed";
+    return -errno;
+  }
+  uffd_ = uffd_open(s.force_user_mode_only, &user_mode_only_, why);
+  if (uffd_ < 0) return uffd_;
+  if (int rc = uffd_register(uffd_, m, size_, why); rc != 0) return rc;
+  stop_fd_ = eventfd(0, EFD_CLOEXEC);
+  if (stop_fd_ < 0) {
+    *why = "eventfd failed";
+    return -errno;
+  }
+  handler_ = std::thread([this] { handler_main(); });
+  return 0;
+}
+
+Region::~Region() {
+  if (handler_.joinable()) {
+    stopping_.store(true);
+    uint64_t one = 1;
+    ssize_t n = write(stop_fd_, &one, sizeof one);
+    (void)n;  // an eventfd write of 1 cannot fail short of overflow
+    handler_.join();
+  }
+  if (stop_fd_ >= 0) close(stop_fd_);
+  if (uffd_ >= 0) close(uffd_);  // unregisters the range
+  if (base_ != 0) munmap(reinterpret_cast<void*>(base_), size_);
+  zs_destroy_pool(pool_);
+}
+
+int Region::prefetch(uint32_t first, uint32_t count) {
+  std::lock_guard lock(mutex_);
+  uint32_t room = budget_pages_;
+  for (uint32_t p = first; p < first + count && room > 0; ++p) {
+    if (kind(p) != Kind::stored) continue;
+    make_room(1);
+    install_copy(p, false, true);
+    --room;
+  }
+  finish_locked();
+  return 0;
+}
+
+int Region::evict(uint32_t first, uint32_t count) {
+  std::lock_guard lock(mutex_);
+  std::vector<uint32_t> victims;
+  for (uint32_t p = first; p < first + count; ++p) {
+    if (!mapped(p) || pages_[p].pins > 0) continue;
+    pages_[p].victim = 1;
+    victims.push_back(p);
+    if (victims.size() == 64) {
+      evict_batch(victims);
+      victims.clear();
+    }
+  }
+  if (!victims.empty()) evict_batch(victims);
+  finish_locked();
+  return 0;
+}
+
+int Region::discard(uint32_t first, uint32_t count) {
+  std::lock_guard lock(mutex_);
+  for (uint32_t p = first; p < first + count; ++p) {
+    if (pages_[p].pins > 0) {
+      std::memset(page(p), 0, kPageSize);  // pinned pages are mapped and writable
+    } else if (mapped(p)) {
+      drop_mapped(p);
+    } else if (kind(p) == Kind::stored) {
+      free_copy(p);
+      set_kind(p, Kind::empty);
+    }
+  }
+  finish_locked();
+  return 0;
+}
+
+int Region::pin(uint32_t first, uint32_t count) {
+  std::lock_guard lock(mutex_);
+  uint64_t newly = 0;
+  for (uint32_t p = first; p < first + count; ++p) {
+    if (pages_[p].pins == kMaxPins) return -EOVERFLOW;
+    if (pages_[p].pins == 0) ++newly;
+  }
+  uint64_t pinned = counters_.pinned.load(std::memory_order_relaxed);
+  if (pinned + newly > budget_pages_ / 2) return -ENOMEM;  // half the budget stays for faults
+  for (uint32_t p = first; p < first + count; ++p) {
+    if (!mapped(p)) make_room(1);
+    if (kind(p) == Kind::empty) install_zero(p, true);
+    if (kind(p) == Kind::stored) install_copy(p, true, true);
+    make_writable(p);  // a syscall may write it: no fault it could not serve (user mode only)
+    if (pages_[p].pins++ == 0) counters_.pinned.fetch_add(1, std::memory_order_relaxed);
+  }
+  finish_locked();
+  return 0;
+}
+
+int Region::unpin(uint32_t first, uint32_t count) {
+  std::lock_guard lock(mutex_);
+  for (uint32_t p = first; p < first + count; ++p) {
+    if (pages_[p].pins == 0) return -EINVAL;
+  }
+  for (uint32_t p = first; p < first + count; ++p) {
+    if (--pages_[p].pins == 0) counters_.pinned.fetch_sub(1, std::memory_order_relaxed);
+  }
+  return 0;
+}
+
+int Region::set_budget(uint32_t pages) {
+  std::lock_guard lock(mutex_);
+  if (counters_.pinned.load(std::memory_order_relaxed) > pages / 2) return -EBUSY;
+  budget_pages_ = pages;
+  make_room(0);
+  finish_locked();
+  return 0;
+}
+
+void Region::stats(struct zsm_region_stats* out) const {
+  auto get = [](const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); };
+  *out = {};
+  out->size_bytes = size_;
+  out->budget_bytes = uint64_t{budget_pages_} * kPageSize;
+  out->resident_bytes = get(counters_.resident) * kPageSize;
+  out->stored_pages = get(counters_.stored);
+  out->orig_data_size = out->stored_pages * kPageSize;
+  out->compr_data_size = get(counters_.compr_bytes);
+  out->mem_used_total = uint64_t{zs_get_total_pages(pool_)} * pool_page_size_;
+  out->same_pages = get(counters_.same);
+  out->huge_pages = get(counters_.whole);
+  out->faults = get(counters_.faults);
+  out->zero_faults = get(counters_.zero_faults);
+  out->fault_around_pages = get(counters_.fault_around);
+  out->evictions = get(counters_.evictions);
+  out->clean_evictions = get(counters_.clean_evictions);
+  out->refaults = get(counters_.refaults);
+  out->wp_faults = get(counters_.wp_faults);
+  out->abandoned_evictions = get(counters_.abandoned);
+  out->pinned_pages = get(counters_.pinned);
+  out->user_mode_only = user_mode_only_ ? 1 : 0;
+}
+
+}  // namespace zsm::region
+
+// The C API.
+namespace {
+
+using zsm::region::kPageSize;
+using zsm::region::Region;
+
+thread_local std::string last_error;
+
+int fail_create(int err, std::string why) {
+  last_error = std::move(why);
+  errno = err;
+  return err;
+}
+
+std::optional<zsm::CodecKind> codec_kind(zsm_codec c) {
+  switch (c) {
+    case ZSM_CODEC_LZ4: return zsm::CodecKind::lz4;
+    case ZSM_CODEC_LZ4HC: return zsm::CodecKind::lz4hc;
+    case ZSM_CODEC_ZSTD: return zsm::CodecKind::zstd;
+    case ZSM_CODEC_NONE: return zsm::CodecKind::none;
+  }
+  return std::nullopt;
+}
+
+constexpr size_t kMinBudgetPages = 16;
+constexpr unsigned kMaxFaultAround = 64;
+constexpr unsigned kDefaultSpinUs = 50;
+
+// Settings from the options, or an errno with last_error set.
+int settings_from(size_t size, const zsm_region_options& o, zsm::region::Settings* s) {
+  if (size == 0) return fail_create(EINVAL, "the region's size is 0");
+  if (size > (size_t{UINT32_MAX} - 1) * kPageSize) return fail_create(EINVAL, "the region is larger than 16 TiB");
+  s->size = (size + kPageSize - 1) / kPageSize * kPageSize;
+  size_t budget = o.budget_bytes != 0 ? o.budget_bytes : std::max(s->size / 4, kMinBudgetPages * kPageSize);
+  if (budget < kMinBudgetPages * kPageSize) return fail_create(EINVAL, "budget_bytes is below 16 pages");
+  s->budget_pages = static_cast<uint32_t>(std::min(budget, s->size) / kPageSize);
+  s->budget_pages = std::max<uint32_t>(s->budget_pages, std::min<size_t>(kMinBudgetPages, s->size / kPageSize));
+  auto kind = codec_kind(o.codec);
+  if (!kind) return fail_create(EINVAL, "codec is not a zsm_codec");
+  s->codec.kind = *kind;
+  s->codec.level = o.level;
+  if (o.fault_around_pages > kMaxFaultAround) return fail_create(EINVAL, "fault_around_pages is above 64");
+  s->fault_around = o.fault_around_pages == 0 ? 16 : o.fault_around_pages;
+  if (o.backing_file != nullptr) {
+    return fail_create(EOPNOTSUPP, "backing_file: the region has no backing file yet (issue 34)");
+  }
+  s->pool = o.pool;
+  size_t pool_page = o.pool.page_size == 0 ? kPageSize : o.pool.page_size;
+  if (o.compressed_budget_bytes != 0 && o.compressed_budget_bytes < pool_page) {
+    return fail_create(EINVAL, "compressed_budget_bytes is below one pool page");
+  }
+  s->pool.max_pages = o.compressed_budget_bytes / pool_page;
+  if (o.flags & ~unsigned{ZSM_REGION_USER_MODE_ONLY}) return fail_create(EINVAL, "flags has unknown bits");
+  s->force_user_mode_only = (o.flags & ZSM_REGION_USER_MODE_ONLY) != 0;
+  if (o.handler_spin_us < -1 || o.handler_spin_us > 10000) {
+    return fail_create(EINVAL, "handler_spin_us is outside -1..10000");
+  }
+  s->spin_us = o.handler_spin_us == 0 ? kDefaultSpinUs : o.handler_spin_us < 0 ? 0 : o.handler_spin_us;
+  return 0;
+}
+
+// Pages [*first, *first + *count) of [addr, addr + len), or -EINVAL outside the region.
+int range_pages(zsm_region* r, void* addr, size_t len, uint32_t* first, uint32_t* count) {
+  if (r == nullptr) return -EINVAL;
+  auto* region = reinterpret_cast<Region*>(r);
+  auto a = reinterpret_cast<uintptr_t>(addr);
+  if (a < region->base() || len > region->size() || a - region->base() > region->size() - len) {
+    return -EINVAL;
+  }
+  size_t off = a - region->base();
+  size_t end = (off + len + kPageSize - 1) / kPageSize;
+  *first = static_cast<uint32_t>(off / kPageSize);
+  *count = len == 0 ? 0 : static_cast<uint32_t>(end - *first);
+  return 0;
+}
+
+template <typename Call>
+int on_range(zsm_region* r, void* addr, size_t len, Call call) {
+  uint32_t first, count;
+  if (int rc = range_pages(r, addr, len, &first, &count); rc != 0) return rc;
+  if (count == 0) return 0;
+  try {
+    return call(*reinterpret_cast<Region*>(r), first, count);
+  } catch (const std::bad_alloc&) {
+    return -ENOMEM;
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+struct zsm_region* zsm_region_create(size_t size, const struct zsm_region_options* opts) {
+  last_error.clear();
+  zsm_region_options defaults{};
+  zsm::region::Settings s;
+  if (settings_from(size, opts != nullptr ? *opts : defaults, &s) != 0) return nullptr;
+  try {
+    int err = 0;
+    std::string why;
+    auto region = Region::create(s, &err, &why);
+    if (!region) {
+      fail_create(-err, std::move(why));
+      return nullptr;
+    }
+    return reinterpret_cast<zsm_region*>(region.release());
+  } catch (const std::system_error& e) {  // the codec refused its options
+    fail_create(EINVAL, std::string("codec: ") + e.what());
+  } catch (const std::bad_alloc&) {
+    fail_create(ENOMEM, "memory short");
+  }
+  return nullptr;
+}
+
+void zsm_region_destroy(struct zsm_region* region) { delete reinterpret_cast<Region*>(region); }
+
+void* zsm_region_base(struct zsm_region* region) {
+  return region == nullptr ? nullptr
+                           : reinterpret_cast<void*>(reinterpret_cast<Region*>(region)->base());
+}
+
+size_t zsm_region_size(struct zsm_region* region) {
+  return region == nullptr ? 0 : reinterpret_cast<Region*>(region)->size();
+}
+
+int zsm_region_stats(struct zsm_region* region, struct zsm_region_stats* out) {
+  if (region == nullptr || out == nullptr) return -EINVAL;
+  reinterpret_cast<Region*>(region)->stats(out);
+  return 0;
+}
+
+int zsm_region_prefetch(struct zsm_region* r, void* addr, size_t len) {
+  return on_range(r, addr, len, [](Region& g, uint32_t f, uint32_t n) { return g.prefetch(f, n); });
+}
+int zsm_region_evict(struct zsm_region* r, void* addr, size_t len) {
+  return on_range(r, addr, len, [](Region& g, uint32_t f, uint32_t n) { return g.evict(f, n); });
+}
+int zsm_region_discard(struct zsm_region* r, void* addr, size_t len) {
+  return on_range(r, addr, len, [](Region& g, uint32_t f, uint32_t n) { return g.discard(f, n); });
+}
+int zsm_region_pin(struct zsm_region* r, void* addr, size_t len) {
+  return on_range(r, addr, len, [](Region& g, uint32_t f, uint32_t n) { return g.pin(f, n); });
+}
+int zsm_region_unpin(struct zsm_region* r, void* addr, size_t len) {
+  return on_range(r, addr, len, [](Region& g, uint32_t f, uint32_t n) { return g.unpin(f, n); });
+}
+
+int zsm_region_set_budget(struct zsm_region* region, size_t budget_bytes) {
+  if (region == nullptr || budget_bytes < kMinBudgetPages * kPageSize) return -EINVAL;
+  auto* r = reinterpret_cast<Region*>(region);
+  size_t pages = std::min(budget_bytes, r->size()) / kPageSize;
+  try {
+    return r->set_budget(static_cast<uint32_t>(std::max(pages, kMinBudgetPages)));
+  } catch (const std::bad_alloc&) {
+    return -ENOMEM;
+  }
+}
+
+const char* zsm_region_last_error(void) { return last_error.c_str(); }
+
+}  // extern "C"

@@ -1,0 +1,173 @@
+// The region's core (zsm/region.h is its contract). Vocabulary: a *page* is one 4 KiB page of
+// the region; a page's *copy* is its contents kept compressed (a pool object, one repeated
+// word, or the whole page when it does not compress).
+//
+// A page is in one of four states (PageState::kind):
+//   empty     never written since creation or discard: unmapped, reads as zeros, costs nothing
+//   resident  mapped, writable, no valid copy (dirty)
+//   clean     mapped, write-protected, its copy still valid: evicting it only unmaps it; the
+//             first write takes a WP fault, which frees the copy and makes it resident
+//   stored    unmapped, the copy holds its contents; a touch faults it back in
+// Transitions happen only under `mutex_`, held by the handler thread while it serves faults
+// and by a caller of the range calls; whoever holds it never touches the region's memory
+// except to read a mapped page, so no holder can fault on the region. One handler thread
+// serves every fault; faults queue in the userfaultfd in between (on a 2-CPU machine a second
+// handler would only contend for the lock).
+//
+// Eviction keeps mapped pages <= the budget, in batches: pick victims by CLOCK (a reference is
+// a fault: a refault, or a write to a clean page), write-protect the dirty ones, compress
+// them, read the userfaultfd: a write fault on a victim abandons its eviction (the writer is
+// un-protected and woken when its fault is served), then unmap the rest. A write that comes
+// after that read is held by the write protection until the page is unmapped, then refaults
+// and finds the copy: no write is lost either way.
+//
+// Faults that arrive while the lock holder is evicting are queued in `pending_` and served,
+// in order, before the lock is released (by whoever holds it).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <linux/userfaultfd.h>
+#include <zsm/codec.hpp>
+#include <zsm/region.h>
+
+#include "uffd.h"
+
+namespace zsm::region {
+
+enum class Kind : uint32_t { empty = 0, resident = 1, clean = 2, stored = 3 };
+enum class CopyKind : uint32_t { pool = 0, same = 1, whole = 2 };
+
+// One page's state: 4 bytes; its copy's handle (or repeated word) is in Region::copies_.
+struct PageState {
+  uint32_t kind : 2;        // Kind
+  uint32_t referenced : 1;  // CLOCK's mark
+  uint32_t victim : 1;      // chosen by the eviction in progress
+  uint32_t copy : 2;        // CopyKind, when the copy is valid (clean, stored)
+  uint32_t comp_len : 13;   // a pool copy's compressed bytes
+  uint32_t pins : 13;       // zsm_region_pin() nesting
+};
+static_assert(sizeof(PageState) == 4);
+inline constexpr uint32_t kMaxPins = (1u << 13) - 1;
+inline constexpr uint32_t kNoPage = UINT32_MAX;
+
+// Counters read by zsm_region_stats() without the lock.
+struct Counters {
+  std::atomic<uint64_t> resident{0}, stored{0}, compr_bytes{0}, same{0}, whole{0};
+  std::atomic<uint64_t> faults{0}, zero_faults{0}, wp_faults{0}, fault_around{0};
+  std::atomic<uint64_t> evictions{0}, clean_evictions{0}, abandoned{0}, refaults{0};
+  std::atomic<uint64_t> pinned{0};
+};
+
+struct Settings {
+  size_t size = 0;
+  uint32_t budget_pages = 0;
+  CodecOptions codec;
+  zs_pool_config pool{};
+  unsigned fault_around = 16;
+  unsigned spin_us = 0;
+  bool force_user_mode_only = false;
+};
+
+class Region {
+ public:
+  // Everything the region needs, or nullptr with *err (-errno) and *why set.
+  static std::unique_ptr<Region> create(const Settings& s, int* err, std::string* why);
+  ~Region();
+  Region(const Region&) = delete;
+  Region& operator=(const Region&) = delete;
+
+  uintptr_t base() const { return base_; }
+  size_t size() const { return size_; }
+  // Range calls on pages [first, first + count); 0 or -errno.
+  int prefetch(uint32_t first, uint32_t count);
+  int evict(uint32_t first, uint32_t count);
+  int discard(uint32_t first, uint32_t count);
+  int pin(uint32_t first, uint32_t count);
+  int unpin(uint32_t first, uint32_t count);
+  int set_budget(uint32_t pages);
+  void stats(struct zsm_region_stats* out) const;
+
+ private:
+  Region() = default;
+  int init(const Settings& s, std::string* why);
+
+  // faults.cpp: the handler thread and what it serves.
+  void handler_main();
+  bool wait_for_faults(bool spin);
+  void read_faults();
+  void serve_pending();
+  void serve(const uffd_msg& msg);
+  void serve_missing(uint32_t p, bool write);
+  void serve_write_protect(uint32_t p);
+  void install_zero(uint32_t p, bool write);
+  void install_copy(uint32_t p, bool writable, bool referenced);
+  void install_run(uint32_t first, uint32_t count);
+  uint32_t stored_run_after(uint32_t p) const;
+  void make_writable(uint32_t p);
+  void after_install(uint32_t p, Kind kind, bool referenced);
+  void finish_locked();
+
+  // copies.cpp: a page's compressed copy.
+  bool store_copy(uint32_t p);
+  void load_copy(uint32_t p, std::byte* out);
+  void free_copy(uint32_t p);
+
+  // eviction.cpp: CLOCK over mapped pages and the eviction of a batch.
+  void clock_insert(uint32_t p, bool referenced);
+  void clock_remove(uint32_t p);
+  uint32_t clock_victim();
+  void make_room(uint32_t pages);
+  void evict_batch(std::vector<uint32_t>& victims);
+  bool protect_and_compress(uint32_t p);
+  void abandon_written_victims(size_t first_new_fault);
+  void unmap_victims(const std::vector<uint32_t>& victims);
+  void drop_mapped(uint32_t p);
+
+  uintptr_t addr(uint32_t p) const { return base_ + uintptr_t{p} * kPageSize; }
+  std::byte* page(uint32_t p) const { return reinterpret_cast<std::byte*>(addr(p)); }
+  Kind kind(uint32_t p) const { return static_cast<Kind>(pages_[p].kind); }
+  bool mapped(uint32_t p) const { return kind(p) == Kind::resident || kind(p) == Kind::clean; }
+  void set_kind(uint32_t p, Kind k) { pages_[p].kind = static_cast<uint32_t>(k); }
+  void check(int rc, const char* what) const;
+
+  uintptr_t base_ = 0;
+  size_t size_ = 0;
+  uint32_t npages_ = 0;
+  int uffd_ = -1;
+  int stop_fd_ = -1;
+  bool user_mode_only_ = false;
+  unsigned fault_around_ = 16;
+  unsigned spin_us_ = 0;
+  std::unique_ptr<Codec> codec_;
+  zs_pool* pool_ = nullptr;
+  size_t pool_page_size_ = kPageSize;
+
+  std::mutex mutex_;
+  std::unique_ptr<PageState[]> pages_;       // per page
+  std::unique_ptr<unsigned long[]> copies_;  // per page: pool handle or repeated word
+  std::vector<uint32_t> frames_;             // CLOCK's ring: a mapped page per slot, or kNoPage
+  std::unique_ptr<uint32_t[]> frame_of_;     // per page: its slot in frames_
+  std::vector<uint32_t> free_frames_;
+  size_t hand_ = 0;
+  uint32_t budget_pages_ = 0;
+  uint32_t last_fault_ = kNoPage;
+  std::deque<uffd_msg> pending_;
+  std::vector<std::byte> scratch_;    // decompression target, fault_around pages
+  std::vector<std::byte> compress_buf_;
+  std::vector<std::byte> zeros_;      // one page of zeros, for writable zero installs
+
+  Counters counters_;
+  std::atomic<bool> stopping_{false};
+  std::thread handler_;
+};
+
+}  // namespace zsm::region

@@ -1,0 +1,403 @@
+// The region's C API and C++ class: round trips at 1/8 budget, zero, same-filled and
+// incompressible pages, the range calls, clean re-eviction, statistics, bad input, fork, the
+// user-mode-only edge and the message when userfaultfd is refused.
+#include <cerrno>
+#include <csignal>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <zsm/region.hpp>
+
+#include "region_support.h"
+
+namespace {
+
+using zsm_test::fill_page;
+using zsm_test::kPage;
+using zsm_test::page_mismatch;
+using zsm_test::region_stats;
+
+struct RegionFixture : ::testing::Test {
+  void SetUp() override { ZSM_REQUIRE_REGION(); }
+  void TearDown() override { zsm_region_destroy(r); }
+  void make(size_t pages, size_t budget_pages, zsm_region_options o = {}) {
+    o.budget_bytes = budget_pages * kPage;
+    r = zsm_region_create(pages * kPage, &o);
+    ASSERT_NE(r, nullptr) << zsm_region_last_error();
+    base = static_cast<unsigned char*>(zsm_region_base(r));
+  }
+  unsigned char* at(size_t p) const { return base + p * kPage; }
+  zsm_region* r = nullptr;
+  unsigned char* base = nullptr;
+};
+
+TEST_F(RegionFixture, RoundTripAtAnEighthOfTheBudget) {
+  make(1024, 128);
+  for (size_t p = 0; p < 1024; ++p) fill_page(at(p), p, 1);
+  auto s = region_stats(r);
+  EXPECT_LE(s.resident_bytes, s.budget_bytes);
+  EXPECT_GE(s.evictions, 1024u - 128u);
+  for (size_t p = 0; p < 1024; ++p) ASSERT_EQ(page_mismatch(at(p), p, 1), -1) << "page " << p;
+  s = region_stats(r);
+  EXPECT_LE(s.resident_bytes, s.budget_bytes);
+  EXPECT_GE(s.refaults + s.fault_around_pages, 1024u - 128u);
+  EXPECT_LT(s.compr_data_size, s.orig_data_size / 2) << "fill_page's pages compress well";
+}
+
+TEST_F(RegionFixture, NeverWrittenPagesReadAsZerosAndCostNothing) {
+  make(256, 16);
+  for (size_t p = 0; p < 256; ++p) {
+    for (size_t i = 0; i < kPage; i += 512) ASSERT_EQ(at(p)[i], 0);
+  }
+  auto s = region_stats(r);
+  EXPECT_EQ(s.zero_faults, 256u);
+  EXPECT_EQ(s.stored_pages, s.same_pages) << "only zero pages, kept as one word each";
+  EXPECT_EQ(s.compr_data_size, 0u);
+  EXPECT_EQ(s.mem_used_total, 0u);
+}
+
+TEST_F(RegionFixture, SameFilledPagesAreOneWord) {
+  make(64, 16);
+  for (size_t p = 0; p < 64; ++p) {
+    auto* w = reinterpret_cast<uint64_t*>(at(p));
+    for (size_t i = 0; i < kPage / 8; ++i) w[i] = 0x0101010101010101ull * (p + 1);
+  }
+  ASSERT_EQ(zsm_region_evict(r, base, 64 * kPage), 0);
+  auto s = region_stats(r);
+  EXPECT_EQ(s.resident_bytes, 0u);
+  EXPECT_EQ(s.same_pages, 64u);
+  EXPECT_EQ(s.compr_data_size, 0u);
+  for (size_t p = 0; p < 64; ++p) {
+    auto* w = reinterpret_cast<uint64_t*>(at(p));
+    for (size_t i = 0; i < kPage / 8; ++i) ASSERT_EQ(w[i], 0x0101010101010101ull * (p + 1));
+  }
+}
+
+TEST_F(RegionFixture, IncompressiblePagesAreKeptWhole) {
+  make(64, 16);
+  std::mt19937_64 rng(7);
+  std::vector<uint64_t> want(64 * kPage / 8);
+  for (auto& w : want) w = rng();
+  std::memcpy(base, want.data(), 64 * kPage);
+  ASSERT_EQ(zsm_region_evict(r, base, 64 * kPage), 0);
+  auto s = region_stats(r);
+  EXPECT_EQ(s.huge_pages, 64u);
+  EXPECT_EQ(s.compr_data_size, 64u * kPage);
+  EXPECT_EQ(std::memcmp(base, want.data(), 64 * kPage), 0);
+}
+
+TEST_F(RegionFixture, EvictKeepsContentsAndPrefetchAvoidsFaults) {
+  make(64, 32);
+  for (size_t p = 0; p < 32; ++p) fill_page(at(p), p, 2);
+  ASSERT_EQ(zsm_region_evict(r, at(0), 32 * kPage), 0);
+  EXPECT_EQ(region_stats(r).resident_bytes, 0u);
+  ASSERT_EQ(zsm_region_prefetch(r, at(0), 16 * kPage), 0);
+  auto before = region_stats(r);
+  EXPECT_EQ(before.resident_bytes, 16u * kPage);
+  for (size_t p = 0; p < 16; ++p) ASSERT_EQ(page_mismatch(at(p), p, 2), -1);
+  EXPECT_EQ(region_stats(r).faults, before.faults) << "prefetched pages do not fault";
+  for (size_t p = 16; p < 32; ++p) ASSERT_EQ(page_mismatch(at(p), p, 2), -1);
+}
+
+TEST_F(RegionFixture, CleanPagesAreDroppedWithoutRecompressing) {
+  make(64, 32);
+  for (size_t p = 0; p < 8; ++p) fill_page(at(p), p, 3);
+  ASSERT_EQ(zsm_region_evict(r, at(0), 8 * kPage), 0);
+  for (size_t p = 0; p < 8; ++p) ASSERT_EQ(page_mismatch(at(p), p, 3), -1);  // read: clean
+  auto before = region_stats(r);
+  ASSERT_EQ(zsm_region_evict(r, at(0), 8 * kPage), 0);
+  auto after = region_stats(r);
+  EXPECT_EQ(after.clean_evictions - before.clean_evictions, 8u);
+  EXPECT_EQ(after.evictions, before.evictions);
+  // A write to a clean page takes a WP fault and makes it dirty: evicted by compressing again.
+  for (size_t p = 0; p < 8; ++p) ASSERT_EQ(page_mismatch(at(p), p, 3), -1);
+  fill_page(at(5), 5, 4);
+  EXPECT_GE(region_stats(r).wp_faults, 1u);
+  ASSERT_EQ(zsm_region_evict(r, at(0), 8 * kPage), 0);
+  auto last = region_stats(r);
+  EXPECT_EQ(last.evictions - after.evictions, 1u);
+  EXPECT_EQ(last.clean_evictions - after.clean_evictions, 7u);
+  EXPECT_EQ(page_mismatch(at(5), 5, 4), -1);
+  EXPECT_EQ(page_mismatch(at(4), 4, 3), -1);
+}
+
+TEST_F(RegionFixture, DiscardGivesZeros) {
+  make(64, 16);
+  for (size_t p = 0; p < 32; ++p) fill_page(at(p), p, 5);
+  ASSERT_EQ(zsm_region_discard(r, at(0), 32 * kPage), 0);
+  auto s = region_stats(r);
+  EXPECT_EQ(s.resident_bytes, 0u);
+  EXPECT_EQ(s.stored_pages, 0u);
+  for (size_t p = 0; p < 32; ++p) {
+    for (size_t i = 0; i < kPage; i += 256) ASSERT_EQ(at(p)[i], 0);
+  }
+}
+
+TEST_F(RegionFixture, PinnedPagesStayResidentAndNest) {
+  make(256, 32);
+  for (size_t p = 0; p < 8; ++p) fill_page(at(p), p, 6);
+  ASSERT_EQ(zsm_region_pin(r, at(0), 8 * kPage), 0);
+  ASSERT_EQ(zsm_region_pin(r, at(0), 4 * kPage), 0);
+  EXPECT_EQ(region_stats(r).pinned_pages, 8u);
+  ASSERT_EQ(zsm_region_evict(r, at(0), 8 * kPage), 0);
+  for (size_t p = 8; p < 256; ++p) fill_page(at(p), p, 6);  // pressure: 8 x the budget
+  auto before = region_stats(r);
+  for (size_t p = 0; p < 8; ++p) ASSERT_EQ(page_mismatch(at(p), p, 6), -1);
+  EXPECT_EQ(region_stats(r).faults, before.faults) << "pinned pages never fault";
+  ASSERT_EQ(zsm_region_unpin(r, at(0), 8 * kPage), 0);
+  EXPECT_EQ(region_stats(r).pinned_pages, 4u);
+  ASSERT_EQ(zsm_region_unpin(r, at(0), 4 * kPage), 0);
+  EXPECT_EQ(zsm_region_unpin(r, at(0), kPage), -EINVAL) << "not pinned";
+  EXPECT_EQ(zsm_region_pin(r, at(0), 17 * kPage), -ENOMEM) << "more than half the budget";
+  EXPECT_EQ(region_stats(r).pinned_pages, 0u);
+  for (size_t p = 0; p < 256; ++p) ASSERT_EQ(page_mismatch(at(p), p, 6), -1);
+}
+
+TEST_F(RegionFixture, StatisticsAddUp) {
+  make(512, 64);
+  for (size_t p = 0; p < 512; p += 2) fill_page(at(p), p, 7);
+  for (size_t p = 0; p < 512; p += 2) ASSERT_EQ(page_mismatch(at(p), p, 7), -1);
+  auto s = region_stats(r);
+  EXPECT_EQ(s.size_bytes, 512u * kPage);
+  EXPECT_EQ(s.budget_bytes, 64u * kPage);
+  EXPECT_LE(s.resident_bytes, s.budget_bytes);
+  EXPECT_EQ(s.orig_data_size, s.stored_pages * kPage);
+  EXPECT_EQ(s.faults, s.zero_faults + s.refaults);
+  EXPECT_EQ(s.zero_faults, 256u) << "each written page faulted once as never written";
+  EXPECT_GE(s.mem_used_total, s.compr_data_size);
+  EXPECT_GE(s.stored_pages, s.same_pages + s.huge_pages);
+  EXPECT_EQ(s.written_back, 0u);
+  EXPECT_EQ(s.abandoned_evictions, 0u) << "one thread: no write during an eviction";
+}
+
+TEST_F(RegionFixture, FaultAroundInstallsTheNextPagesInOneBatch) {
+  zsm_region_options o{};
+  o.fault_around_pages = 8;
+  make(256, 64, o);
+  for (size_t p = 0; p < 256; ++p) fill_page(at(p), p, 8);
+  ASSERT_EQ(zsm_region_evict(r, base, 256 * kPage), 0);
+  auto before = region_stats(r);
+  for (size_t p = 0; p < 64; ++p) ASSERT_EQ(page_mismatch(at(p), p, 8), -1);
+  auto after = region_stats(r);
+  EXPECT_GT(after.fault_around_pages, before.fault_around_pages);
+  EXPECT_LT(after.faults - before.faults, 64u / 2) << "most pages came in ahead of a fault";
+}
+
+TEST(RegionBadInput, NullAndOutOfRangeAreEinvalAndChangeNothing) {
+  ZSM_REQUIRE_REGION();
+  EXPECT_EQ(zsm_region_base(nullptr), nullptr);
+  EXPECT_EQ(zsm_region_size(nullptr), 0u);
+  struct zsm_region_stats s {};
+  EXPECT_EQ(zsm_region_stats(nullptr, &s), -EINVAL);
+  int x = 0;
+  EXPECT_EQ(zsm_region_evict(nullptr, &x, 1), -EINVAL);
+  EXPECT_EQ(zsm_region_set_budget(nullptr, 1 << 20), -EINVAL);
+  zsm_region_destroy(nullptr);
+
+  zsm_region_options o{};
+  o.budget_bytes = 16 * kPage;
+  zsm_region* r = zsm_region_create(64 * kPage, &o);
+  ASSERT_NE(r, nullptr);
+  auto* base = static_cast<unsigned char*>(zsm_region_base(r));
+  for (size_t p = 0; p < 64; ++p) fill_page(base + p * kPage, p, 9);
+  EXPECT_EQ(zsm_region_stats(r, nullptr), -EINVAL);
+  for (auto call : {zsm_region_prefetch, zsm_region_evict, zsm_region_discard, zsm_region_pin,
+                    zsm_region_unpin}) {
+    EXPECT_EQ(call(r, base - 1, 2), -EINVAL);
+    EXPECT_EQ(call(r, base, 65 * kPage), -EINVAL);
+    EXPECT_EQ(call(r, base + 64 * kPage, 1), -EINVAL);
+    EXPECT_EQ(call(r, nullptr, kPage), -EINVAL);
+    EXPECT_EQ(call(r, base + kPage, SIZE_MAX), -EINVAL);
+    EXPECT_EQ(call(r, &x, 4), -EINVAL);
+  }
+  EXPECT_EQ(zsm_region_set_budget(r, 15 * kPage), -EINVAL);
+  for (size_t p = 0; p < 64; ++p) ASSERT_EQ(page_mismatch(base + p * kPage, p, 9), -1);
+  zsm_region_destroy(r);
+}
+
+// Each options struct is refused with EINVAL (EOPNOTSUPP for the backing file) and a message.
+TEST(RegionBadInput, BadOptionsAreRefusedWithAReason) {
+  ZSM_REQUIRE_REGION();
+  auto refused = [](size_t size, zsm_region_options o, int err) {
+    errno = 0;
+    zsm_region* r = zsm_region_create(size, &o);
+    EXPECT_EQ(r, nullptr);
+    EXPECT_EQ(errno, err);
+    EXPECT_STRNE(zsm_region_last_error(), "");
+    zsm_region_destroy(r);
+  };
+  zsm_region_options o{};
+  refused(0, o, EINVAL);
+  o.budget_bytes = 15 * kPage;
+  refused(1 << 20, o, EINVAL);
+  o = {};
+  o.codec = static_cast<zsm_codec>(99);
+  refused(1 << 20, o, EINVAL);
+  o = {};
+  o.codec = ZSM_CODEC_LZ4HC;
+  o.level = 99;
+  refused(1 << 20, o, EINVAL);
+  o = {};
+  o.fault_around_pages = 65;
+  refused(1 << 20, o, EINVAL);
+  o = {};
+  o.flags = 0x80;
+  refused(1 << 20, o, EINVAL);
+  o = {};
+  o.handler_spin_us = -2;
+  refused(1 << 20, o, EINVAL);
+  o = {};
+  o.pool.chain_size = 99;
+  refused(1 << 20, o, EINVAL);
+  o = {};
+  o.compressed_budget_bytes = 100;
+  refused(1 << 20, o, EINVAL);
+  o = {};
+  o.backing_file = "/tmp";
+  refused(1 << 20, o, EOPNOTSUPP);
+  zsm_region* ok = zsm_region_create(1 << 20, nullptr);
+  ASSERT_NE(ok, nullptr);
+  EXPECT_STREQ(zsm_region_last_error(), "");
+  zsm_region_destroy(ok);
+}
+
+TEST(RegionCpp, ThrowsWithTheReasonAndPinsForItsLifetime) {
+  ZSM_REQUIRE_REGION();
+  zsm_region_options bad{};
+  bad.budget_bytes = 1;
+  try {
+    zsm::Region region(1 << 20, bad);
+    FAIL() << "a budget of 1 byte was accepted";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code(), std::errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("budget_bytes"), std::string::npos) << e.what();
+  }
+  zsm::Region region(64 * kPage);
+  auto* base = reinterpret_cast<unsigned char*>(region.data());
+  fill_page(base, 0, 10);
+  {
+    zsm::Region::Pin pin(region, base, kPage);
+    EXPECT_EQ(region.stats().pinned_pages, 1u);
+  }
+  EXPECT_EQ(region.stats().pinned_pages, 0u);
+  region.evict(base, kPage);
+  EXPECT_EQ(region.stats().resident_bytes, 0u);
+  EXPECT_THROW(region.evict(base + 64 * kPage, 1), std::system_error);
+  zsm::Region moved = std::move(region);
+  EXPECT_EQ(page_mismatch(reinterpret_cast<unsigned char*>(moved.data()), 0, 10), -1);
+}
+
+// fork(): the child has no mapping there (MADV_DONTFORK): its touch is SIGSEGV, and the
+// parent's pages are as they were.
+TEST_F(RegionFixture, ForkedChildDoesNotSeeTheRegion) {
+  make(128, 16);
+  for (size_t p = 0; p < 128; ++p) fill_page(at(p), p, 11);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    signal(SIGSEGV, SIG_DFL);
+    base[0] = 1;  // no mapping here in the child
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV) << status;
+  for (size_t p = 0; p < 128; ++p) ASSERT_EQ(page_mismatch(at(p), p, 11), -1);
+}
+
+// A syscall's access to an evicted page: EFAULT with user-mode-only faults, served with
+// pinning; served in kernel mode where the kernel grants it.
+ssize_t read_into(void* dst, size_t len) {
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  std::vector<char> bytes(len, 'z');
+  ssize_t w = write(fds[1], bytes.data(), len);
+  ssize_t n = w == static_cast<ssize_t>(len) ? read(fds[0], dst, len) : -1;
+  int saved = errno;
+  close(fds[0]);
+  close(fds[1]);
+  errno = saved;
+  return n;
+}
+
+TEST_F(RegionFixture, UserModeOnlySyscallsGetEfaultUnlessPinned) {
+  zsm_region_options o{};
+  o.flags = ZSM_REGION_USER_MODE_ONLY;
+  make(64, 16, o);
+  EXPECT_EQ(region_stats(r).user_mode_only, 1u);
+  fill_page(at(3), 3, 12);
+  ASSERT_EQ(zsm_region_evict(r, at(3), kPage), 0);
+  errno = 0;
+  EXPECT_EQ(read_into(at(3), 100), -1);
+  EXPECT_EQ(errno, EFAULT);
+  EXPECT_EQ(page_mismatch(at(3), 3, 12), -1) << "the failed read changed nothing";
+  ASSERT_EQ(zsm_region_evict(r, at(3), kPage), 0);
+  ASSERT_EQ(zsm_region_pin(r, at(3), kPage), 0);
+  EXPECT_EQ(read_into(at(3), 100), 100);
+  ASSERT_EQ(zsm_region_unpin(r, at(3), kPage), 0);
+  EXPECT_EQ(at(3)[0], 'z');
+  EXPECT_EQ(at(3)[99], 'z');
+}
+
+TEST_F(RegionFixture, KernelModeFaultsAreServedWhereGranted) {
+  make(64, 16);
+  if (region_stats(r).user_mode_only) GTEST_SKIP() << "the kernel grants user-mode faults only";
+  fill_page(at(3), 3, 13);
+  ASSERT_EQ(zsm_region_evict(r, at(3), kPage), 0);
+  EXPECT_EQ(read_into(at(3) + 16, 100), 100) << std::strerror(errno);
+  EXPECT_EQ(at(3)[16], 'z');
+  unsigned char want[kPage];
+  fill_page(want, 3, 13);
+  EXPECT_EQ(std::memcmp(at(3), want, 16), 0);
+  EXPECT_EQ(std::memcmp(at(3) + 116, want + 116, kPage - 116), 0);
+}
+
+// With userfaultfd refused (a seccomp filter in a child: the syscall and every open fail
+// with EPERM), creation fails with one line naming the sysctl and the device.
+TEST(RegionUnavailable, CreationNamesTheSysctlAndTheDevice) {
+  ZSM_REQUIRE_REGION();
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_userfaultfd, 2, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+    };
+    sock_fprog prog{static_cast<unsigned short>(std::size(filter)), filter};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) _exit(2);
+    errno = 0;
+    zsm_region* r = zsm_region_create(1 << 20, nullptr);
+    std::string line = std::to_string(errno) + " " + zsm_region_last_error();
+    ssize_t n = write(fds[1], line.data(), line.size());
+    _exit(r == nullptr && n > 0 ? 0 : 1);
+  }
+  close(fds[1]);
+  char buf[1024] = {};
+  ssize_t n = read(fds[0], buf, sizeof buf - 1);
+  close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << " " << buf;
+  ASSERT_GT(n, 0);
+  std::string line(buf);
+  EXPECT_EQ(line.rfind(std::to_string(EPERM) + " ", 0), 0u) << line;
+  EXPECT_NE(line.find("vm.unprivileged_userfaultfd"), std::string::npos) << line;
+  EXPECT_NE(line.find("/dev/userfaultfd"), std::string::npos) << line;
+  EXPECT_EQ(line.find('\n'), std::string::npos) << "one line";
+}
+
+}  // namespace

@@ -1,0 +1,141 @@
+// Many threads writing patterns into random pages while eviction runs flat out, at a budget of
+// 1/8 of the region: no write lost, every page checked at the end. Each writer owns the pages
+// p with p % writers == its index and keeps their versions; before each write it checks the
+// page holds its last version (a lost write or a wrong byte fails at once). Writes go word by
+// word, so an eviction's write-protection meets writes in the middle of a page.
+#include <atomic>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "region_support.h"
+#include "watchdog.h"
+
+namespace {
+
+using zsm_test::fill_page;
+using zsm_test::kPage;
+using zsm_test::page_mismatch;
+
+#ifdef ZSM_TEST_SANITIZED
+constexpr uint64_t kWritesPerThread = 6000;
+#else
+constexpr uint64_t kWritesPerThread = 40000;
+#endif
+
+void write_page_wordwise(unsigned char* page, uint64_t p, uint64_t version) {
+  unsigned char want[kPage];
+  fill_page(want, p, version);
+  auto* dst = reinterpret_cast<volatile uint64_t*>(page);
+  for (size_t i = 0; i < kPage / 8; ++i) {
+    uint64_t w;
+    std::memcpy(&w, want + i * 8, 8);
+    dst[i] = w;
+  }
+}
+
+struct Run {
+  size_t pages;
+  unsigned writers;
+  bool sequential_too;
+};
+
+void run_writers_under_eviction(const Run& run) {
+  zsm_region_options o{};
+  o.budget_bytes = run.pages / 8 * kPage;
+  zsm_region* r = zsm_region_create(run.pages * kPage, &o);
+  ASSERT_NE(r, nullptr) << zsm_region_last_error();
+  auto* base = static_cast<unsigned char*>(zsm_region_base(r));
+  std::vector<uint64_t> version(run.pages, 0);  // 0: never written (zeros)
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> failures{0};
+  zsm_test::Watchdog dog("region writers under eviction", run.writers + 1);
+
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < run.writers; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(t + 1);
+      size_t mine = (run.pages - t + run.writers - 1) / run.writers;
+      for (uint64_t i = 0; i < kWritesPerThread; ++i) {
+        size_t p = (run.sequential_too && i % 4 == 0 ? i % mine : rng() % mine) * run.writers + t;
+        unsigned char* page = base + p * kPage;
+        bool ok = version[p] == 0 ? page[0] == 0 && page[kPage - 1] == 0
+                                  : page_mismatch(page, p, version[p]) == -1;
+        if (!ok) failures.fetch_add(1);
+        write_page_wordwise(page, p, ++version[p]);
+        dog.beat(t);
+      }
+      dog.retire(t);
+    });
+  }
+  std::thread evictor([&] {
+    std::mt19937_64 rng(99);
+    while (!stop.load()) {
+      size_t p = rng() % run.pages;
+      size_t n = 1 + rng() % 32;
+      if (p + n > run.pages) n = run.pages - p;
+      EXPECT_EQ(zsm_region_evict(r, base + p * kPage, n * kPage), 0);
+      dog.beat(run.writers);
+    }
+    dog.retire(run.writers);
+  });
+  for (auto& th : threads) th.join();
+  stop.store(true);
+  evictor.join();
+  EXPECT_EQ(failures.load(), 0u) << "a write was lost or a byte wrong";
+  for (size_t p = 0; p < run.pages; ++p) {
+    if (version[p] == 0) continue;
+    ASSERT_EQ(page_mismatch(base + p * kPage, p, version[p]), -1) << "page " << p;
+  }
+  struct zsm_region_stats s {};
+  ASSERT_EQ(zsm_region_stats(r, &s), 0);
+  EXPECT_LE(s.resident_bytes, s.budget_bytes);
+  EXPECT_GT(s.evictions, 0u);
+  EXPECT_GT(s.wp_faults, 0u);
+  EXPECT_EQ(s.pinned_pages, 0u);
+  std::printf("faults %llu, evictions %llu (clean %llu), abandoned %llu, wp faults %llu\n",
+              (unsigned long long)s.faults, (unsigned long long)s.evictions,
+              (unsigned long long)s.clean_evictions, (unsigned long long)s.abandoned_evictions,
+              (unsigned long long)s.wp_faults);
+  zsm_region_destroy(r);
+}
+
+TEST(RegionThreads, FourWritersRandomPagesUnderEviction) {
+  ZSM_REQUIRE_REGION();
+  run_writers_under_eviction({2048, 4, false});
+}
+
+TEST(RegionThreads, EightWritersMixedAccessUnderEviction) {
+  ZSM_REQUIRE_REGION();
+  run_writers_under_eviction({1024, 8, true});
+}
+
+// Many threads read-faulting the same pages at once: each fault is served once, the others
+// only woken.
+TEST(RegionThreads, ManyReadersFaultTheSamePages) {
+  ZSM_REQUIRE_REGION();
+  zsm_region_options o{};
+  o.budget_bytes = 64 * kPage;
+  zsm_region* r = zsm_region_create(512 * kPage, &o);
+  ASSERT_NE(r, nullptr) << zsm_region_last_error();
+  auto* base = static_cast<unsigned char*>(zsm_region_base(r));
+  for (size_t p = 0; p < 512; ++p) fill_page(base + p * kPage, p, 1);
+  std::atomic<uint64_t> failures{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 6; ++t) {
+    readers.emplace_back([&] {
+      for (int round = 0; round < 4; ++round) {
+        for (size_t p = 0; p < 512; ++p) {
+          if (page_mismatch(base + p * kPage, p, 1) != -1) failures.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (auto& th : readers) th.join();
+  EXPECT_EQ(failures.load(), 0u);
+  zsm_region_destroy(r);
+}
+
+}  // namespace
