@@ -37,12 +37,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#ifndef ZSM_BENCH_WITH_REGION
-#define ZSM_BENCH_WITH_REGION 0  // bench/CMakeLists.txt sets it where the region is built
-#endif
-#if ZSM_BENCH_WITH_REGION
 #include <zsm/region.h>
-#endif
 
 #include <algorithm>
 #include <atomic>
@@ -410,7 +405,6 @@ Row run_zram(const Corpus& corpus, size_t size, const std::vector<Trace>& traces
   return row;
 }
 
-#if ZSM_BENCH_WITH_REGION
 uint64_t region_faults(void* region) {
   struct zsm_region_stats s {};
   zsm_region_stats(static_cast<zsm_region*>(region), &s);
@@ -445,7 +439,6 @@ std::optional<Row> run_region(const Corpus& corpus, size_t size, size_t budget,
   zsm_region_destroy(region);
   return row;
 }
-#endif
 
 // --- The table. -------------------------------------------------------------------------
 
@@ -502,17 +495,12 @@ int main(int argc, char** argv) try {
                             : "kernel zram skipped: " + why;
     if (!why.empty()) opt.kernel_zram = false;
   }
-#if !ZSM_BENCH_WITH_REGION
-  zram_note += "; the region is not built in this tree";
-#endif
   const uint64_t most = *std::max_element(opt.ratios.begin(), opt.ratios.end());
   const size_t max_pages = most * opt.budget / kPage;
   Corpus corpus(max_pages, opt.seed);
   print_header(opt, corpus, zram_note);
   uint64_t wrong = 0;
-#if ZSM_BENCH_WITH_REGION
   bool region_ok = true;  // until a region cannot be made
-#endif
   for (const std::string& access : opt.access)
     for (uint64_t ratio : opt.ratios) {
       const size_t size = ratio * opt.budget / kPage * kPage;
@@ -522,14 +510,12 @@ int main(int argc, char** argv) try {
         std::vector<Row> rows;
         rows.push_back(run_resident(corpus, size, traces, words,
                                     start_row(access, ratio, threads, "resident")));
-#if ZSM_BENCH_WITH_REGION
         if (region_ok) {
           auto r = run_region(corpus, size, opt.budget, traces, words, rows[0].fill_s,
                               start_row(access, ratio, threads, "zsm region"));
           if (r) rows.push_back(std::move(*r));
           else region_ok = false;
         }
-#endif
         if (opt.kernel_zram)
           rows.push_back(run_zram(corpus, size, traces, words, opt.zram,
                                   start_row(access, ratio, threads, "kernel zram")));

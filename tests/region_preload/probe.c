@@ -4,16 +4,21 @@
  * buffers read back intact after the others were written (so, under the preload library with
  * a small budget, after they were evicted); calloc's zeros, also for a block whose pages an
  * earlier free gave back; realloc growing and shrinking across the 1 MiB line keeps the bytes;
- * the aligned calls' alignment; malloc_usable_size at least the size asked. Prints
+ * the aligned calls' alignment; malloc_usable_size at least the size asked; two threads
+ * allocating, checking and freeing large blocks at once; a forked child that frees the
+ * parent's block and allocates its own, leaving the parent's bytes intact. Prints
  * "probe: ok" and exits 0, or names the first check that failed and exits 1. tools/tests/
  * region_preload_test.sh runs it with and without the library.
  */
 #define _GNU_SOURCE /* memalign, valloc */
 #include <malloc.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define MIB ((size_t)1 << 20)
 #define BUFFERS 16
@@ -128,9 +133,64 @@ static int small_blocks(void) {
 	return 0;
 }
 
+static void *churn(void *arg) {
+	unsigned seed = (unsigned)(uintptr_t)arg;
+	for (unsigned i = 0; i < 200; i++) {
+		size_t n = (1 + (seed + i) % 3) * MIB;
+		unsigned char *p = malloc(n);
+		if (p == NULL)
+			return "malloc in a thread";
+		fill(p, n, seed + i);
+		if (!same(p, n, seed + i))
+			return "a thread's block read back different";
+		free(p);
+	}
+	return NULL;
+}
+
+static int threads_at_once(void) {
+	pthread_t t[2];
+	void *why[2] = {NULL, NULL};
+	for (unsigned i = 0; i < 2; i++)
+		if (pthread_create(&t[i], NULL, churn, (void *)(uintptr_t)(i * 1000)) != 0)
+			return failed("pthread_create");
+	for (unsigned i = 0; i < 2; i++)
+		pthread_join(t[i], &why[i]);
+	for (unsigned i = 0; i < 2; i++)
+		if (why[i] != NULL)
+			return failed(why[i]);
+	return 0;
+}
+
+static int fork_leaves_parent_intact(void) {
+	unsigned char *mine = malloc(8 * MIB);
+	if (mine == NULL)
+		return failed("malloc(8 MiB) before fork");
+	fill(mine, 8 * MIB, 42);
+	fflush(stdout);
+	pid_t child = fork();
+	if (child < 0)
+		return failed("fork");
+	if (child == 0) {
+		free(mine); /* the parent's block: not the child's to touch */
+		unsigned char *own = malloc(4 * MIB);
+		if (own == NULL)
+			_exit(3);
+		fill(own, 4 * MIB, 5);
+		_exit(same(own, 4 * MIB, 5) ? 0 : 4);
+	}
+	int status = 0;
+	if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return failed("the forked child");
+	if (!same(mine, 8 * MIB, 42))
+		return failed("the parent's block after the child ran");
+	free(mine);
+	return 0;
+}
+
 int main(void) {
 	if (buffers_keep_their_bytes() || calloc_gives_zeros() || realloc_keeps_bytes() ||
-	    aligned_calls() || small_blocks())
+	    aligned_calls() || small_blocks() || threads_at_once() || fork_leaves_parent_intact())
 		return 1;
 	printf("probe: ok\n");
 	return 0;

@@ -4,7 +4,7 @@
 //
 // malloc, calloc, realloc, posix_memalign, aligned_alloc, memalign, valloc, pvalloc, free and
 // malloc_usable_size are interposed. A request of at least kLargeBytes (1 MiB) is served from
-// one region (zsm/region.h) of ZSM_REGION_SIZE bytes (default: the machine's memory) whose
+// one region (zsm/region.h) of ZSM_REGION_SIZE bytes (default: 16 x the budget, >= 1 GiB) whose
 // resident budget is ZSM_REGION_BUDGET (bytes, or with a K, M or G suffix, powers of 1024):
 // at most that much of the large buffers stays decompressed, the rest is compressed and
 // faults back in on a touch. Everything else, and a large request the region has no room for,
@@ -29,6 +29,7 @@
 #include <zsm/region.h>
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -113,6 +114,7 @@ pthread_mutex_t runs_lock = PTHREAD_MUTEX_INITIALIZER;
 zsm_region* region = nullptr;
 zsm_preload::PageRuns runs;
 size_t page_size = 4096;
+int stats_fd = -1;  // ZSM_REGION_STATS=1: stderr, duplicated (a program may close stderr first)
 
 // Set while this thread is inside the library's calls into the region.
 __attribute__((tls_model("initial-exec"))) thread_local bool in_library = false;
@@ -135,11 +137,12 @@ __attribute__((format(printf, 1, 2))) void say(const char* fmt, ...) {
 
 void forget_region_in_child() { state = State::kForkedChild; }
 
-// The region's size: ZSM_REGION_SIZE, or the machine's memory.
-bool region_size(size_t* out) {
+// The region's size: ZSM_REGION_SIZE, or 16 times the budget and at least 1 GiB. Not the
+// machine's memory: the region's own tables cost 16 bytes a page of its size, resident.
+bool region_size(size_t budget, size_t* out) {
   const char* text = std::getenv("ZSM_REGION_SIZE");
   if (text == nullptr) {
-    *out = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * page_size;
+    *out = std::max(size_t{1} << 30, budget > (SIZE_MAX >> 4) ? SIZE_MAX : budget << 4);
     return true;
   }
   if (zsm_preload::parse_size(text, out) && *out != 0) return true;
@@ -159,7 +162,7 @@ State make_region() {
   }
   page_size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   size_t size = 0;
-  if (!region_size(&size)) return State::kOff;
+  if (!region_size(opts.budget_bytes, &size)) return State::kOff;
   region = zsm_region_create(size, &opts);
   if (region == nullptr) {
     say("zsm_region_preload: no region (%s: %s); the library is off\n",
@@ -173,6 +176,9 @@ State make_region() {
     return State::kOff;
   }
   pthread_atfork(nullptr, nullptr, forget_region_in_child);
+  const char* want_stats = std::getenv("ZSM_REGION_STATS");
+  if (want_stats != nullptr && std::strcmp(want_stats, "1") == 0)
+    stats_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
   return State::kOn;
 }
 
@@ -269,22 +275,25 @@ void* aligned_large(size_t align, size_t bytes) {
   return power_of_two(align) ? large_alloc(bytes, align) : nullptr;
 }
 
-void print_stats_at_exit() __attribute__((destructor));
-void print_stats_at_exit() {
-  const char* want = std::getenv("ZSM_REGION_STATS");
-  if (want == nullptr || std::strcmp(want, "1") != 0 || state.load() != State::kOn) return;
-  zsm_region_stats s{};
+// ZSM_REGION_STATS=1: the region's statistics, when the program exits.
+__attribute__((destructor)) void print_stats_at_exit() {
+  if (stats_fd < 0 || state.load() != State::kOn) return;
+  struct zsm_region_stats s {};
   if (zsm_region_stats(region, &s) != 0) return;
-  std::fprintf(stderr,
-               "zsm_region_preload: budget %llu B, resident %llu B, stored pages %llu "
-               "(orig %llu B, compressed %llu B, pool %llu B), faults %llu (zero %llu, around "
-               "%llu), evictions %llu (clean %llu), refaults %llu\n",
-               (unsigned long long)s.budget_bytes, (unsigned long long)s.resident_bytes,
-               (unsigned long long)s.stored_pages, (unsigned long long)s.orig_data_size,
-               (unsigned long long)s.compr_data_size, (unsigned long long)s.mem_used_total,
-               (unsigned long long)s.faults, (unsigned long long)s.zero_faults,
-               (unsigned long long)s.fault_around_pages, (unsigned long long)s.evictions,
-               (unsigned long long)s.clean_evictions, (unsigned long long)s.refaults);
+  char line[512];
+  const int n = std::snprintf(
+      line, sizeof(line),
+      "zsm_region_preload: at exit: region %llu MiB, budget %llu MiB, resident %llu B, stored "
+      "pages %llu (orig %llu B, compressed %llu B, pool %llu B), faults %llu (zero %llu, "
+      "around %llu pages), evictions %llu (clean %llu), refaults %llu\n",
+      (unsigned long long)s.size_bytes >> 20, (unsigned long long)s.budget_bytes >> 20,
+      (unsigned long long)s.resident_bytes, (unsigned long long)s.stored_pages,
+      (unsigned long long)s.orig_data_size, (unsigned long long)s.compr_data_size,
+      (unsigned long long)s.mem_used_total, (unsigned long long)s.faults,
+      (unsigned long long)s.zero_faults, (unsigned long long)s.fault_around_pages,
+      (unsigned long long)s.evictions, (unsigned long long)s.clean_evictions,
+      (unsigned long long)s.refaults);
+  if (n > 0) (void)!write(stats_fd, line, std::min(static_cast<size_t>(n), sizeof(line) - 1));
 }
 
 }  // namespace
