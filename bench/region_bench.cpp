@@ -25,9 +25,10 @@
 // (touches over the wall time of the touch phase, both threads together; the clock is read
 // around every touch in every column alike), the peak resident set during the touch phase
 // above what the process held before the memory was made (/proc/self/clear_refs resets it),
-// compressed bytes held per byte of data (mem_used_total / orig_data_size), and the cost of a
-// page going out (region: the fill's time over the resident fill's, per eviction; zram: the
-// MADV_PAGEOUT call's time per page).
+// compressed bytes held per byte of data (mem_used_total / orig_data_size), the fill's time
+// per page (zram: with the page-out), and the cost of a page going out (region: the fill's
+// time over the resident fill's, per eviction, a difference the machine's noise can swamp;
+// zram: the MADV_PAGEOUT call's time per page).
 //
 // Usage: zsm_region_bench [--budget=BYTES] [--ratios=2,4,8] [--access=seq,uniform,zipf]
 //          [--threads=1,2] [--touches-per-page=N] [--passes=N] [--kernel-zram]
@@ -247,6 +248,20 @@ MmStat read_mm_stat(const std::string& zram) {
   return s;
 }
 
+// mm_stat once the device has finished freeing what an earlier run unmapped (zram frees a
+// swapped page's slot as the mapping goes, not all at once): orig_data_size steady for 50 ms,
+// or 2 s passed.
+MmStat settled_mm_stat(const std::string& zram) {
+  MmStat s = read_mm_stat(zram);
+  for (int quiet = 0, waited = 0; quiet < 5 && waited < 200 && s.orig != 0; waited++) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const MmStat now = read_mm_stat(zram);
+    quiet = now.orig == s.orig ? quiet + 1 : 0;
+    s = now;
+  }
+  return s;
+}
+
 std::string first_line(const std::string& path) {
   std::ifstream in(path);
   std::string line;
@@ -270,6 +285,7 @@ struct Row {
   std::string access, memory;
   uint64_t ratio = 0, threads = 0, touches = 0, faults = 0, wrong = 0;
   double wall_s = 0, fill_s = 0, out_us = -1;
+  size_t pages = 0;
   std::vector<float> us;  // every touch
   double peak_rss_mib = 0;
   double held_per_byte = -1;  // mem_used_total / orig_data_size
@@ -383,13 +399,15 @@ Row run_zram(const Corpus& corpus, size_t size, const std::vector<Trace>& traces
              const std::vector<uint64_t>& words, const std::string& zram, Row row) {
   const uint64_t rss_before = status_kib("VmRSS:");
   Memory m{map_anonymous(size), size, process_major_faults, nullptr};
+  auto fill_start = Clock::now();
   fill(m, corpus);
-  const MmStat before = read_mm_stat(zram);
+  const MmStat before = settled_mm_stat(zram);
   const uint64_t swap_before = status_kib("VmSwap:");
   auto t = Clock::now();
   if (madvise(m.base, size, MADV_PAGEOUT) != 0)
     throw std::runtime_error("madvise(MADV_PAGEOUT): " + std::string(std::strerror(errno)));
   const double out_s = seconds_since(t);
+  row.fill_s = seconds_since(fill_start);
   const uint64_t out_pages = (status_kib("VmSwap:") - swap_before) * 1024 / kPage;
   const MmStat after = read_mm_stat(zram);
   row.out_us = out_pages ? out_s * 1e6 / double(out_pages) : -1;
@@ -457,9 +475,9 @@ void print_header(const Options& opt, const Corpus& corpus, const std::string& z
               cpu_name().c_str(), std::thread::hardware_concurrency(), u.release,
               double(opt.budget) / (1 << 20), corpus.pages(), zram_note.c_str());
   std::printf("| access | memory / budget | threads | memory | touches | faults | fault us p50 "
-              "/ p99 / p99.9 | Mtouches/s | MiB/s | out us/page | peak RSS MiB | held / data | "
-              "wrong |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+              "/ p99 / p99.9 | Mtouches/s | MiB/s | fill us/page | out us/page | peak RSS MiB | "
+              "held / data | wrong |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
 }
 
 void print_row(const Row& r) {
@@ -469,7 +487,8 @@ void print_row(const Row& r) {
               (unsigned long long)r.touches, (unsigned long long)r.faults);
   if (r.faults) std::printf("%.2f / %.2f / %.2f | ", r.fault_us(0.5), r.fault_us(0.99), r.fault_us(0.999));
   else std::printf("- | ");
-  std::printf("%.3f | %.0f | ", mtps, mtps * 1e6 * kPage / (1 << 20));
+  std::printf("%.3f | %.0f | %.2f | ", mtps, mtps * 1e6 * kPage / (1 << 20),
+              r.pages ? r.fill_s * 1e6 / double(r.pages) : 0);
   if (r.out_us >= 0) std::printf("%.2f | ", r.out_us);
   else std::printf("- | ");
   std::printf("%.1f | ", r.peak_rss_mib);
@@ -519,7 +538,8 @@ int main(int argc, char** argv) try {
         if (opt.kernel_zram)
           rows.push_back(run_zram(corpus, size, traces, words, opt.zram,
                                   start_row(access, ratio, threads, "kernel zram")));
-        for (const Row& r : rows) {
+        for (Row& r : rows) {
+          r.pages = size / kPage;
           print_row(r);
           wrong += r.wrong;
         }
