@@ -79,6 +79,11 @@ TEST_F(PageRunsTest, TooLargeOrZeroIsNull) {
   EXPECT_EQ(runs_.allocate(kPages + 1, 1), nullptr);
   EXPECT_EQ(runs_.allocate(0, 1), nullptr);
   EXPECT_EQ(runs_.allocate(1, 0), nullptr);
+  EXPECT_EQ(runs_.allocate(SIZE_MAX, 1), nullptr);  // no wrap-around past the range's end
+  EXPECT_EQ(runs_.allocate(1, SIZE_MAX), nullptr);
+  void* a = runs_.allocate(1, 1);
+  EXPECT_FALSE(runs_.grow(a, SIZE_MAX));
+  runs_.release(a);
   EXPECT_NE(runs_.allocate(kPages, 1), nullptr);
   EXPECT_EQ(runs_.allocate(1, 1), nullptr);
 }

@@ -3,7 +3,8 @@
  * large and small blocks, checking what it reads back: patterns written into 64 MiB of large
  * buffers read back intact after the others were written (so, under the preload library with
  * a small budget, after they were evicted); calloc's zeros, also for a block whose pages an
- * earlier free gave back; realloc growing and shrinking across the 1 MiB line keeps the bytes;
+ * earlier free gave back; requests near SIZE_MAX failing; realloc growing and shrinking
+ * across the 1 MiB line keeps the bytes;
  * the aligned calls' alignment; malloc_usable_size at least the size asked; two threads
  * allocating, checking and freeing large blocks at once; a forked child that frees the
  * parent's block and allocates its own, leaving the parent's bytes intact. Prints
@@ -77,6 +78,13 @@ static int calloc_gives_zeros(void) {
 	volatile size_t half = SIZE_MAX / 2; /* not a constant: the compiler would refuse it */
 	if (calloc(half, 4) != NULL)
 		return failed("calloc overflow did not fail");
+	volatile size_t most = SIZE_MAX - 100;
+	if (malloc(most) != NULL || malloc(most / 2) != NULL)
+		return failed("malloc of nearly SIZE_MAX did not fail");
+	unsigned char *big = malloc(2 * MIB);
+	if (big == NULL || realloc(big, most) != NULL)
+		return failed("realloc to nearly SIZE_MAX did not fail");
+	free(big);
 	return 0;
 }
 

@@ -47,7 +47,7 @@ bool PageRuns::init(void* base, size_t pages, size_t page_size) {
 }
 
 void* PageRuns::allocate(size_t pages, size_t align_pages) {
-  if (pages == 0 || align_pages == 0) return nullptr;
+  if (pages == 0 || pages > pages_ || align_pages == 0 || align_pages > pages_) return nullptr;
   for (size_t i = 0; i < runs_; i++) {
     const Run run = free_[i];
     const size_t first = round_up(base_ / page_size_ + run.first, align_pages) - base_ / page_size_;
@@ -83,7 +83,7 @@ PageRuns::Run PageRuns::release(void* p) {
 
 bool PageRuns::grow(void* p, size_t pages) {
   const size_t have = pages_of(p);
-  if (have == 0 || pages < have) return false;
+  if (have == 0 || pages < have || pages > pages_) return false;
   if (pages == have) return true;
   const size_t end = page_index(p) + have;
   for (size_t i = 0; i < runs_; i++) {

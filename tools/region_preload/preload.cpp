@@ -196,6 +196,7 @@ State make_region() {
     say("zsm_region_preload: no room for the allocator's tables (%s); the library is off\n",
         std::strerror(errno));
     zsm_region_destroy(region);
+    region = nullptr;
     return State::kOff;
   }
   pthread_atfork(nullptr, nullptr, forget_region_in_child);
@@ -226,7 +227,10 @@ bool ours(const void* p) {
          runs.contains(p);
 }
 
-size_t pages_for(size_t bytes) { return (bytes + page_size - 1) / page_size; }
+// Pages for `bytes`, saturating: a request near SIZE_MAX must not wrap to a few pages.
+size_t pages_for(size_t bytes) {
+  return bytes > SIZE_MAX - page_size ? SIZE_MAX / page_size : (bytes + page_size - 1) / page_size;
+}
 
 // A large request from the region, aligned to `align` bytes (a power of two); nullptr if it
 // is not large, the region is off, or it has no room.
