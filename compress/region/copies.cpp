@@ -29,13 +29,14 @@ void fill_words(std::byte* out, uint64_t word) {
 
 }  // namespace
 
-// Makes p's copy from its mapped (and write-protected) bytes; false when the pool is full.
-bool Region::store_copy(uint32_t p) {
+// Makes p's copy from src (its write-protected page or its probation slot); false when the
+// pool is full.
+bool Region::store_copy(uint32_t p, const std::byte* src) {
   PageState& st = pages_[p];
-  const std::byte* src = page(p);
   unsigned long word;
   if (same_filled(src, &word)) {
     st.copy = static_cast<uint32_t>(CopyKind::same);
+    st.has_copy = 1;
     copies_[p] = word;
     counters_.same.fetch_add(1, std::memory_order_relaxed);
     counters_.stored.fetch_add(1, std::memory_order_relaxed);
@@ -48,6 +49,7 @@ bool Region::store_copy(uint32_t p) {
   unsigned long handle = zs_store(pool_, bytes, n);
   if (handle == 0) return false;
   st.copy = static_cast<uint32_t>(whole ? CopyKind::whole : CopyKind::pool);
+  st.has_copy = 1;
   st.comp_len = static_cast<uint32_t>(whole ? 0 : n);
   copies_[p] = handle;
   counters_.compr_bytes.fetch_add(n, std::memory_order_relaxed);
@@ -85,6 +87,7 @@ void Region::free_copy(uint32_t p) {
   }
   counters_.stored.fetch_sub(1, std::memory_order_relaxed);
   st.copy = 0;
+  st.has_copy = 0;
   st.comp_len = 0;
   copies_[p] = 0;
 }

@@ -1,18 +1,20 @@
 // CLOCK over the mapped pages and the eviction of a batch (region_core.h). The ring frames_
 // holds one slot per mapped page (it grows past the budget only while pins hold pages); the
 // hand skips pinned pages and clears the mark of referenced ones. With no access bits in
-// userspace, a mark is set only by what the handler sees: a fault that installs a page, a
-// write to a clean page.
+// userspace, a mark is set only by what the handler sees: a minor fault from probation (or,
+// with probation off, any fault that installs a page), a write to a clean page.
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include "region_core.h"
 
 namespace zsm::region {
 namespace {
 
-// Victims are evicted in batches of at least this many pages (fewer ioctl round trips and
-// fewer reads of the userfaultfd), or the shortfall if larger.
+// Victims are evicted in batches of up to this many pages (fewer ioctl round trips and fewer
+// reads of the userfaultfd), and a 16th of the mapped budget at most (a batch larger than
+// probation would push its oldest pages out at once); the shortfall if larger.
 constexpr uint32_t kEvictBatch = 16;
 
 }  // namespace
@@ -56,12 +58,13 @@ uint32_t Region::clock_victim() {
   return kNoPage;
 }
 
-// Evicts until `pages` more fit in the budget (less if pins hold the rest).
+// Evicts until `pages` more fit in the mapped budget (less if pins hold the rest).
 void Region::make_room(uint32_t pages) {
   uint64_t resident = counters_.resident.load(std::memory_order_relaxed);
-  if (resident + pages <= budget_pages_) return;
-  uint64_t need = resident + pages - budget_pages_;
-  uint64_t target = std::min<uint64_t>(std::max<uint64_t>(need, kEvictBatch), resident);
+  if (resident + pages <= mapped_budget()) return;
+  uint64_t need = resident + pages - mapped_budget();
+  uint64_t batch = std::clamp<uint64_t>(mapped_budget() / 16, 1, kEvictBatch);
+  uint64_t target = std::min<uint64_t>(std::max(need, batch), resident);
   std::vector<uint32_t> victims;
   victims.reserve(target);
   while (victims.size() < target) {
@@ -70,52 +73,72 @@ void Region::make_room(uint32_t pages) {
     pages_[p].victim = 1;
     victims.push_back(p);
   }
-  evict_batch(victims);
+  evict_batch(victims, true);
 }
 
-// Write-protects a dirty victim and makes its copy; false (left as it was) when the pool is
-// full.
-bool Region::protect_and_compress(uint32_t p) {
-  if (kind(p) == Kind::clean) return true;  // protected already, its copy valid
-  check(uffd_write_protect(uffd_, addr(p), kPageSize, true), "UFFDIO_WRITEPROTECT");
-  if (store_copy(p)) return true;
+// Write-protects a dirty victim and saves it: into *slot when one is given (kNoPage: none),
+// else as its copy. False (left as it was) when the pool is full.
+bool Region::protect_and_save(uint32_t p, uint32_t* slot) {
+  bool clean = kind(p) == Kind::clean;  // protected already, its copy valid
+  if (!clean) check(uffd_write_protect(uffd_, addr(p), kPageSize, true), "UFFDIO_WRITEPROTECT");
+  if (*slot != kNoPage) {
+    std::memcpy(slot_bytes(*slot), page(p), kPageSize);
+    return true;
+  }
+  if (clean || store_copy(p, page(p))) return true;
   check(uffd_write_protect(uffd_, addr(p), kPageSize, false), "UFFDIO_WRITEPROTECT (off)");
   return false;
 }
 
 // A WP fault read since first_new_fault on a victim: its eviction is abandoned. The fault
 // stays queued; serving it un-protects the page and wakes the writer.
-void Region::abandon_written_victims(size_t first_new_fault) {
+void Region::abandon_written_victims(size_t first_new_fault, std::vector<uint32_t>& victims,
+                                     std::vector<uint32_t>& slots) {
   for (size_t i = first_new_fault; i < pending_.size(); ++i) {
     const uffd_msg& m = pending_[i];
     if (!(m.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP)) continue;
-    uintptr_t a = m.arg.pagefault.address;
-    if (a < base_ || a >= base_ + size_) continue;
-    auto p = static_cast<uint32_t>((a - base_) / kPageSize);
-    if (!pages_[p].victim) continue;
+    uintptr_t a = m.arg.pagefault.address & ~uintptr_t{kPageSize - 1};
+    auto it = std::find_if(victims.begin(), victims.end(), [&](uint32_t p) { return addr(p) == a; });
+    if (it == victims.end()) continue;
+    uint32_t p = *it;
+    uint32_t& slot = slots[it - victims.begin()];
     pages_[p].victim = 0;
     pages_[p].referenced = 1;
-    if (kind(p) == Kind::resident) free_copy(p);  // the copy made for this eviction
+    if (slot != kNoPage) {
+      free_slots_.push_back(slot);
+    } else if (kind(p) == Kind::resident) {
+      free_copy(p);  // the copy made for this eviction
+    }
+    *it = kNoPage;
     counters_.abandoned.fetch_add(1, std::memory_order_relaxed);
   }
 }
 
-void Region::evict_batch(std::vector<uint32_t>& victims) {
-  std::erase_if(victims, [this](uint32_t p) {
-    if (protect_and_compress(p)) return false;
-    pages_[p].victim = 0;
-    return true;
-  });
+// Evicts the victims (marked victim): into probation when `to_probation` and it is on, else
+// compressed.
+void Region::evict_batch(std::vector<uint32_t>& victims, bool to_probation) {
+  to_probation = to_probation && probation_size_ > 0;
+  if (to_probation) reserve_slots(victims.size());
+  std::vector<uint32_t> slots(victims.size(), kNoPage);
+  for (size_t i = 0; i < victims.size(); ++i) {
+    if (to_probation) slots[i] = take_slot();
+    if (protect_and_save(victims[i], &slots[i])) continue;
+    pages_[victims[i]].victim = 0;
+    victims[i] = kNoPage;
+  }
   size_t first_new = pending_.size();
   read_faults();
-  abandon_written_victims(first_new);
-  std::erase_if(victims, [this](uint32_t p) { return !pages_[p].victim; });
-  unmap_victims(victims);
+  abandon_written_victims(first_new, victims, slots);
+  unmap_victims(victims, slots);
 }
 
-// Unmaps the victims (contiguous ones in one call) and marks them stored.
-void Region::unmap_victims(const std::vector<uint32_t>& victims) {
-  std::vector<uint32_t> sorted(victims);
+// Unmaps the victims left (kNoPage: given up; contiguous ones in one call): into probation
+// when they have a slot, else stored.
+void Region::unmap_victims(const std::vector<uint32_t>& victims, const std::vector<uint32_t>& slots) {
+  std::vector<uint32_t> sorted;
+  for (uint32_t p : victims) {
+    if (p != kNoPage) sorted.push_back(p);
+  }
   std::sort(sorted.begin(), sorted.end());
   for (size_t i = 0; i < sorted.size();) {
     size_t j = i + 1;
@@ -123,20 +146,25 @@ void Region::unmap_victims(const std::vector<uint32_t>& victims) {
     check(drop_pages(addr(sorted[i]), (j - i) * kPageSize), "madvise(MADV_DONTNEED)");
     i = j;
   }
-  for (uint32_t p : sorted) {
-    bool was_clean = kind(p) == Kind::clean;
-    (was_clean ? counters_.clean_evictions : counters_.evictions)
-        .fetch_add(1, std::memory_order_relaxed);
+  for (size_t i = 0; i < victims.size(); ++i) {
+    uint32_t p = victims[i];
+    if (p == kNoPage) continue;
+    bool clean = kind(p) == Kind::clean;
     pages_[p].victim = 0;
-    set_kind(p, Kind::stored);
     clock_remove(p);
+    if (slots[i] != kNoPage) {
+      probation_put(p, slots[i]);
+      continue;
+    }
+    (clean ? counters_.clean_evictions : counters_.evictions).fetch_add(1, std::memory_order_relaxed);
+    set_kind(p, Kind::stored);
   }
 }
 
 // Drops a mapped page's contents (discard): unmapped and empty.
 void Region::drop_mapped(uint32_t p) {
   check(drop_pages(addr(p), kPageSize), "madvise(MADV_DONTNEED)");
-  if (kind(p) == Kind::clean) free_copy(p);
+  if (pages_[p].has_copy) free_copy(p);
   clock_remove(p);
   set_kind(p, Kind::empty);
 }

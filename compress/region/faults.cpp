@@ -3,7 +3,8 @@
 // stored one from its copy, write-protected and clean for a read (its copy stays valid) or
 // writable for a write (the copy is freed); a read fault that follows the previous fault's
 // page also installs the stored pages after it, in one UFFDIO_COPY (fault-around). A WP fault
-// on a clean page frees its copy and un-protects it. A fault on a page mapped meanwhile (a
+// on a clean page frees its copy and un-protects it. A fault on a page in probation installs
+// it from its slot (a minor fault: no decompression). A fault on a page mapped meanwhile (a
 // second thread's fault on the same page, a fault raised before an eviction was abandoned)
 // only wakes its thread.
 //
@@ -120,15 +121,26 @@ void Region::serve_missing(uint32_t p, bool write) {
   counters_.faults.fetch_add(1, std::memory_order_relaxed);
   bool sequential = last_fault_ != kNoPage && p == last_fault_ + 1;
   last_fault_ = p;
-  if (kind(p) == Kind::empty) {
-    counters_.zero_faults.fetch_add(1, std::memory_order_relaxed);
-    return install_zero(p, write);
-  }
-  counters_.refaults.fetch_add(1, std::memory_order_relaxed);
-  uint32_t ahead = sequential && !write ? stored_run_after(p) : 0;
+  if (kind(p) == Kind::empty) counters_.zero_faults.fetch_add(1, std::memory_order_relaxed);
+  if (kind(p) == Kind::probation) counters_.probation_faults.fetch_add(1, std::memory_order_relaxed);
+  if (kind(p) == Kind::stored) counters_.refaults.fetch_add(1, std::memory_order_relaxed);
+  bool around = sequential && !write && kind(p) == Kind::stored;
+  bring_in(p, write, around ? stored_run_after(p) : 0);
+}
+
+// Maps an unmapped page (and `ahead` stored pages after it), making room first.
+void Region::bring_in(uint32_t p, bool writable, uint32_t ahead) {
+  pages_[p].victim = 1;  // making room must not retire it from probation meanwhile
   make_room(1 + ahead);
-  if (ahead > 0) return install_run(p, 1 + ahead);
-  install_copy(p, write, true);
+  pages_[p].victim = 0;
+  // A major fault is no evidence of reuse when probation will tell; without it, it is all.
+  bool mark = probation_size_ == 0;
+  switch (kind(p)) {
+    case Kind::empty: return install_zero(p, writable);
+    case Kind::probation: return install_from_probation(p, writable);
+    case Kind::stored: return ahead > 0 ? install_run(p, 1 + ahead) : install_copy(p, writable, mark);
+    default: return;
+  }
 }
 
 // How many pages after p are stored, up to fault_around - 1 and a quarter of the budget.
@@ -154,18 +166,17 @@ void Region::serve_write_protect(uint32_t p) {
 
 // A mapped page becomes resident and writable: its copy (if any) is freed, waiters woken.
 void Region::make_writable(uint32_t p) {
-  if (kind(p) == Kind::clean) free_copy(p);
+  if (pages_[p].has_copy) free_copy(p);
   set_kind(p, Kind::resident);
   check(uffd_write_protect(uffd_, addr(p), kPageSize, false), "UFFDIO_WRITEPROTECT (off)");
 }
 
 void Region::install_zero(uint32_t p, bool write) {
-  make_room(1);
   int rc = write ? uffd_copy(uffd_, addr(p), zeros_.data(), kPageSize, false, nullptr)
                  : uffd_zeropage(uffd_, addr(p), kPageSize);
   if (rc != -EEXIST) check(rc, "installing a zero page");
   // Resident, not clean: a write to the shared zero page is copied by the kernel unseen.
-  after_install(p, Kind::resident, true);
+  after_install(p, Kind::resident, probation_size_ == 0);
 }
 
 // Installs p from its copy: writable (the copy freed) or write-protected and clean.
@@ -190,9 +201,25 @@ void Region::install_run(uint32_t first, uint32_t count) {
   int rc = uffd_copy(uffd_, addr(first), scratch_.data(), count * kPageSize, true, &copied);
   if (rc != 0 && rc != -EEXIST) check(rc, "UFFDIO_COPY (fault-around)");
   auto installed = static_cast<uint32_t>(copied / kPageSize);
-  for (uint32_t i = 0; i < installed; ++i) after_install(first + i, Kind::clean, i == 0);
+  for (uint32_t i = 0; i < installed; ++i) after_install(first + i, Kind::clean, i == 0 && probation_size_ == 0);
   counters_.fault_around.fetch_add(installed > 0 ? installed - 1 : 0, std::memory_order_relaxed);
-  if (installed == 0) install_copy(first, false, true);  // the faulting page, on its own
+  if (installed == 0) install_copy(first, false, probation_size_ == 0);  // the faulting page, alone
+}
+
+// A minor fault: p's bytes come from its probation slot; clean (write-protected) if its copy
+// is still valid and this is a read, else writable. The touch marks it referenced.
+void Region::install_from_probation(uint32_t p, bool writable) {
+  writable = writable || !pages_[p].has_copy;
+  int rc = uffd_copy(uffd_, addr(p), slot_bytes(frame_of_[p]), kPageSize, !writable, nullptr);
+  if (rc == -EEXIST) {
+    check(uffd_wake(uffd_, addr(p), kPageSize), "UFFDIO_WAKE");
+    writable = true;
+  } else {
+    check(rc, "UFFDIO_COPY (probation)");
+  }
+  probation_release(p);
+  if (writable && pages_[p].has_copy) free_copy(p);
+  after_install(p, writable ? Kind::resident : Kind::clean, true);
 }
 
 void Region::after_install(uint32_t p, Kind k, bool referenced) {

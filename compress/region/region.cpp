@@ -28,6 +28,7 @@ int Region::init(const Settings& s, std::string* why) {
   budget_pages_ = s.budget_pages;
   fault_around_ = s.fault_around;
   spin_us_ = s.spin_us;
+  probation_divisor_ = s.probation_divisor;
   codec_ = Codec::create(s.codec);
   pool_ = zs_create_pool_ex("zsm_region", &s.pool);
   if (pool_ == nullptr) {
@@ -39,6 +40,7 @@ int Region::init(const Settings& s, std::string* why) {
   copies_ = std::make_unique<unsigned long[]>(npages_);
   frame_of_ = std::make_unique<uint32_t[]>(npages_);
   std::fill_n(frame_of_.get(), npages_, kNoPage);
+  size_probation();
   frames_.reserve(budget_pages_);
   scratch_.resize(std::max(fault_around_, 1u) * kPageSize);
   compress_buf_.resize(std::max(codec_->bound(kPageSize), kPageSize));
@@ -84,11 +86,10 @@ Region::~Region() {
 
 int Region::prefetch(uint32_t first, uint32_t count) {
   std::lock_guard lock(mutex_);
-  uint32_t room = budget_pages_;
+  uint32_t room = mapped_budget();
   for (uint32_t p = first; p < first + count && room > 0; ++p) {
-    if (kind(p) != Kind::stored) continue;
-    make_room(1);
-    install_copy(p, false, true);
+    if (kind(p) != Kind::stored && kind(p) != Kind::probation) continue;
+    bring_in(p, false, 0);
     --room;
   }
   finish_locked();
@@ -99,15 +100,16 @@ int Region::evict(uint32_t first, uint32_t count) {
   std::lock_guard lock(mutex_);
   std::vector<uint32_t> victims;
   for (uint32_t p = first; p < first + count; ++p) {
+    if (kind(p) == Kind::probation) probation_retire(p);
     if (!mapped(p) || pages_[p].pins > 0) continue;
     pages_[p].victim = 1;
     victims.push_back(p);
     if (victims.size() == 64) {
-      evict_batch(victims);
+      evict_batch(victims, false);
       victims.clear();
     }
   }
-  if (!victims.empty()) evict_batch(victims);
+  if (!victims.empty()) evict_batch(victims, false);
   finish_locked();
   return 0;
 }
@@ -119,8 +121,9 @@ int Region::discard(uint32_t first, uint32_t count) {
       std::memset(page(p), 0, kPageSize);  // pinned pages are mapped and writable
     } else if (mapped(p)) {
       drop_mapped(p);
-    } else if (kind(p) == Kind::stored) {
-      free_copy(p);
+    } else {
+      if (kind(p) == Kind::probation) probation_release(p);
+      if (pages_[p].has_copy) free_copy(p);
       set_kind(p, Kind::empty);
     }
   }
@@ -138,9 +141,7 @@ int Region::pin(uint32_t first, uint32_t count) {
   uint64_t pinned = counters_.pinned.load(std::memory_order_relaxed);
   if (pinned + newly > budget_pages_ / 2) return -ENOMEM;  // half the budget stays for faults
   for (uint32_t p = first; p < first + count; ++p) {
-    if (!mapped(p)) make_room(1);
-    if (kind(p) == Kind::empty) install_zero(p, true);
-    if (kind(p) == Kind::stored) install_copy(p, true, true);
+    if (!mapped(p)) bring_in(p, true, 0);
     make_writable(p);  // a syscall may write it: no fault it could not serve (user mode only)
     if (pages_[p].pins++ == 0) counters_.pinned.fetch_add(1, std::memory_order_relaxed);
   }
@@ -162,7 +163,11 @@ int Region::unpin(uint32_t first, uint32_t count) {
 int Region::set_budget(uint32_t pages) {
   std::lock_guard lock(mutex_);
   if (counters_.pinned.load(std::memory_order_relaxed) > pages / 2) return -EBUSY;
+  while (probation_retire_oldest()) {
+  }
+  if (counters_.probation.load(std::memory_order_relaxed) > 0) return -ENOMEM;  // the pool is full
   budget_pages_ = pages;
+  size_probation();
   make_room(0);
   finish_locked();
   return 0;
@@ -190,6 +195,8 @@ void Region::stats(struct zsm_region_stats* out) const {
   out->abandoned_evictions = get(counters_.abandoned);
   out->pinned_pages = get(counters_.pinned);
   out->user_mode_only = user_mode_only_ ? 1 : 0;
+  out->probation_bytes = get(counters_.probation) * kPageSize;
+  out->probation_faults = get(counters_.probation_faults);
 }
 
 }  // namespace zsm::region
@@ -208,7 +215,12 @@ int fail_create(int err, std::string why) {
   return err;
 }
 
-std::optional<zsm::CodecKind> codec_kind(zsm_codec c) {
+// The codec a C caller stored in the enum field: read as the int it is (C lets any int stand
+// there; loading one outside the enumerators as the C++ enum would be undefined behaviour).
+std::optional<zsm::CodecKind> codec_kind(const zsm_codec& field) {
+  static_assert(sizeof(zsm_codec) == sizeof(int));
+  int c;
+  std::memcpy(&c, &field, sizeof c);
   switch (c) {
     case ZSM_CODEC_LZ4: return zsm::CodecKind::lz4;
     case ZSM_CODEC_LZ4HC: return zsm::CodecKind::lz4hc;
@@ -252,6 +264,10 @@ int settings_from(size_t size, const zsm_region_options& o, zsm::region::Setting
     return fail_create(EINVAL, "handler_spin_us is outside -1..10000");
   }
   s->spin_us = o.handler_spin_us == 0 ? kDefaultSpinUs : o.handler_spin_us < 0 ? 0 : o.handler_spin_us;
+  if (o.probation_divisor < -1 || o.probation_divisor == 1 || o.probation_divisor > 1024) {
+    return fail_create(EINVAL, "probation_divisor is not -1, 0 or 2..1024");
+  }
+  s->probation_divisor = o.probation_divisor == 0 ? 8 : o.probation_divisor < 0 ? 0 : o.probation_divisor;
   return 0;
 }
 

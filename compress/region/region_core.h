@@ -2,11 +2,13 @@
 // the region; a page's *copy* is its contents kept compressed (a pool object, one repeated
 // word, or the whole page when it does not compress).
 //
-// A page is in one of four states (PageState::kind):
+// A page is in one of five states (PageState::kind):
 //   empty     never written since creation or discard: unmapped, reads as zeros, costs nothing
 //   resident  mapped, writable, no valid copy (dirty)
 //   clean     mapped, write-protected, its copy still valid: evicting it only unmaps it; the
 //             first write takes a WP fault, which frees the copy and makes it resident
+//   probation unmapped, its bytes kept decompressed in a probation slot (and its copy, if it
+//             was clean): a touch is a minor fault (no decompression) and counts as a reference
 //   stored    unmapped, the copy holds its contents; a touch faults it back in
 // Transitions happen only under `mutex_`, held by the handler thread while it serves faults
 // and by a caller of the range calls; whoever holds it never touches the region's memory
@@ -14,12 +16,15 @@
 // serves every fault; faults queue in the userfaultfd in between (on a 2-CPU machine a second
 // handler would only contend for the lock).
 //
-// Eviction keeps mapped pages <= the budget, in batches: pick victims by CLOCK (a reference is
-// a fault: a refault, or a write to a clean page), write-protect the dirty ones, compress
-// them, read the userfaultfd: a write fault on a victim abandons its eviction (the writer is
-// un-protected and woken when its fault is served), then unmap the rest. A write that comes
-// after that read is held by the write protection until the page is unmapped, then refaults
-// and finds the copy: no write is lost either way.
+// Eviction keeps mapped + probation pages <= the budget, in batches: pick victims by CLOCK
+// over the mapped pages (a reference is a minor fault from probation, or a write to a clean
+// page), write-protect the dirty ones, save them (copy their bytes into probation slots, or
+// compress them when probation is off or the eviction was asked for), read the userfaultfd:
+// a write fault on a victim abandons its eviction (the writer is un-protected and woken when
+// its fault is served), then unmap the rest. A write that comes after that read is held by
+// the write protection until the page is unmapped, then refaults and finds the saved bytes:
+// no write is lost either way. Pages leave probation oldest first, compressed from their slot
+// (or only dropped from it, when their copy is still valid).
 //
 // Faults that arrive while the lock holder is evicting are queued in `pending_` and served,
 // in order, before the lock is released (by whoever holds it).
@@ -43,20 +48,21 @@
 
 namespace zsm::region {
 
-enum class Kind : uint32_t { empty = 0, resident = 1, clean = 2, stored = 3 };
+enum class Kind : uint32_t { empty = 0, resident = 1, clean = 2, stored = 3, probation = 4 };
 enum class CopyKind : uint32_t { pool = 0, same = 1, whole = 2 };
 
 // One page's state: 4 bytes; its copy's handle (or repeated word) is in Region::copies_.
 struct PageState {
-  uint32_t kind : 2;        // Kind
+  uint32_t kind : 3;        // Kind
   uint32_t referenced : 1;  // CLOCK's mark
   uint32_t victim : 1;      // chosen by the eviction in progress
-  uint32_t copy : 2;        // CopyKind, when the copy is valid (clean, stored)
+  uint32_t has_copy : 1;    // a copy is held (clean, stored, probation of a clean page)
+  uint32_t copy : 2;        // its CopyKind
   uint32_t comp_len : 13;   // a pool copy's compressed bytes
-  uint32_t pins : 13;       // zsm_region_pin() nesting
+  uint32_t pins : 11;       // zsm_region_pin() nesting
 };
 static_assert(sizeof(PageState) == 4);
-inline constexpr uint32_t kMaxPins = (1u << 13) - 1;
+inline constexpr uint32_t kMaxPins = (1u << 11) - 1;
 inline constexpr uint32_t kNoPage = UINT32_MAX;
 
 // Counters read by zsm_region_stats() without the lock.
@@ -64,7 +70,7 @@ struct Counters {
   std::atomic<uint64_t> resident{0}, stored{0}, compr_bytes{0}, same{0}, whole{0};
   std::atomic<uint64_t> faults{0}, zero_faults{0}, wp_faults{0}, fault_around{0};
   std::atomic<uint64_t> evictions{0}, clean_evictions{0}, abandoned{0}, refaults{0};
-  std::atomic<uint64_t> pinned{0};
+  std::atomic<uint64_t> pinned{0}, probation{0}, probation_faults{0};
 };
 
 struct Settings {
@@ -74,6 +80,7 @@ struct Settings {
   zs_pool_config pool{};
   unsigned fault_around = 16;
   unsigned spin_us = 0;
+  unsigned probation_divisor = 8;  // probation holds budget / divisor pages; 0 = none
   bool force_user_mode_only = false;
 };
 
@@ -108,16 +115,18 @@ class Region {
   void serve(const uffd_msg& msg);
   void serve_missing(uint32_t p, bool write);
   void serve_write_protect(uint32_t p);
+  void bring_in(uint32_t p, bool writable, uint32_t ahead);
   void install_zero(uint32_t p, bool write);
   void install_copy(uint32_t p, bool writable, bool referenced);
+  void install_from_probation(uint32_t p, bool writable);
   void install_run(uint32_t first, uint32_t count);
   uint32_t stored_run_after(uint32_t p) const;
   void make_writable(uint32_t p);
   void after_install(uint32_t p, Kind kind, bool referenced);
   void finish_locked();
 
-  // copies.cpp: a page's compressed copy.
-  bool store_copy(uint32_t p);
+  // copies.cpp: a page's compressed copy, made from `src` (its mapped bytes or its slot).
+  bool store_copy(uint32_t p, const std::byte* src);
   void load_copy(uint32_t p, std::byte* out);
   void free_copy(uint32_t p);
 
@@ -126,11 +135,23 @@ class Region {
   void clock_remove(uint32_t p);
   uint32_t clock_victim();
   void make_room(uint32_t pages);
-  void evict_batch(std::vector<uint32_t>& victims);
-  bool protect_and_compress(uint32_t p);
-  void abandon_written_victims(size_t first_new_fault);
-  void unmap_victims(const std::vector<uint32_t>& victims);
+  void evict_batch(std::vector<uint32_t>& victims, bool to_probation);
+  bool protect_and_save(uint32_t p, uint32_t* slot);
+  void abandon_written_victims(size_t first_new_fault, std::vector<uint32_t>& victims,
+                               std::vector<uint32_t>& slots);
+  void unmap_victims(const std::vector<uint32_t>& victims, const std::vector<uint32_t>& slots);
   void drop_mapped(uint32_t p);
+  uint32_t mapped_budget() const { return budget_pages_ - probation_size_; }
+
+  // probation.cpp: unmapped pages kept decompressed, oldest first out.
+  void size_probation();
+  void reserve_slots(size_t n);
+  uint32_t take_slot();
+  void probation_put(uint32_t p, uint32_t slot);
+  void probation_release(uint32_t p);
+  bool probation_retire_oldest();
+  bool probation_retire(uint32_t p);
+  std::byte* slot_bytes(uint32_t slot) { return probation_.data() + size_t{slot} * kPageSize; }
 
   uintptr_t addr(uint32_t p) const { return base_ + uintptr_t{p} * kPageSize; }
   std::byte* page(uint32_t p) const { return reinterpret_cast<std::byte*>(addr(p)); }
@@ -161,6 +182,14 @@ class Region {
   uint32_t budget_pages_ = 0;
   uint32_t last_fault_ = kNoPage;
   std::deque<uffd_msg> pending_;
+  unsigned probation_divisor_ = 8;
+  uint32_t probation_size_ = 0;               // slots
+  std::vector<std::byte> probation_;          // the slots' bytes
+  std::vector<uint32_t> free_slots_;
+  std::vector<uint64_t> slot_stamp_;          // per slot: when it was filled
+  std::deque<std::pair<uint32_t, uint64_t>> probation_order_;  // (slot, stamp), oldest first
+  std::vector<uint32_t> slot_page_;
+  uint64_t next_stamp_ = 0;
   std::vector<std::byte> scratch_;    // decompression target, fault_around pages
   std::vector<std::byte> compress_buf_;
   std::vector<std::byte> zeros_;      // one page of zeros, for writable zero installs

@@ -1,6 +1,5 @@
 // tests/region/region_support.h: what the region's tests share: the skip when userfaultfd is
-// not available (with the library's own one-line reason), page patterns, and a region of
-// pages for a test body.
+// not available (with the library's own one-line reason), the page patterns, stats.
 #pragma once
 
 #include <cstdint>
@@ -10,9 +9,9 @@
 #include <gtest/gtest.h>
 #include <zsm/region.h>
 
-namespace zsm_test {
+#include "region_patterns.h"
 
-inline constexpr size_t kPage = 4096;
+namespace zsm_test {
 
 // "" when a region can be made here, else zsm_region_last_error()'s line.
 inline std::string region_unavailable() {
@@ -28,26 +27,6 @@ inline std::string region_unavailable() {
       GTEST_SKIP() << why;                                                    \
     }                                                                         \
   } while (0)
-
-// A compressible page for (page, version): text-like words that name both.
-inline void fill_page(unsigned char* page, uint64_t p, uint64_t version) {
-  for (size_t off = 0; off < kPage; off += 16) {
-    uint64_t a = p * 0x9E3779B97F4A7C15ull ^ version;
-    uint64_t b = (off / 16) % 7 + version * 3;
-    std::memcpy(page + off, &a, 8);
-    std::memcpy(page + off + 8, &b, 8);
-  }
-}
-
-// The index of the first 16-byte word that differs from fill_page(p, version), or -1.
-inline long page_mismatch(const unsigned char* page, uint64_t p, uint64_t version) {
-  unsigned char want[kPage];
-  fill_page(want, p, version);
-  for (size_t off = 0; off < kPage; off += 16) {
-    if (std::memcmp(page + off, want + off, 16) != 0) return static_cast<long>(off / 16);
-  }
-  return -1;
-}
 
 inline struct zsm_region_stats region_stats(zsm_region* r) {
   struct zsm_region_stats s {};

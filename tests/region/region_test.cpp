@@ -3,6 +3,7 @@
 // user-mode-only edge and the message when userfaultfd is refused.
 #include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -192,6 +193,54 @@ TEST_F(RegionFixture, FaultAroundInstallsTheNextPagesInOneBatch) {
   EXPECT_LT(after.faults - before.faults, 64u / 2) << "most pages came in ahead of a fault";
 }
 
+// Pressure moves CLOCK's victims to probation (unmapped, decompressed); a touch there is a
+// minor fault, not a refault from the copy. Pages leave probation compressed.
+TEST_F(RegionFixture, ProbationServesRecentVictimsWithoutDecompressing) {
+  make(256, 64);  // probation: 64 / 8 = 8 pages, 56 mapped
+  for (size_t p = 0; p < 60; ++p) fill_page(at(p), p, 14);
+  auto s = region_stats(r);
+  EXPECT_GE(s.probation_bytes, 4u * kPage);
+  EXPECT_LE(s.resident_bytes + s.probation_bytes, s.budget_bytes);
+  EXPECT_EQ(s.evictions, 0u) << "the victims wait in probation, not compressed yet";
+  for (size_t p = 0; p < 60; ++p) ASSERT_EQ(page_mismatch(at(p), p, 14), -1);
+  auto after = region_stats(r);
+  EXPECT_GE(after.probation_faults, 4u);
+  EXPECT_LE(after.refaults, after.probation_faults) << "most touches found their page in probation";
+  for (size_t p = 60; p < 256; ++p) fill_page(at(p), p, 14);
+  for (size_t p = 0; p < 256; ++p) ASSERT_EQ(page_mismatch(at(p), p, 14), -1) << "page " << p;
+  s = region_stats(r);
+  EXPECT_GT(s.evictions, 0u);
+  EXPECT_GT(s.refaults, 0u);
+  EXPECT_LE(s.resident_bytes + s.probation_bytes, s.budget_bytes);
+  ASSERT_EQ(zsm_region_discard(r, base, 256 * kPage), 0);
+  s = region_stats(r);
+  EXPECT_EQ(s.probation_bytes + s.resident_bytes + s.stored_pages, 0u);
+}
+
+TEST_F(RegionFixture, WithoutProbationVictimsAreCompressedAtOnce) {
+  zsm_region_options o{};
+  o.probation_divisor = -1;
+  make(128, 32, o);
+  for (size_t p = 0; p < 64; ++p) fill_page(at(p), p, 15);
+  auto s = region_stats(r);
+  EXPECT_EQ(s.probation_bytes, 0u);
+  EXPECT_GE(s.evictions, 32u);
+  for (size_t p = 0; p < 64; ++p) ASSERT_EQ(page_mismatch(at(p), p, 15), -1);
+  EXPECT_EQ(region_stats(r).probation_faults, 0u);
+}
+
+TEST_F(RegionFixture, ShrinkingTheBudgetEvictsAndKeepsContents) {
+  make(512, 256);
+  for (size_t p = 0; p < 256; ++p) fill_page(at(p), p, 16);
+  ASSERT_EQ(zsm_region_set_budget(r, 32 * kPage), 0);
+  auto s = region_stats(r);
+  EXPECT_EQ(s.budget_bytes, 32u * kPage);
+  EXPECT_LE(s.resident_bytes + s.probation_bytes, s.budget_bytes);
+  for (size_t p = 0; p < 256; ++p) ASSERT_EQ(page_mismatch(at(p), p, 16), -1);
+  ASSERT_EQ(zsm_region_set_budget(r, 1024 * kPage), 0);
+  EXPECT_EQ(region_stats(r).budget_bytes, 512u * kPage) << "at most the region";
+}
+
 TEST(RegionBadInput, NullAndOutOfRangeAreEinvalAndChangeNothing) {
   ZSM_REQUIRE_REGION();
   EXPECT_EQ(zsm_region_base(nullptr), nullptr);
@@ -240,7 +289,8 @@ TEST(RegionBadInput, BadOptionsAreRefusedWithAReason) {
   o.budget_bytes = 15 * kPage;
   refused(1 << 20, o, EINVAL);
   o = {};
-  o.codec = static_cast<zsm_codec>(99);
+  int bad_codec = 99;  // as C would store it: the C++ enum cannot hold it
+  std::memcpy(&o.codec, &bad_codec, sizeof bad_codec);
   refused(1 << 20, o, EINVAL);
   o = {};
   o.codec = ZSM_CODEC_LZ4HC;
@@ -254,6 +304,9 @@ TEST(RegionBadInput, BadOptionsAreRefusedWithAReason) {
   refused(1 << 20, o, EINVAL);
   o = {};
   o.handler_spin_us = -2;
+  refused(1 << 20, o, EINVAL);
+  o = {};
+  o.probation_divisor = 1;
   refused(1 << 20, o, EINVAL);
   o = {};
   o.pool.chain_size = 99;

@@ -28,6 +28,7 @@
  *   -ENOSYS / -EPERM  userfaultfd not available (the message from zsm_region_last_error()
  *             names the sysctl and the device that allow it)
  *   -EOPNOTSUPP  a backing file (not implemented yet)
+ *   -EBUSY    set_budget below twice the pinned pages   -EOVERFLOW  pins nested 2047 deep
  * Every call may be made from any thread at once on one region, except zsm_region_destroy().
  */
 #ifndef ZSM_REGION_H
@@ -68,6 +69,10 @@ struct zsm_region_options {
 	int handler_spin_us;        /* after serving, the handler polls for the next fault this
 	                               long before it sleeps: 0 = the default (50), -1 = never
 	                               spin; at most 10000 */
+	int probation_divisor;      /* budget / this many pages of the budget are a probation stage:
+	                               evicted pages kept decompressed, unmapped, so that a touch
+	                               soon after costs no decompression and tells the policy the
+	                               page is in use. 0 = 8, -1 = none; otherwise 2..1024 */
 };
 
 /* Serve user-mode faults only (UFFD_USER_MODE_ONLY), as an unprivileged process gets: a
@@ -92,9 +97,9 @@ struct zsm_region_stats {
 	uint64_t faults;             /* faults served */
 	uint64_t zero_faults;        /* of them, pages never written (a zero page installed) */
 	uint64_t fault_around_pages; /* pages installed ahead of a fault */
-	uint64_t evictions;          /* pages compressed and dropped */
+	uint64_t evictions;          /* pages compressed and dropped (after probation, if any) */
 	uint64_t clean_evictions;    /* pages dropped again without compressing (copy still valid) */
-	uint64_t refaults;           /* faults on a page evicted before */
+	uint64_t refaults;           /* faults on a page evicted before, served from its copy */
 	uint64_t written_back;       /* pages written to the backing file */
 	uint64_t read_back;          /* pages read back from the backing file */
 	uint64_t bd_bytes_on_file;   /* the backing file's live bytes */
@@ -102,6 +107,9 @@ struct zsm_region_stats {
 	uint64_t abandoned_evictions; /* evictions given up because the page was written meanwhile */
 	uint64_t pinned_pages;       /* pages pinned now */
 	uint64_t user_mode_only;     /* 1: kernel-mode accesses to evicted pages get EFAULT */
+	uint64_t probation_bytes;    /* pages in probation now (unmapped, decompressed), in bytes;
+	                                resident_bytes + probation_bytes <= budget_bytes */
+	uint64_t probation_faults;   /* faults served from probation (no decompression) */
 };
 
 /* Create a region of `size` bytes (rounded up to whole pages). NULL + errno on failure. */
@@ -125,8 +133,10 @@ int zsm_region_stats(struct zsm_region *region, struct zsm_region_stats *out);
  * - prefetch: make the range resident now (within the budget).
  * - evict: compress the range's pages and drop them (as MADV_PAGEOUT); their contents stay.
  * - discard: drop the range's contents (as MADV_DONTNEED): the pages read as zeros after.
- * - pin / unpin: keep the range resident until unpinned (pins nest); for syscalls that
- *   must not meet an evicted page. A pinned range counts against the budget.
+ * - pin / unpin: keep the range resident and writable until unpinned (pins nest); for
+ *   syscalls that must not meet an evicted page. A pinned range counts against the budget;
+ *   at most half the budget may be pinned (-ENOMEM). unpin of a page not pinned: -EINVAL,
+ *   nothing changed.
  */
 int zsm_region_prefetch(struct zsm_region *region, void *addr, size_t len);
 int zsm_region_evict(struct zsm_region *region, void *addr, size_t len);

@@ -1,0 +1,151 @@
+// region_stress: N GiB of accesses to a region at 1/8 budget while an evictor thread evicts
+// random ranges flat out. Each writer thread owns the pages p with p % threads == its index;
+// an access is a read of a whole page checked against the version it last wrote, followed
+// (three times in four) by a word-by-word write of the next version. At the end every page is
+// checked. Exit status 0 only when no byte was wrong.
+//   region_stress [--gib N] [--threads T] [--mib REGION_MIB] [--seed S]
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <zsm/region.h>
+
+#include "region_patterns.h"
+
+namespace {
+
+using zsm_test::fill_page;
+using zsm_test::kPage;
+using zsm_test::page_mismatch;
+
+struct Options {
+  double gib = 1;
+  unsigned threads = 4;
+  size_t mib = 64;
+  uint64_t seed = 1;
+};
+
+[[noreturn]] void usage(const char* why) {
+  std::fprintf(stderr, "region_stress: %s\nusage: region_stress [--gib N] [--threads T] "
+               "[--mib REGION_MIB] [--seed S]\n", why);
+  std::exit(2);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (i + 1 >= argc) usage(("missing value after " + a).c_str());
+    char* end = nullptr;
+    const char* v = argv[++i];
+    if (a == "--gib") o.gib = std::strtod(v, &end);
+    else if (a == "--threads") o.threads = static_cast<unsigned>(std::strtoul(v, &end, 10));
+    else if (a == "--mib") o.mib = std::strtoul(v, &end, 10);
+    else if (a == "--seed") o.seed = std::strtoull(v, &end, 10);
+    else usage(("unknown option " + a).c_str());
+    if (end == v || *end != '\0') usage(("not a number: " + std::string(v)).c_str());
+  }
+  if (!(o.gib > 0) || o.threads == 0 || o.threads > 256 || o.mib < 1 || o.mib > (1u << 20)) {
+    usage("--gib > 0, --threads 1..256, --mib 1..1048576");
+  }
+  return o;
+}
+
+void write_wordwise(unsigned char* page, uint64_t p, uint64_t version) {
+  unsigned char want[kPage];
+  fill_page(want, p, version);
+  auto* dst = reinterpret_cast<volatile uint64_t*>(page);
+  for (size_t i = 0; i < kPage / 8; ++i) {
+    uint64_t w;
+    std::memcpy(&w, want + i * 8, 8);
+    dst[i] = w;
+  }
+}
+
+bool holds(const unsigned char* page, uint64_t p, uint64_t version) {
+  if (version != 0) return page_mismatch(page, p, version) == -1;
+  for (size_t i = 0; i < kPage; ++i) {
+    if (page[i] != 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = parse(argc, argv);
+  size_t pages = o.mib * 1024 * 1024 / kPage;
+  zsm_region_options ro{};
+  ro.budget_bytes = std::max<size_t>(pages / 8, 16) * kPage;
+  zsm_region* r = zsm_region_create(pages * kPage, &ro);
+  if (r == nullptr) {
+    std::fprintf(stderr, "region_stress: %s\n", zsm_region_last_error());
+    return 77;  // ctest's SKIP_RETURN_CODE
+  }
+  auto* base = static_cast<unsigned char*>(zsm_region_base(r));
+  std::vector<uint64_t> version(pages, 0);
+  auto total_bytes = static_cast<uint64_t>(o.gib * (1ull << 30));
+  std::atomic<uint64_t> bytes{0}, errors{0}, reads{0}, writes{0};
+  std::atomic<bool> stop{false};
+  auto start = std::chrono::steady_clock::now();
+
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < o.threads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(o.seed * 1000 + t);
+      size_t mine = (pages - t + o.threads - 1) / o.threads;
+      if (mine == 0) return;
+      uint64_t local = 0;
+      while (bytes.load(std::memory_order_relaxed) < total_bytes) {
+        size_t p = (rng() % mine) * o.threads + t;
+        unsigned char* page = base + p * kPage;
+        if (!holds(page, p, version[p])) errors.fetch_add(1);
+        local += kPage;
+        reads.fetch_add(1, std::memory_order_relaxed);
+        if (rng() % 4 != 0) {
+          write_wordwise(page, p, ++version[p]);
+          local += kPage;
+          writes.fetch_add(1, std::memory_order_relaxed);
+        }
+        if (local >= (1u << 20)) bytes.fetch_add(std::exchange(local, 0));
+      }
+      bytes.fetch_add(local);
+    });
+  }
+  std::thread evictor([&] {
+    std::mt19937_64 rng(o.seed);
+    while (!stop.load()) {
+      size_t p = rng() % pages;
+      size_t n = std::min<size_t>(1 + rng() % 32, pages - p);
+      if (zsm_region_evict(r, base + p * kPage, n * kPage) != 0) errors.fetch_add(1);
+    }
+  });
+  for (auto& th : threads) th.join();
+  stop.store(true);
+  evictor.join();
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (size_t p = 0; p < pages; ++p) {
+    if (!holds(base + p * kPage, p, version[p])) errors.fetch_add(1);
+  }
+  struct zsm_region_stats s {};
+  zsm_region_stats(r, &s);
+  std::printf("region_stress: %.2f GiB of accesses (%llu page reads, %llu page writes) in %.1f s "
+              "by %u threads, region %zu MiB, budget %zu MiB: %llu errors; faults %llu, "
+              "evictions %llu (clean %llu, abandoned %llu), wp faults %llu, resident %llu KiB\n",
+              bytes.load() / double(1ull << 30), (unsigned long long)reads.load(),
+              (unsigned long long)writes.load(), secs, o.threads, o.mib,
+              ro.budget_bytes >> 20, (unsigned long long)errors.load(),
+              (unsigned long long)s.faults, (unsigned long long)s.evictions,
+              (unsigned long long)s.clean_evictions, (unsigned long long)s.abandoned_evictions,
+              (unsigned long long)s.wp_faults, (unsigned long long)(s.resident_bytes >> 10));
+  zsm_region_destroy(r);
+  return errors.load() == 0 ? 0 : 1;
+}
