@@ -315,13 +315,15 @@ __attribute__((destructor)) void print_stats_at_exit() {
       line, sizeof(line),
       "zsm_region_preload: at exit: region %llu MiB, budget %llu MiB, resident %llu B, stored "
       "pages %llu (orig %llu B, compressed %llu B, pool %llu B), faults %llu (zero %llu, "
-      "around %llu pages), evictions %llu (clean %llu), refaults %llu; peaks (10 ms samples): "
+      "around %llu pages, from probation %llu), evictions %llu (clean %llu), refaults %llu; "
+      "peaks (10 ms samples): "
       "resident %llu MiB, stored %llu MiB, pool %llu MiB\n",
       (unsigned long long)s.size_bytes >> 20, (unsigned long long)s.budget_bytes >> 20,
       (unsigned long long)s.resident_bytes, (unsigned long long)s.stored_pages,
       (unsigned long long)s.orig_data_size, (unsigned long long)s.compr_data_size,
       (unsigned long long)s.mem_used_total, (unsigned long long)s.faults,
       (unsigned long long)s.zero_faults, (unsigned long long)s.fault_around_pages,
+      (unsigned long long)s.probation_faults,
       (unsigned long long)s.evictions, (unsigned long long)s.clean_evictions,
       (unsigned long long)s.refaults, (unsigned long long)peak_resident.load() >> 20,
       (unsigned long long)peak_stored.load() >> 20, (unsigned long long)peak_pool.load() >> 20);

@@ -5,6 +5,7 @@
 #   at exit show evictions and faults, so the region really served them;
 # - a bad ZSM_REGION_BUDGET or ZSM_REGION_SIZE, or a budget below the region's minimum: one
 #   line on stderr naming it, and the program runs as without the library; no budget: silence;
+# - the demo script's bad arguments: one line each, exit 2;
 # - sort (tools/run-region-preload-demo.sh, 20 MB of lines, a 4 MiB budget): output
 #   byte-identical to sort's without the library.
 # Skips (77) where the region cannot be made (no userfaultfd), with the library's reason.
@@ -55,5 +56,13 @@ expect_one_line "bad region size" "ZSM_REGION_SIZE='lots' is not a size" ZSM_REG
 out="$(run_probe "$dir/off.err")" || fail "no budget: $out"
 [ "$out" = "probe: ok" ] && [ ! -s "$dir/off.err" ] || fail "no budget: $out $(cat "$dir/off.err")"
 echo "no budget: the library stays silent"
+
+# The demo's own bad arguments: one line, exit 2.
+for bad in --mb=abc --buffer=-5 --lib=/nonexistent --bogus; do
+  rc=0
+  err="$("$demo" --lib="$lib" "$bad" 2>&1 > /dev/null)" || rc=$?
+  [ "$rc" = 2 ] && [ "$(wc -l <<< "$err")" = 1 ] || fail "demo $bad: exit $rc, '$err'"
+  echo "demo $bad: $err"
+done
 
 "$demo" --mb=20 --budget=4M --buffer=32M --dir="$dir/sort" --lib="$lib"
