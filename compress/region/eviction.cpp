@@ -5,7 +5,6 @@
 // with probation off, any fault that installs a page), a write to a clean page.
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 
 #include "region_core.h"
 
@@ -76,16 +75,18 @@ void Region::make_room(uint32_t pages) {
   evict_batch(victims, true);
 }
 
-// Write-protects a dirty victim and saves it: into *slot when one is given (kNoPage: none),
-// else as its copy. False (left as it was) when the pool is full.
+// Write-protects a dirty victim and saves it: its bytes into *slot when one is given
+// (kNoPage: none), else as its copy. False (left as it was) when the pool is full.
 bool Region::protect_and_save(uint32_t p, uint32_t* slot) {
   bool clean = kind(p) == Kind::clean;  // protected already, its copy valid
   if (!clean) check(uffd_write_protect(uffd_, addr(p), kPageSize, true), "UFFDIO_WRITEPROTECT");
   if (*slot != kNoPage) {
-    std::memcpy(slot_bytes(*slot), page(p), kPageSize);
+    read_page(p, slot_bytes(*slot));
     return true;
   }
-  if (clean || store_copy(p, page(p))) return true;
+  if (clean) return true;
+  read_page(p, evict_buf_.data());
+  if (store_copy(p, evict_buf_.data())) return true;
   check(uffd_write_protect(uffd_, addr(p), kPageSize, false), "UFFDIO_WRITEPROTECT (off)");
   return false;
 }

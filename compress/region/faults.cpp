@@ -31,7 +31,14 @@ bool readable_now(int fd) {
   return poll(&p, 1, 0) > 0;
 }
 
-void cpu_relax() { __builtin_ia32_pause(); }
+// A spin-wait hint to the CPU (x86 pause, arm64 yield), nothing elsewhere.
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
 
 }  // namespace
 

@@ -45,6 +45,7 @@ int Region::init(const Settings& s, std::string* why) {
   scratch_.resize(std::max(fault_around_, 1u) * kPageSize);
   compress_buf_.resize(std::max(codec_->bound(kPageSize), kPageSize));
   zeros_.resize(kPageSize);
+  evict_buf_.resize(kPageSize);
 
   void* m = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                  -1, 0);

@@ -14,7 +14,9 @@
 // and by a caller of the range calls; whoever holds it never touches the region's memory
 // except to read a mapped page, so no holder can fault on the region. One handler thread
 // serves every fault; faults queue in the userfaultfd in between (on a 2-CPU machine a second
-// handler would only contend for the lock).
+// handler would only contend for the lock). So page states are plain 4-byte bitfields, not
+// atomics: only the lock holder touches them; the counters that zsm_region_stats() reads
+// without the lock are atomics.
 //
 // Eviction keeps mapped + probation pages <= the budget, in batches: pick victims by CLOCK
 // over the mapped pages (a reference is a minor fault from probation, or a write to a clean
@@ -125,8 +127,9 @@ class Region {
   void after_install(uint32_t p, Kind kind, bool referenced);
   void finish_locked();
 
-  // copies.cpp: a page's compressed copy, made from `src` (its mapped bytes or its slot).
+  // copies.cpp: a page's compressed copy, made from `src` (a private copy of its bytes).
   bool store_copy(uint32_t p, const std::byte* src);
+  void read_page(uint32_t p, std::byte* out) const;
   void load_copy(uint32_t p, std::byte* out);
   void free_copy(uint32_t p);
 
@@ -192,6 +195,7 @@ class Region {
   uint64_t next_stamp_ = 0;
   std::vector<std::byte> scratch_;    // decompression target, fault_around pages
   std::vector<std::byte> compress_buf_;
+  std::vector<std::byte> evict_buf_;  // a victim's bytes, read out of the region
   std::vector<std::byte> zeros_;      // one page of zeros, for writable zero installs
 
   Counters counters_;

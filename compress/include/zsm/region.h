@@ -131,7 +131,8 @@ int zsm_region_stats(struct zsm_region *region, struct zsm_region_stats *out);
  * Range calls: [addr, addr + len) must lie inside the region (-EINVAL otherwise); addr and len
  * are widened to whole pages.
  * - prefetch: make the range resident now (within the budget).
- * - evict: compress the range's pages and drop them (as MADV_PAGEOUT); their contents stay.
+ * - evict: compress the range's pages and drop them (as MADV_PAGEOUT); their contents stay;
+ *   pinned pages are skipped.
  * - discard: drop the range's contents (as MADV_DONTNEED): the pages read as zeros after.
  * - pin / unpin: keep the range resident and writable until unpinned (pins nest); for
  *   syscalls that must not meet an evicted page. A pinned range counts against the budget;
