@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# libzsm_region_preload.so on unmodified programs (ctest region_preload_programs):
+# - the probe (tests/region_preload/probe.c) reads back every byte it wrote, with and without
+#   the library; with it and a 4 MiB budget under 64 MiB of buffers, the region's statistics
+#   at exit show evictions and faults, so the region really served them;
+# - a bad ZSM_REGION_BUDGET or ZSM_REGION_SIZE, or a budget below the region's minimum: one
+#   line on stderr naming it, and the program runs as without the library; no budget: silence;
+# - the demo script's bad arguments: one line each, exit 2;
+# - sort (tools/run-region-preload-demo.sh, 20 MB of lines, a 4 MiB budget): output
+#   byte-identical to sort's without the library.
+# Skips (77) where the region cannot be made (no userfaultfd), with the library's reason.
+#
+#   region_preload_test.sh <libzsm_region_preload.so> <region_preload_probe> <demo script> <dir>
+set -euo pipefail
+lib="$1" probe="$2" demo="$3" dir="$4"
+mkdir -p "$dir"
+fail() { echo "FAILED: $*"; exit 1; }
+
+# run_probe <stderr file> [VAR=value...]: the probe under the library with that environment.
+run_probe() {
+  local err="$1"
+  shift
+  env LD_PRELOAD="$lib" "$@" "$probe" 2> "$err"
+}
+
+[ "$("$probe")" = "probe: ok" ] || fail "the probe without the library"
+
+out="$(run_probe "$dir/on.err" ZSM_REGION_BUDGET=4M ZSM_REGION_STATS=1)" || true
+if grep -q "no region" "$dir/on.err"; then
+  echo "skipped: $(cat "$dir/on.err")"
+  exit 77
+fi
+[ "$out" = "probe: ok" ] || fail "the probe under the library: $out $(cat "$dir/on.err")"
+stats="$(grep "zsm_region_preload: at exit" "$dir/on.err")" || fail "no statistics at exit"
+evictions="$(sed -n 's/.*evictions \([0-9]*\).*/\1/p' <<< "$stats")"
+faults="$(sed -n 's/.*faults \([0-9]*\).*/\1/p' <<< "$stats")"
+[ "$evictions" -gt 0 ] && [ "$faults" -gt 0 ] || fail "the region served nothing: $stats"
+echo "probe under the library: ok; $stats"
+
+# expect_one_line <what> <pattern> [VAR=value...]
+expect_one_line() {
+  local what="$1" pattern="$2"
+  shift 2
+  out="$(run_probe "$dir/line.err" "$@")" || fail "$what: the probe failed: $out"
+  [ "$out" = "probe: ok" ] || fail "$what: $out"
+  [ "$(wc -l < "$dir/line.err")" = 1 ] || fail "$what: not one line: $(cat "$dir/line.err")"
+  grep -q "$pattern" "$dir/line.err" || fail "$what: $(cat "$dir/line.err")"
+  echo "$what: $(cat "$dir/line.err")"
+}
+expect_one_line "bad budget" "ZSM_REGION_BUDGET='12Q' is not a size" ZSM_REGION_BUDGET=12Q
+expect_one_line "empty budget" "ZSM_REGION_BUDGET='' is not a size" ZSM_REGION_BUDGET=
+expect_one_line "budget too small" "no region (budget_bytes" ZSM_REGION_BUDGET=4K
+expect_one_line "bad region size" "ZSM_REGION_SIZE='lots' is not a size" ZSM_REGION_BUDGET=4M \
+  ZSM_REGION_SIZE=lots
+
+out="$(run_probe "$dir/off.err")" || fail "no budget: $out"
+[ "$out" = "probe: ok" ] && [ ! -s "$dir/off.err" ] || fail "no budget: $out $(cat "$dir/off.err")"
+echo "no budget: the library stays silent"
+
+# The demo's own bad arguments: one line, exit 2.
+for bad in --mb=abc --buffer=-5 --lib=/nonexistent --bogus; do
+  rc=0
+  err="$("$demo" --lib="$lib" "$bad" 2>&1 > /dev/null)" || rc=$?
+  [ "$rc" = 2 ] && [ "$(wc -l <<< "$err")" = 1 ] || fail "demo $bad: exit $rc, '$err'"
+  echo "demo $bad: $err"
+done
+
+"$demo" --mb=20 --budget=4M --buffer=32M --dir="$dir/sort" --lib="$lib"
