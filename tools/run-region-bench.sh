@@ -16,6 +16,7 @@
 # Builds zsm_region_bench in $ZSM_BUILD (default build/bench, configured as tools/run-main.sh
 # does when missing). About 2 minutes on 2 cores with the defaults (a 32 MiB budget).
 set -euo pipefail
+source "$(dirname "$0")/lib/usage.sh" && usage_if_asked "$0" "$@"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${ZSM_BUILD:-$root/build/bench}"
 zram="${ZSM_ZRAM:-zram0}"

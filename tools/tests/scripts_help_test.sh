@@ -10,8 +10,10 @@ failed=0
 for script in "$root"/tools/*.sh; do
   for flag in --help -h; do
     start=$(date +%s%N)
-    if ! out="$("$script" "$flag" 2>&1)"; then
-      echo "FAIL $script $flag: exit status $?"; failed=1; continue
+    rc=0
+    out="$("$script" "$flag" 2>&1)" || rc=$?
+    if ((rc != 0)); then
+      echo "FAIL $script $flag: exit status $rc"; failed=1; continue
     fi
     ms=$(( ($(date +%s%N) - start) / 1000000 ))
     ((ms < 2000)) || { echo "FAIL $script $flag: ${ms} ms"; failed=1; }
