@@ -28,6 +28,7 @@ echo "== find_package(zsm)"
 cmake -S "$examples" -B "$scratch/cmake-build" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" > /dev/null
 cmake --build "$scratch/cmake-build" > /dev/null
 "$scratch/cmake-build/quick_start"
+"$scratch/cmake-build/region_example"
 "$scratch/cmake-build/pool_example" | tail -3
 "$scratch/cmake-build/cxx_pool_example"
 "$scratch/cmake-build/cache_example"
