@@ -11,6 +11,8 @@
 //   zs_store+zs_free/<variant>/mixed               sizes drawn from the 8 classes
 //   malloc+memcpy+free/<mimalloc|glibc|jemalloc|tcmalloc>/<size|mixed>  the baselines, same
 //                      pattern
+//   malloc+zs_memcpy+free/<mimalloc|glibc|jemalloc|tcmalloc>/<size|mixed>  the same with
+//                      zsm's copy in place of memcpy (the copy held equal)
 //   zs_store+zs_free/<variant>/shared/<size>/threads:N  N threads on one pool (counters:
 //                      lock_waits and shard_moves per pair, from zs_pool_stats)
 //   zs_store+zs_free/<cached|uncached>/many/pools:N  one thread, N pools of kPerPoolLive
@@ -214,6 +216,14 @@ void register_malloc() {
   b->Arg(784)->Arg(2352)->Threads(1)->Threads(2)->UseRealTime();
 }
 
+// A baseline with zsm's copy: the sized and mixed pairs only.
+template <typename A>
+void register_malloc_zcopy() {
+  register_sized<A>("malloc+zs_memcpy+free", BM_StoreFree<A>);
+  benchmark::RegisterBenchmark(
+      (std::string("malloc+zs_memcpy+free/") + A::name + "/mixed").c_str(), BM_Mixed<A>);
+}
+
 }  // namespace
 }  // namespace zsm_bench
 
@@ -246,6 +256,12 @@ int main(int argc, char** argv) {
   register_malloc<glibc>();
   register_malloc<jemalloc>();
   register_malloc<tcmalloc>();
+#if ZSM_BENCH_WITH_PATCHED
+  register_malloc_zcopy<mimalloc_zcopy>();
+  register_malloc_zcopy<glibc_zcopy>();
+  register_malloc_zcopy<jemalloc_zcopy>();
+  register_malloc_zcopy<tcmalloc_zcopy>();
+#endif
 #endif
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
