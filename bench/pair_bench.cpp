@@ -12,7 +12,8 @@
 //   malloc+memcpy+free/<mimalloc|glibc|jemalloc|tcmalloc>/<size|mixed>  the baselines, same
 //                      pattern
 //   malloc+zs_memcpy+free/<mimalloc|glibc|jemalloc|tcmalloc>/<size|mixed>  the same with
-//                      zsm's copy in place of memcpy (the copy held equal)
+//                      zsm's copy in place of memcpy (the copy held equal; no tcmalloc/mixed,
+//                      see register_malloc_zcopy())
 //   zs_store+zs_free/<variant>/shared/<size>/threads:N  N threads on one pool (counters:
 //                      lock_waits and shard_moves per pair, from zs_pool_stats)
 //   zs_store+zs_free/<cached|uncached>/many/pools:N  one thread, N pools of kPerPoolLive
@@ -216,12 +217,17 @@ void register_malloc() {
   b->Arg(784)->Arg(2352)->Threads(1)->Threads(2)->UseRealTime();
 }
 
-// A baseline with zsm's copy: the sized and mixed pairs only.
+// A baseline with zsm's copy: the sized pairs, and the mixed ones where `mixed`.
+// tcmalloc's mixed pair with zsm's copy is left out: in this binary it crashes inside
+// gperftools 2.10's thread cache (ThreadCache::ReleaseToCentralCache, then tc_malloc, on the
+// benchmark's second run), which a standalone loop of the same calls, copy and link order does
+// not reproduce; the cause is not found yet (issue 35).
 template <typename A>
-void register_malloc_zcopy() {
+void register_malloc_zcopy(bool mixed = true) {
   register_sized<A>("malloc+zs_memcpy+free", BM_StoreFree<A>);
-  benchmark::RegisterBenchmark(
-      (std::string("malloc+zs_memcpy+free/") + A::name + "/mixed").c_str(), BM_Mixed<A>);
+  if (mixed)
+    benchmark::RegisterBenchmark(
+        (std::string("malloc+zs_memcpy+free/") + A::name + "/mixed").c_str(), BM_Mixed<A>);
 }
 
 }  // namespace
@@ -260,7 +266,7 @@ int main(int argc, char** argv) {
   register_malloc_zcopy<mimalloc_zcopy>();
   register_malloc_zcopy<glibc_zcopy>();
   register_malloc_zcopy<jemalloc_zcopy>();
-  register_malloc_zcopy<tcmalloc_zcopy>();
+  register_malloc_zcopy<tcmalloc_zcopy>(false);
 #endif
 #endif
   benchmark::Initialize(&argc, argv);

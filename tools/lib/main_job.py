@@ -172,6 +172,7 @@ def run_copy_bench(binary, out, full):
     reps, min_time = (9, 0.1) if full else (3, 0.02)
     return summarise(gbench.run(binary, [f"--benchmark_repetitions={reps}",
                                          f"--benchmark_min_time={min_time}",
+                                         "--benchmark_filter=/(memcpy|zsm)/",
                                          "--benchmark_enable_random_interleaving=true"], out))
 
 
