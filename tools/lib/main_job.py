@@ -269,9 +269,11 @@ def print_summary(bench, copy, counts, memory, kernel=False, flags=None):
         m = {a: mark(n) for a, n in names.items()}
         print(f"{s:>5} | " + " ".join(f"{t[a]:8.1f}{m[a]}" for a in zsm) + " | "
               + " ".join(f"{t[a]:8.1f}{m[a]}" for a in MALLOCS) + " | "
-              + " ".join(f"{t[a]:8.1f}{m[a]}" for a in held) + " | "
+              + " ".join(f"{t[a]:8.1f}{m[a]}" if names[a] in bench else f"{'-':>8} "
+                         for a in held) + " | "
               + " ".join(f"{t['cached'] / t[a]:6.2f}" for _, a in ratios) + " "
-              + " ".join(f"{t['cached'] / t[a + '=']:7.2f}" for _, a in ratios))
+              + " ".join(f"{t['cached'] / t[a + '=']:7.2f}" if names[a + "="] in bench
+                         else f"{'-':>7}" for _, a in ratios))
 
     print()
     print("Instructions per pair (callgrind): allocator only, without the copy (memcpy, zsm's "
