@@ -17,10 +17,12 @@
 // its page 38-55 ns (AMD EPYC, 5 repetitions each, loaded machine); copy_payload() took
 // 35-54 ns in both.
 //
-// Names: copy/<into|out>/<inpage|split>/<memcpy|zsm|sse2|avx2>/<size>; into = from the
-// caller's buffer into the page (a store), out = from the page into the caller's buffer (a
-// read's copy-out). zsm is copy_payload() as the pool calls it; sse2 and avx2 are its two
-// forms for sizes above 128 B, run alone (avx2 only where the CPU has it).
+// Names: copy/<into|out>/<inpage|split>/<memcpy|zsm|unaligned_sse2|aligned_sse2|
+// unaligned_avx2|aligned_avx2>/<size>; into = from the caller's buffer into the page (a store),
+// out = from the page into the caller's buffer (a read's copy-out). zsm is copy_payload() as
+// the pool calls it; the others are its two shapes above 128 B (a trip count of the length
+// alone, or stores aligned to the destination) in its two widths, run alone (avx2 only where
+// the CPU has it).
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -149,8 +151,12 @@ int main(int argc, char** argv) {
   register_copies("memcpy", libc_memcpy);
   register_copies("zsm", zp::copy_payload);
 #if defined(__x86_64__)
-  register_copies("sse2", zp::copy_payload_sse2);
-  if (zp::copy_payload_avx2_usable()) register_copies("avx2", zp::copy_payload_avx2);
+  register_copies("unaligned_sse2", zp::copy_payload_unaligned_sse2);
+  register_copies("aligned_sse2", zp::copy_payload_aligned_sse2);
+  if (zp::copy_payload_avx2_usable()) {
+    register_copies("unaligned_avx2", zp::copy_payload_unaligned_avx2);
+    register_copies("aligned_avx2", zp::copy_payload_aligned_avx2);
+  }
 #endif
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -18,6 +18,8 @@
 //   mimalloc, glibc,   allocation + memcpy + free through each allocator's own entry points:
 //   jemalloc, tcmalloc mi_malloc/mi_free, glibc's malloc/free (looked up by version, below),
 //                      mallocx/dallocx, tc_malloc/tc_free: what a user would pick instead.
+//   *_zcopy            each of those four with zsm's copy (copy_payload()) in place of
+//                      memcpy: the copy held equal, so that a ratio compares allocators alone.
 // Each trait has: name, Pool, create(), destroy(), store(), free().
 // zsm traits add: malloc(), write(), read_begin(), read_end(), total_pages(), compact(),
 // pool_stats().
@@ -44,6 +46,7 @@
 #include <cstring>
 
 #define ZSM_VARIANT_NS bench_patched
+#include "base/copy.h"
 #include "pool/pool.h"
 #undef ZSM_VARIANT_NS
 #define ZSM_VARIANT_NS bench_baseline
@@ -124,16 +127,27 @@ ZSM_BENCH_VARIANT(prof_outline_on, bench_prof_outline, kKernelPath, true, ZSM_BE
 #undef ZSM_BENCH_API
 #undef ZSM_BENCH_KERNEL_PATH
 
+// The copies a general-purpose allocator's store can use: the C library's memcpy, as a user's
+// code does, or zsm's own copy (the cached variant's copy_payload(), base/copy.h), so that a
+// pair is compared with the copy held equal.
+inline void copy_with_memcpy(void* dst, const void* src, size_t n) {
+  std::memcpy(dst, src, n);
+}
+inline void copy_with_zsm(void* dst, const void* src, size_t n) {
+  zsm::bench_patched::copy_payload(dst, src, n);
+}
+
 // A general-purpose allocator behind the same shape: the "pool" is a dummy, a handle is the
-// pointer, store is malloc + memcpy.
-template <void* (*Malloc)(size_t), void (*Free)(void*)>
+// pointer, store is malloc + the copy (memcpy unless `Copy` says otherwise).
+template <void* (*Malloc)(size_t), void (*Free)(void*),
+          void (*Copy)(void*, const void*, size_t) = copy_with_memcpy>
 struct MallocTraits {
   struct Pool {};
   static Pool* create(const zs_pool_config* = nullptr) { return new Pool; }
   static void destroy(Pool* p) { delete p; }
   static unsigned long store(Pool*, const void* src, size_t n) {
     void* mem = Malloc(n);
-    if (mem != nullptr) std::memcpy(mem, src, n);
+    if (mem != nullptr) Copy(mem, src, n);
     return reinterpret_cast<unsigned long>(mem);
   }
   static void free(Pool*, unsigned long h) { Free(reinterpret_cast<void*>(h)); }
@@ -180,6 +194,21 @@ struct jemalloc : MallocTraits<jemalloc_malloc, jemalloc_free> {
 
 // tc_malloc and tc_free are the same functions as tcmalloc's malloc and free (aliases).
 struct tcmalloc : MallocTraits<tc_malloc, tc_free> {
+  static constexpr const char* name = "tcmalloc";
+};
+
+// The same four with zsm's copy in place of memcpy ("copy held equal"): each runs under the
+// family malloc+zs_memcpy+free (bench/pair_bench.cpp) with its allocator's name.
+struct mimalloc_zcopy : MallocTraits<mi_malloc, mi_free, copy_with_zsm> {
+  static constexpr const char* name = "mimalloc";
+};
+struct glibc_zcopy : MallocTraits<glibc_malloc, glibc_free, copy_with_zsm> {
+  static constexpr const char* name = "glibc";
+};
+struct jemalloc_zcopy : MallocTraits<jemalloc_malloc, jemalloc_free, copy_with_zsm> {
+  static constexpr const char* name = "jemalloc";
+};
+struct tcmalloc_zcopy : MallocTraits<tc_malloc, tc_free, copy_with_zsm> {
   static constexpr const char* name = "tcmalloc";
 };
 

@@ -1,6 +1,8 @@
 // tests/zsm/copy_test.cpp: zsm's payload copy (zsm/src/base/copy.cpp) gives the bytes memcpy gives and
 // writes nothing outside [dst, dst + n). Every form is checked: copy_payload() as the pool
-// calls it and, on x86-64, its SSE2 and AVX2 forms alone (AVX2 where the CPU has it). Like
+// calls it and, on x86-64, its unaligned and destination-aligned shapes in their SSE2 and
+// AVX2 widths alone (AVX2 where the CPU has it), each at every length; and the copy the cached
+// store tail-calls (copy_payload_for_class()), with its flag and result. Like
 // profiling_off_test, this test links the core variant zsm::noprof and calls it directly.
 //
 // What is covered, for every form (alignment = address mod 64, of src and of dst):
@@ -24,6 +26,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -43,8 +46,12 @@ struct Form {
 std::vector<Form> forms() {
   std::vector<Form> f = {{"copy_payload", core::copy_payload}};
 #if defined(__x86_64__)
-  f.push_back({"sse2", core::copy_payload_sse2});
-  if (core::copy_payload_avx2_usable()) f.push_back({"avx2", core::copy_payload_avx2});
+  f.push_back({"unaligned_sse2", core::copy_payload_unaligned_sse2});
+  f.push_back({"aligned_sse2", core::copy_payload_aligned_sse2});
+  if (core::copy_payload_avx2_usable()) {
+    f.push_back({"unaligned_avx2", core::copy_payload_unaligned_avx2});
+    f.push_back({"aligned_avx2", core::copy_payload_aligned_avx2});
+  }
 #endif
   return f;
 }
@@ -180,6 +187,29 @@ TEST(Copy, AcrossAPageSplitAtEveryOffset) {
         bad = out.check(object);
         ASSERT_TRUE(bad.empty()) << f.name << " out of offset " << offset << " n=" << n << ": "
                                  << bad;
+      }
+    }
+  }
+}
+
+// The cached store's copy of each kind of class copies as copy_payload() does, then clears
+// its flag and returns its result.
+TEST(Copy, TheClassCopyCopiesThenClearsItsFlagAndReturnsItsResult) {
+  const std::vector<uint8_t> bytes = source_bytes(4096 + 128);
+  Destination d(4096);
+  for (size_t max_n : {size_t{48}, size_t{128}, core::kUnalignedUpTo, core::kUnalignedUpTo + 1,
+                       size_t{4096}}) {
+    core::CopyThenClear copy = core::copy_payload_for_class(max_n);
+    for (size_t n = 0; n <= max_n; n += 1 + n / 8) {
+      for (size_t da : {size_t{8}, size_t{24}, size_t{37}}) {
+        const uint8_t* src = aligned_source(bytes, n % 64);
+        std::atomic<uint32_t> flag{1};
+        unsigned long result = copy(d.prepare(da, n), src, n, &flag, 0x1234500 + n);
+        ASSERT_EQ(result, 0x1234500 + n) << "class of " << max_n << " n=" << n;
+        ASSERT_EQ(flag.load(), 0u) << "class of " << max_n << " n=" << n;
+        std::string bad = d.check(src);
+        ASSERT_TRUE(bad.empty()) << "class of " << max_n << " n=" << n << " dst%64=" << da
+                                 << ": " << bad;
       }
     }
   }

@@ -15,8 +15,10 @@ per-thread caches on), zsm on the kernel path (no cache, one shard) under both i
 policies (patched, baseline), the kernel's own 6.1 mm/zsmalloc.c (kernel: gcc-12, the
 kernel's flags, Debian's config; its pair is zs_malloc + zs_map_object/memcpy/zs_unmap_object
 + zs_free, in the same binaries, where linux-source-6.1 is installed), and mimalloc, glibc,
-jemalloc and tcmalloc (medians of the real time over the repetitions), with cached zsm over
-each of mimalloc, jemalloc and tcmalloc; instructions per pair for all of them; the copy
+jemalloc and tcmalloc (medians of the real time over the repetitions), each of those four
+again with zsm's copy in place of memcpy (the copy held equal), with cached zsm over each of
+mimalloc, jemalloc and tcmalloc, plain and with the copy held equal; instructions per pair
+for all of them (the baselines' memcpy as callgrind runs it: AVX2, never AVX-512); the copy
 alone per size and place; and the memory and thread-scaling figures. Every raw result is kept
 under --out.
 
@@ -52,6 +54,9 @@ ZSM = ("cached", "patched", "baseline")
 # zs_unmap_object + zs_free (6.1 has no zs_store()).
 KERNEL = "kernel"
 KERNEL_PAIR = "zs_malloc+zs_obj_write+zs_free"
+# The baselines with zsm's copy in place of memcpy (bench/variants.h, *_zcopy): the copy held
+# equal, so that a ratio compares the allocators alone.
+HELD_PAIR = "malloc+zs_memcpy+free"
 
 
 def has_kernel(count_binary):
@@ -167,6 +172,7 @@ def run_copy_bench(binary, out, full):
     reps, min_time = (9, 0.1) if full else (3, 0.02)
     return summarise(gbench.run(binary, [f"--benchmark_repetitions={reps}",
                                          f"--benchmark_min_time={min_time}",
+                                         "--benchmark_filter=/(memcpy|zsm)/",
                                          "--benchmark_enable_random_interleaving=true"], out))
 
 
@@ -203,7 +209,21 @@ def run_memory_bench(binary, out, full):
     return json.loads(text)
 
 
-def print_summary(bench, copy, counts, memory, kernel=False):
+def memcpy_note(flags):
+    """What the baselines' bracketed counts run: valgrind has no AVX-512, so under callgrind
+    glibc's memcpy takes its AVX2 form even where the CPU would run the AVX-512 one."""
+    native = ("an AVX-512 form (this CPU has avx512f; __memcpy_avx512_unaligned_erms on the "
+              "Intel Xeon and AMD EPYC VMs where that was checked with gdb)"
+              if flags.get("avx512f")
+              else "the same AVX2 form (this CPU has no avx512f)" if flags.get("avx2")
+              else "its SSE2 form")
+    return ("Note: valgrind has no AVX-512, so callgrind runs the baselines' memcpy in glibc's "
+            "AVX2 form (__memcpy_avx_unaligned_erms); natively they run " + native + ", "
+            "with fewer instructions: their bracketed counts overstate them. zsm's own copy "
+            "is the same code natively and under callgrind.")
+
+
+def print_summary(bench, copy, counts, memory, kernel=False, flags=None):
     def ns(name):
         return bench[name]["ns"] if name in bench else float("nan")
 
@@ -229,24 +249,36 @@ def print_summary(bench, copy, counts, memory, kernel=False):
     print("Paired store/free, steady state (live set of 1024 objects per size); "
           "ns per pair = median over repetitions; cached = default pool (per-thread caches), "
           "patched/baseline = kernel path (no cache, one shard); zsm/xx = cached over xx; "
+          "xx= = the baseline with zsm's copy in place of memcpy (the copy held equal: "
+          "malloc+zs_memcpy+free), zsm/xx= = cached over it; "
           f"~ = repetitions spread by more than {100 * NOISY:.0f} %"
           + ("; kernel = the kernel's own 6.1 mm/zsmalloc.c (gcc-12, kernel flags), "
              "zs_malloc + zs_map_object/memcpy/zs_unmap_object + zs_free" if kernel else ""))
+    held = [f"{a}=" for a in MALLOCS]
     hdr = (f"{'size':>5} | " + " ".join(f"{a:>9}" for a in zsm) + " | "
            + " ".join(f"{a:>9}" for a in MALLOCS) + " | "
-           + " ".join(f"{'zsm/' + short:>6}" for short, _ in ratios))
+           + " ".join(f"{a:>9}" for a in held) + " | "
+           + " ".join(f"{'zsm/' + short:>6}" for short, _ in ratios) + " "
+           + " ".join(f"{'zsm/' + short + '=':>7}" for short, _ in ratios))
     print(hdr)
     print("-" * len(hdr))
     for s in [*SIZES, "mixed"]:
-        t = {a: ns(pair_name(a, s)) for a in (*zsm, *MALLOCS)}
-        m = {a: mark(pair_name(a, s)) for a in (*zsm, *MALLOCS)}
+        names = {**{a: pair_name(a, s) for a in (*zsm, *MALLOCS)},
+                 **{f"{a}=": f"{HELD_PAIR}/{a}/{s}" for a in MALLOCS}}
+        t = {a: ns(n) for a, n in names.items()}
+        m = {a: mark(n) for a, n in names.items()}
         print(f"{s:>5} | " + " ".join(f"{t[a]:8.1f}{m[a]}" for a in zsm) + " | "
               + " ".join(f"{t[a]:8.1f}{m[a]}" for a in MALLOCS) + " | "
-              + " ".join(f"{t['cached'] / t[a]:6.2f}" for _, a in ratios))
+              + " ".join(f"{t[a]:8.1f}{m[a]}" if names[a] in bench else f"{'-':>8} "
+                         for a in held) + " | "
+              + " ".join(f"{t['cached'] / t[a]:6.2f}" for _, a in ratios) + " "
+              + " ".join(f"{t['cached'] / t[a + '=']:7.2f}" if names[a + "="] in bench
+                         else f"{'-':>7}" for _, a in ratios))
 
     print()
     print("Instructions per pair (callgrind): allocator only, without the copy (memcpy, zsm's "
           "copy_payload) and the benchmark loop; in brackets: with the copy and loop")
+    print(memcpy_note(flags or {}))
     hdr = f"{'size':>5} | " + " ".join(f"{a:>13}" for a in (*zsm, *MALLOCS))
     print(hdr)
     print("-" * len(hdr))
@@ -330,7 +362,7 @@ def main():
     print()
     print_machine(host, load_after)
     print_noise([bench, copy])
-    print_summary(bench, copy, counts, memory, kernel)
+    print_summary(bench, copy, counts, memory, kernel, host["flags"])
 
 
 if __name__ == "__main__":

@@ -68,6 +68,7 @@ ThreadCache* make_cache(ZsPool* pool) {
     auto* m = new (&tc->magazine_at(shard.magazine_offset)) Magazine;
     m->capacity = shard.magazine_capacity;
     m->geom = shard.geom;
+    m->copy = copy_payload_for_class(obj_capacity(&shard));
   }
   tc->pool_key.store(reinterpret_cast<uintptr_t>(pool), std::memory_order_relaxed);
   return tc;

@@ -69,6 +69,7 @@
 #include <cstdint>
 
 #include "base/compiler.h"
+#include "base/copy.h"
 #include "zspage/obj.h"
 #include "zspage/types.h"
 
@@ -97,6 +98,8 @@ struct alignas(8) Magazine {
   std::atomic<uint32_t> count{0};
   uint32_t capacity = 0;
   ClassGeometry geom;  // the class's, for the store's header and payload
+  // The store's copy for the class's payloads (base/copy.h), which also ends its fast path.
+  CopyThenClear copy = nullptr;
 
   unsigned long* handles() { return reinterpret_cast<unsigned long*>(this + 1); }
   // The magazine after this one in its cache.

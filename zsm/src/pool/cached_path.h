@@ -62,9 +62,9 @@ ZSM_ALWAYS_INLINE unsigned long alloc_from_cache(ZsPool* pool, ThreadCache* tc, 
   char* const* pages = obj_to_zspage(obj)->pages() + (start >> magazine.geom.page_shift);
   size_t offset = start & magazine.geom.page_mask;
   *reinterpret_cast<unsigned long*>(pages[0] + offset) = make_header(handle, size);
-  fill.into_pages(magazine.geom.page_mask, pages, offset + kHandleSize);
-  leave_fast_path(tc);
-  return handle;
+  // The copy leaves the fast path after it (leave_fast_path()) and returns the handle.
+  return fill.into_pages_then_clear(magazine.copy, magazine.geom.page_mask, pages,
+                                    offset + kHandleSize, &tc->in_fast, handle);
 }
 
 // A store whose thread's last cache is not the pool's: its cache for the pool, found or

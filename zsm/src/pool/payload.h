@@ -7,6 +7,7 @@
 #error "pool/payload.h belongs to pool/object_api.cpp's translation unit only"
 #endif
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -54,16 +55,22 @@ static ZSM_WRITE_HELPER void obj_write(ClassGeometry g, unsigned long obj, const
   obj_write(g, obj, loc.page + loc.offset, src, len);
 }
 
-// Copies `len` bytes to offset `offset` of pages[0], where `first` of them fit, and the rest
-// to the start of pages[1]. Out of line, so that the cached store, whose payloads mostly fit
-// in one page, keeps no registers for two copies; its parameters come in the order the
-// store has them in registers. The rest is copied first, so that the copy into pages[0]
-// ends it as a tail call.
-ZSM_OFF_FAST_PATH void copy_across_pages(char* const* pages, const void* src, size_t len,
-                                         size_t first, size_t offset) {
-  char* payload = pages[0] + offset;
-  copy_payload(pages[1], static_cast<const char*>(src) + first, len - first);
+// The cached store's copy of a payload at `payload` whose first `first` bytes fit in its page
+// and whose rest goes to the start of `next_page`; then `in_fast` cleared (the store leaves
+// its fast path) and the handle returned, read back from the object's header, which the
+// store wrote just before the payload: with six arguments, the store tail-calls it and keeps
+// no stack frame for this path either. The rest is copied first, so that the copy into the
+// payload's page needs nothing kept from before it.
+ZSM_OFF_FAST_PATH unsigned long copy_across_pages_then_clear(char* payload, char* next_page,
+                                                             const void* src, size_t len,
+                                                             size_t first,
+                                                             std::atomic<uint32_t>* in_fast) {
+  copy_payload(next_page, static_cast<const char*>(src) + first, len - first);
   copy_payload(payload, src, first);
+  const auto* header = reinterpret_cast<const unsigned long*>(payload - kHandleSize);
+  unsigned long handle = header_to_handle(*header);
+  in_fast->store(0, std::memory_order_release);
+  return handle;
 }
 
 // zs_store()'s fill: the copy, inlined like the rest of its body, so that what the store
@@ -75,13 +82,18 @@ struct CopyFill {
   ZSM_ALWAYS_INLINE void operator()(ClassGeometry geom, unsigned long obj, char* payload) const {
     obj_write(geom, obj, payload, src, size);
   }
-  // The cached store's copy: the payload starts at `offset` in pages[0] and may run on
-  // into pages[1] (it starts at least 8 bytes before the page ends).
-  ZSM_ALWAYS_INLINE void into_pages(uint32_t page_mask, char* const* pages, size_t offset) const {
+  // The cached store's copy, which also ends its fast path (clears `in_fast`) and returns
+  // `handle`: the payload starts at `offset` in pages[0] and may run on into pages[1] (it
+  // starts at least 8 bytes before the page ends). The copy in one page is the class's own
+  // (`copy`, chosen when the magazine was set up), tail-called.
+  ZSM_ALWAYS_INLINE unsigned long into_pages_then_clear(CopyThenClear copy, uint32_t page_mask,
+                                                        char* const* pages, size_t offset,
+                                                        std::atomic<uint32_t>* in_fast,
+                                                        unsigned long handle) const {
     if (ZSM_LIKELY(offset + size <= size_t{page_mask} + 1))
-      copy_payload(pages[0] + offset, src, size);
-    else
-      copy_across_pages(pages, src, size, size_t{page_mask} + 1 - offset, offset);
+      return copy(pages[0] + offset, src, size, in_fast, handle);
+    return copy_across_pages_then_clear(pages[0] + offset, pages[1], src, size,
+                                        size_t{page_mask} + 1 - offset, in_fast);
   }
 };
 
@@ -89,7 +101,12 @@ struct CopyFill {
 struct NoFill {
   [[nodiscard]] bool valid() const { return true; }
   void operator()(ClassGeometry, unsigned long, char*) const {}
-  void into_pages(uint32_t, char* const*, size_t) const {}
+  ZSM_ALWAYS_INLINE unsigned long into_pages_then_clear(CopyThenClear, uint32_t, char* const*,
+                                                        size_t, std::atomic<uint32_t>* in_fast,
+                                                        unsigned long handle) const {
+    in_fast->store(0, std::memory_order_release);
+    return handle;
+  }
 };
 
 }  // namespace
