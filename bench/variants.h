@@ -32,12 +32,16 @@
 // trait calls its allocator's own exported functions (mi_malloc, mallocx, tc_malloc, glibc's
 // malloc by version), which no other library defines, so who serves the process's malloc
 // changes nothing in the measured calls. bench/allocator_check.cpp checks both for real.
+// ZSM_BENCH_ZSM_ONLY (a cross build, bench/CMakeLists.txt's ZSM_POOL_ONLY): the zsm traits
+// alone, without the general-purpose allocators.
 #pragma once
 
+#if !ZSM_BENCH_ZSM_ONLY
 #include <dlfcn.h>
 #include <gperftools/tcmalloc.h>
 #include <jemalloc/jemalloc.h>
 #include <mimalloc.h>
+#endif
 
 #include <cstddef>
 #include <cstdlib>
@@ -124,6 +128,7 @@ ZSM_BENCH_VARIANT(prof_outline_on, bench_prof_outline, kKernelPath, true, ZSM_BE
 #undef ZSM_BENCH_API
 #undef ZSM_BENCH_KERNEL_PATH
 
+#if !ZSM_BENCH_ZSM_ONLY
 // A general-purpose allocator behind the same shape: the "pool" is a dummy, a handle is the
 // pointer, store is malloc + memcpy.
 template <void* (*Malloc)(size_t), void (*Free)(void*)>
@@ -182,5 +187,6 @@ struct jemalloc : MallocTraits<jemalloc_malloc, jemalloc_free> {
 struct tcmalloc : MallocTraits<tc_malloc, tc_free> {
   static constexpr const char* name = "tcmalloc";
 };
+#endif  // !ZSM_BENCH_ZSM_ONLY
 
 }  // namespace zsm_bench
