@@ -9,7 +9,7 @@
 //              where linux-source-6.1 is installed)
 //   family:    store   (zs_store + zs_free; malloc + memcpy + free for the baselines)
 //              write   (zs_malloc + zs_obj_write + zs_free; zsm only)
-// Outside valgrind it just runs the loop (a smoke test).
+// Outside a counter it just runs the loop (a smoke test).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>

@@ -103,6 +103,15 @@ ARM64_TARGET = "aarch64-linux-gnu"
 ARM64_COMPILERS = {"gcc": ("aarch64-linux-gnu-gcc-12", "aarch64-linux-gnu-g++-12"),
                    "clang": ("clang-19", "clang++-19"), "clang22": ("clang-22", "clang++-22")}
 ARM64_BINUTILS = "aarch64-linux-gnu-"
+# What an arm64 run needs, per compiler key (None: every run), as (program, Debian package).
+ARM64_TOOLS = {None: [("qemu-aarch64", "qemu-user"),
+                      ("aarch64-linux-gnu-objdump", "binutils-aarch64-linux-gnu"),
+                      ("/usr/aarch64-linux-gnu/lib/libc.a", "libc6-dev-arm64-cross"),
+                      ("clang-22", "clang-22")],  # qemu_count builds its known loop with it
+               "gcc": [("aarch64-linux-gnu-g++-12", "g++-aarch64-linux-gnu")],
+               "clang": [("clang++-19", "clang-19"), ("/usr/lib/llvm-19/bin/ld.lld", "lld-19")],
+               "clang22": [("clang++-22", "clang-22"),
+                           ("/usr/lib/llvm-22/bin/ld.lld", "lld-22")]}
 
 
 class Progress:
@@ -396,8 +405,21 @@ def header_arm64(args, method):
     return [line for line in lines if not line.startswith("QUICK RUN")]
 
 
+def missing_arm64_tool(compilers):
+    """'PROGRAM (Debian package PACKAGE)' for the first tool an arm64 run of these compilers
+    lacks, or None."""
+    for key in (None, *compilers):
+        for tool, package in ARM64_TOOLS[key]:
+            if not (os.path.exists(tool) if tool.startswith("/") else shutil.which(tool)):
+                return f"{tool} (Debian package {package})"
+    return None
+
+
 def ab_arm64(args, progress):
     """The A/B cross-compiled for arm64 and counted under qemu (no time, no plot)."""
+    missing = missing_arm64_tool(args.compilers)
+    if missing:
+        sys.exit(f"[ab] --arch arm64 needs {missing}: tools/run-ab.sh installs it")
     try:
         tools = os.path.join(args.out, "qemu")
         method = qemu_count.check_method(tools)
