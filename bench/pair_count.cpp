@@ -1,20 +1,21 @@
 // zsm_pair_count: runs a fixed number of steady-state pairs (live_set.h) of one family, size
-// and allocator, with callgrind collecting only around the measured loop. Run it under
+// and allocator, with the counter collecting only around the measured loop
+// (count_markers.h). Run it under
 //   valgrind --tool=callgrind --instr-atstart=no zsm_pair_count <allocator> <family> <size> <pairs>
-// (tools/lib/count_pairs.py does, for every size and allocator, and divides by <pairs>).
+// (tools/lib/count_pairs.py does, for every size and allocator, and divides by <pairs>), or,
+// built for arm64 with ZSM_BENCH_ZSM_ONLY (zsm's variants alone), under tools/lib/qemu_count.py.
 //   allocator: cached | cached_baseline | patched | baseline | mimalloc | glibc | jemalloc | tcmalloc | hardened
 //              | prof_{inline,outline}_{off,on} | kernel (the kernel's own 6.1 zsmalloc, write only,
 //              where linux-source-6.1 is installed)
 //   family:    store   (zs_store + zs_free; malloc + memcpy + free for the baselines)
 //              write   (zs_malloc + zs_obj_write + zs_free; zsm only)
-// Outside valgrind it just runs the loop (a smoke test).
-#include <valgrind/callgrind.h>
-
+// Outside a counter it just runs the loop (a smoke test).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "count_markers.h"
 #include "live_set.h"
 #include "pair_loops.h"
 #include "variants.h"
@@ -33,8 +34,7 @@ int run(const std::string& family, size_t size, long pairs) {
     LiveSet<A> live(pool, size);
     // Warm up: one pass over the live set, outside the measurement.
     store_pairs(live, size, static_cast<long>(kLiveObjects));
-    CALLGRIND_ZERO_STATS;
-    CALLGRIND_START_INSTRUMENTATION;
+    ZSM_COUNT_START();
     if (family == "store") {
       store_pairs(live, size, pairs);
     } else if constexpr (requires { A::malloc(pool, size); }) {
@@ -43,7 +43,7 @@ int run(const std::string& family, size_t size, long pairs) {
     } else {
       rc = 2;
     }
-    CALLGRIND_STOP_INSTRUMENTATION;
+    ZSM_COUNT_STOP();
     if (rc == 0 && !live.all_stored()) rc = 1;
   }
   A::destroy(pool);
@@ -93,10 +93,12 @@ int main(int argc, char** argv) {
     rc = family == "write" ? run<kzs::kernel>(family, size, pairs) : 2;
   }
 #endif
+#if !ZSM_BENCH_ZSM_ONLY
   if (allocator == "mimalloc") rc = run<mimalloc>(family, size, pairs);
   if (allocator == "glibc") rc = run<glibc>(family, size, pairs);
   if (allocator == "jemalloc") rc = run<jemalloc>(family, size, pairs);
   if (allocator == "tcmalloc") rc = run<tcmalloc>(family, size, pairs);
+#endif
   if (rc == 2) std::fprintf(stderr, "unknown allocator or family: %s %s\n", argv[1], argv[2]);
   if (rc == 1) std::fprintf(stderr, "a store failed\n");
   return rc;

@@ -34,12 +34,16 @@
 // trait calls its allocator's own exported functions (mi_malloc, mallocx, tc_malloc, glibc's
 // malloc by version), which no other library defines, so who serves the process's malloc
 // changes nothing in the measured calls. bench/allocator_check.cpp checks both for real.
+// ZSM_BENCH_ZSM_ONLY (a cross build, bench/CMakeLists.txt's ZSM_POOL_ONLY): the zsm traits
+// alone, without the general-purpose allocators.
 #pragma once
 
+#if !ZSM_BENCH_ZSM_ONLY
 #include <dlfcn.h>
 #include <gperftools/tcmalloc.h>
 #include <jemalloc/jemalloc.h>
 #include <mimalloc.h>
+#endif
 
 #include <cstddef>
 #include <cstdlib>
@@ -137,6 +141,7 @@ inline void copy_with_zsm(void* dst, const void* src, size_t n) {
   zsm::bench_patched::copy_payload(dst, src, n);
 }
 
+#if !ZSM_BENCH_ZSM_ONLY
 // A general-purpose allocator behind the same shape: the "pool" is a dummy, a handle is the
 // pointer, store is malloc + the copy (memcpy unless `Copy` says otherwise).
 template <void* (*Malloc)(size_t), void (*Free)(void*),
@@ -211,5 +216,6 @@ struct jemalloc_zcopy : MallocTraits<jemalloc_malloc, jemalloc_free, copy_with_z
 struct tcmalloc_zcopy : MallocTraits<tc_malloc, tc_free, copy_with_zsm> {
   static constexpr const char* name = "tcmalloc";
 };
+#endif  // !ZSM_BENCH_ZSM_ONLY
 
 }  // namespace zsm_bench

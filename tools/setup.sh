@@ -23,8 +23,9 @@ packages=(
   clang-22 llvm-22 libclang-rt-22-dev  # the A/B's third compiler, the mail's (bookworm-security)
   linux-source-6.1  # the kernel's own mm/zsmalloc.c (tools/run-kernel-ab.sh, kernel_diff_test)
   # arm64: the cross compilers and C/C++ libraries, and qemu-user to run and count what they
-  # build (tools/run-kernel-ab.sh --arch arm64, tools/lib/qemu_count.py)
-  qemu-user gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross
+  # build (tools/run-kernel-ab.sh --arch arm64, tools/lib/qemu_count.py); each clang's own lld
+  # links zsm's arm64 driver (tools/run-ab.sh --arch arm64: -fuse-ld=lld)
+  qemu-user gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross lld-19 lld-22
 )
 
 install_missing() {
@@ -81,6 +82,8 @@ check_prerequisites() {
   need g++-aarch64-linux-gnu aarch64-linux-gnu-g++-12
   need binutils-aarch64-linux-gnu aarch64-linux-gnu-objdump
   need libc6-dev-arm64-cross /usr/aarch64-linux-gnu/lib/libc.a
+  need lld-19 /usr/lib/llvm-19/bin/ld.lld
+  need lld-22 /usr/lib/llvm-22/bin/ld.lld
   need libgtest-dev /usr/lib/x86_64-linux-gnu/cmake/GTest/GTestConfig.cmake
   need libgmock-dev /usr/include/gmock/gmock.h
   need libbenchmark-dev /usr/lib/x86_64-linux-gnu/cmake/benchmark/benchmarkConfig.cmake
@@ -102,6 +105,7 @@ check_prerequisites() {
   links clang++-22 libclang-rt-22-dev -fprofile-instr-generate  # tools/run-ab.sh --pgo
   links clang++-22 "libc6-dev-arm64-cross and g++-aarch64-linux-gnu (arm64's C and C++ libraries)" \
     --target=aarch64-linux-gnu -static
+  links clang++-22 lld-22 --target=aarch64-linux-gnu -static -fuse-ld=lld  # tools/run-ab.sh --arch arm64
   ((failed == 0))
 }
 

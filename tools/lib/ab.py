@@ -35,15 +35,25 @@ Benchmark and callgrind JSON under <compiler>/<O2|pgo>-results/.
 --write-golden instead builds only the combined binaries and writes the golden fast-path
 counts (tools/lib/golden.py) for each compiler.
 
+--arch arm64 cross-compiles the same A/B for arm64 (Debian's aarch64-linux-gnu-g++-12, and
+clang++-19/-22 --target=aarch64-linux-gnu linked by their own lld) and counts it under
+qemu-aarch64 (tools/lib/qemu_count.py, whose method is checked on a loop of known length first
+and named in the header): only the pool library and zsm_pair_count, linked static
+(ZSM_POOL_ONLY: no compressor, Google Benchmark or valgrind for arm64), one binary per
+compiler, instructions and code sizes (aarch64 binutils); no time, since emulated time means
+nothing. Output in build/ab-arm64/ unless --out says otherwise.
+
 The pool is the kernel path (POOL below); the same instruction counts are also taken on the
 default pool, per-thread caches on (cached, cached_baseline), and reported apart: they show
 how much of the inlining question the caches leave.
 
-Usage: ab.py [--compilers gcc,clang,clang22] [--pgo] [--cxxflags FLAGS] [--patched-defs DEF]...
-             [--baseline-defs DEF]... [--sizes 384,...] [--quick] [--out DIR]
+Usage: ab.py [--arch x86_64|arm64] [--compilers gcc,clang,clang22] [--pgo] [--cxxflags FLAGS]
+             [--patched-defs DEF]... [--baseline-defs DEF]... [--sizes 384,...] [--quick]
+             [--out DIR]
        ab.py --write-golden [--compilers gcc,clang,clang22] [--golden FILE]
 """
 import argparse
+import concurrent.futures
 import dataclasses
 import glob
 import json
@@ -62,6 +72,7 @@ import cli_args  # noqa: E402
 import count_pairs  # noqa: E402
 import gbench  # noqa: E402
 import golden  # noqa: E402
+import qemu_count  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BASE_FLAGS = "-O2 -g -DNDEBUG"
@@ -85,6 +96,22 @@ POOL = ("the kernel path: pools with ZS_POOL_NO_THREAD_CACHE and nr_shards = 1 (
         "called directly")
 KINDS = ("combined", "patched", "baseline")
 JOBS = os.cpu_count() or 1
+ARCHES = ("x86_64", "arm64")
+# arm64: (C, C++ compiler) per key of COMPILERS, and the target the clangs are given; the clangs
+# link with their own lld (lld-19, lld-22), the cross gcc with its binutils' ld.
+ARM64_TARGET = "aarch64-linux-gnu"
+ARM64_COMPILERS = {"gcc": ("aarch64-linux-gnu-gcc-12", "aarch64-linux-gnu-g++-12"),
+                   "clang": ("clang-19", "clang++-19"), "clang22": ("clang-22", "clang++-22")}
+ARM64_BINUTILS = "aarch64-linux-gnu-"
+# What an arm64 run needs, per compiler key (None: every run), as (program, Debian package).
+ARM64_TOOLS = {None: [("qemu-aarch64", "qemu-user"),
+                      ("aarch64-linux-gnu-objdump", "binutils-aarch64-linux-gnu"),
+                      ("/usr/aarch64-linux-gnu/lib/libc.a", "libc6-dev-arm64-cross"),
+                      ("clang-22", "clang-22")],  # qemu_count builds its known loop with it
+               "gcc": [("aarch64-linux-gnu-g++-12", "g++-aarch64-linux-gnu")],
+               "clang": [("clang++-19", "clang-19"), ("/usr/lib/llvm-19/bin/ld.lld", "lld-19")],
+               "clang22": [("clang++-22", "clang-22"),
+                           ("/usr/lib/llvm-22/bin/ld.lld", "lld-22")]}
 
 
 class Progress:
@@ -105,6 +132,7 @@ class Build:
     compiler: str  # a key of COMPILERS
     pgo: bool
     kind: str  # a member of KINDS
+    arch: str = "x86_64"  # a member of ARCHES
 
     def dir(self, out):
         return os.path.join(out, self.compiler, f"{'pgo' if self.pgo else 'O2'}-{self.kind}")
@@ -113,11 +141,15 @@ class Build:
         return list(ab_analysis.VARIANTS) if self.kind == "combined" else [self.kind]
 
     def targets(self):
+        if self.arch == "arm64":
+            return ["zsm_pair_count"]
         return ["zsm_pair_bench", "zsm_pair_count"] if self.kind == "combined" \
             else ["zsm_pair_bench"]
 
     def name(self):
         kind = "combined" if self.kind == "combined" else f"separate:{self.kind}"
+        if self.arch == "arm64":
+            return f"{ARM64_COMPILERS[self.compiler][1]} arm64 {kind}"
         return f"{COMPILERS[self.compiler].cxx}{' +PGO' if self.pgo else ''} {kind}"
 
 
@@ -140,13 +172,29 @@ def build_flags(compiler, args):
     return " ".join(f for f in (BASE_FLAGS, COMPILERS[compiler].debug_flag, args.cxxflags) if f)
 
 
+def compiler_args(build):
+    """The CMake arguments that choose the compilers: the host's, or for arm64 the cross build
+    of the pool library and zsm_pair_count alone (ZSM_POOL_ONLY), linked static."""
+    if build.arch == "x86_64":
+        return [f"-DCMAKE_C_COMPILER={COMPILERS[build.compiler].cc}",
+                f"-DCMAKE_CXX_COMPILER={COMPILERS[build.compiler].cxx}"]
+    cc, cxx = ARM64_COMPILERS[build.compiler]
+    cross = ["-DCMAKE_SYSTEM_NAME=Linux", "-DCMAKE_SYSTEM_PROCESSOR=aarch64",
+             f"-DCMAKE_C_COMPILER={cc}", f"-DCMAKE_CXX_COMPILER={cxx}", "-DZSM_POOL_ONLY=ON",
+             "-DZSM_BUILD_SHARED=OFF"]
+    if build.compiler != "gcc":
+        cross += [f"-DCMAKE_C_COMPILER_TARGET={ARM64_TARGET}",
+                  f"-DCMAKE_CXX_COMPILER_TARGET={ARM64_TARGET}",
+                  "-DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld"]
+    return cross
+
+
 def cmake_build(build, args, extra_flags, targets):
     d = build.dir(args.out)
-    cc, cxx = COMPILERS[build.compiler].cc, COMPILERS[build.compiler].cxx
     flags = " ".join([build_flags(build.compiler, args), extra_flags]).strip()
     log = d + ".log"
     run_logged(["cmake", "-S", ROOT, "-B", d, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=None",
-                f"-DCMAKE_C_COMPILER={cc}", f"-DCMAKE_CXX_COMPILER={cxx}",
+                *compiler_args(build),
                 f"-DCMAKE_CXX_FLAGS={flags}",
                 "-DZSM_BUILD_TESTS=OFF", "-DZSM_BUILD_TOOLS=OFF", "-DZSM_BENCH_OVERHEAD=OFF",
                 f"-DZSM_BENCH_VARIANTS={';'.join(build.variants())}",
@@ -216,6 +264,18 @@ def count_instructions(binary, sizes, pairs, out_json):
     return results
 
 
+def count_instructions_arm64(binary, sizes, pairs, out_json, counter):
+    """count_instructions() under qemu-aarch64 (qemu_count.pair_counts(), the same split as
+    callgrind's), `JOBS` runs at a time, in count_pairs.count()'s order."""
+    variants = (*ab_analysis.VARIANTS, *ab_analysis.CACHED_VARIANTS.values())
+    runs = [(a, f, s) for a in variants for f in count_pairs.ALL[a] for s in sizes]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=JOBS) as pool:
+        results = list(pool.map(lambda r: qemu_count.pair_counts(counter, binary, *r, pairs),
+                                runs))
+    count_pairs.save(out_json, pairs, results)
+    return results
+
+
 def run_bench(binary, variants, args, repetitions, out_json):
     """One zsm_pair_bench run of the measured benchmarks; their samples."""
     flags = [f"--benchmark_filter={bench_filter(variants, args.sizes)}",
@@ -255,7 +315,8 @@ def code(binary, functions, binutils_prefix=""):
 def config_label(compiler_id, version, pgo, args):
     name = {"GNU": "g++", "Clang": "clang"}.get(compiler_id, compiler_id)
     extra = f" {args.cxxflags}" if args.cxxflags else ""
-    return f"{name} {version} -O2{extra}{' +PGO' if pgo else ''}"
+    arch = ", arm64" if args.arch == "arm64" else ""
+    return f"{name} {version} -O2{extra}{' +PGO' if pgo else ''}{arch}"
 
 
 def measure_config(compiler, pgo, args, progress):
@@ -279,6 +340,28 @@ def measure_config(compiler, pgo, args, progress):
            "time": {"one_binary": one, "separate": separate}}
     return {"label": label, "compiler": compiler, "compiler_id": cid, "version": version,
             "pgo": pgo, "flags": build_flags(compiler, args), "raw": raw,
+            "summary": ab_analysis.summarize(raw, args.sizes, args.functions, args.helpers)}
+
+
+def measure_config_arm64(compiler, args, progress, counter):
+    """measure_config() for arm64: instructions under qemu and code sizes, no time."""
+    d = Build(compiler, False, "combined", "arm64").dir(args.out)
+    cid, version = compiler_of(d)
+    label = config_label(cid, version, False, args)
+    results = os.path.join(args.out, compiler, "O2-results")
+    os.makedirs(results, exist_ok=True)
+    binary = os.path.join(d, "bench", "zsm_pair_count")
+    progress(f"{label}: qemu-aarch64, {8 * len(args.sizes)} runs")
+    try:
+        instructions = count_instructions_arm64(binary, args.sizes, args.pairs,
+                                                os.path.join(results, "instructions.json"),
+                                                counter)
+    except qemu_count.CountError as e:
+        sys.exit(f"[ab] failed: {e}")
+    symbols, callees = code(binary, args.functions, ARM64_BINUTILS)
+    raw = {"instructions": instructions, "symbols": symbols, "callees": callees, "time": None}
+    return {"label": label, "compiler": compiler, "compiler_id": cid, "version": version,
+            "pgo": False, "arch": "arm64", "flags": build_flags(compiler, args), "raw": raw,
             "summary": ab_analysis.summarize(raw, args.sizes, args.functions, args.helpers)}
 
 
@@ -309,6 +392,56 @@ def header(args):
     if args.quick:
         lines.append("QUICK RUN: too few repetitions for any conclusion about time")
     return lines
+
+
+def header_arm64(args, method):
+    """header() for arm64: where it ran, the counting method and its check, no time."""
+    lines = header(args)
+    lines[0] = lines[0].replace(f"on {platform.machine()}, ",
+                                f"on arm64, cross-compiled and run under qemu-aarch64 on "
+                                f"{platform.machine()}, ", 1)
+    lines[2] = (f"instructions: qemu-aarch64 -singlestep -d nochain,exec, {args.pairs} pairs "
+                f"({method}); time: not reported, emulated time means nothing")
+    return [line for line in lines if not line.startswith("QUICK RUN")]
+
+
+def missing_arm64_tool(compilers):
+    """'PROGRAM (Debian package PACKAGE)' for the first tool an arm64 run of these compilers
+    lacks, or None."""
+    for key in (None, *compilers):
+        for tool, package in ARM64_TOOLS[key]:
+            if not (os.path.exists(tool) if tool.startswith("/") else shutil.which(tool)):
+                return f"{tool} (Debian package {package})"
+    return None
+
+
+def ab_arm64(args, progress):
+    """The A/B cross-compiled for arm64 and counted under qemu (no time, no plot)."""
+    missing = missing_arm64_tool(args.compilers)
+    if missing:
+        sys.exit(f"[ab] --arch arm64 needs {missing}: tools/run-ab.sh installs it")
+    try:
+        tools = os.path.join(args.out, "qemu")
+        method = qemu_count.check_method(tools)
+        counter = qemu_count.trace_counter(tools)
+    except qemu_count.CountError as e:
+        sys.exit(f"[ab] failed: {e}")
+    progress(method)
+    build_all([Build(c, False, "combined", "arm64") for c in args.compilers], args, progress)
+    configs = [measure_config_arm64(c, args, progress, counter) for c in args.compilers]
+    progress("report")
+    head = header_arm64(args, method)
+    settings = {k: v for k, v in vars(args).items() if k != "write_golden"}
+    with open(os.path.join(args.out, "results.json"), "w") as fh:
+        json.dump({"header": head, "settings": settings, "configs": configs}, fh, indent=1)
+    with open(os.path.join(args.out, "results.md"), "w") as fh:
+        fh.write(ab_report.mail_comparison(configs) + "\n" + ab_report.markdown(configs))
+    text = "\n".join(head) + "\n\n" + ab_report.report(configs) + \
+        f"\nraw figures: {args.out}/results.json; table: results.md; " \
+        f"{progress.elapsed():.0f} s in all\n"
+    with open(os.path.join(args.out, "ab.txt"), "w") as fh:
+        fh.write(text)
+    print(text)
 
 
 def ab(args, progress):
@@ -394,6 +527,9 @@ def output_dir(ap, path):
 def parse_args(argv=None):
     ap = cli_args.OneLineParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--arch", default="x86_64", choices=ARCHES,
+                    help="x86_64 (native: callgrind and time) or arm64 (cross-compiled, counted "
+                         "under qemu-aarch64, no time)")
     ap.add_argument("--compilers", default=",".join(COMPILERS),
                     help=f"any of {', '.join(COMPILERS)} (default: all)")
     ap.add_argument("--pgo", action="store_true", help="add a PGO build per compiler")
@@ -409,7 +545,8 @@ def parse_args(argv=None):
     ap.add_argument("--helpers", default="obj_malloc,obj_free,obj_write,alloc_zspage",
                     help="helpers reported when they have an out-of-line copy")
     add_run_arguments(ap)
-    ap.add_argument("--out", default=os.path.join(ROOT, "build", "ab"))
+    ap.add_argument("--out", help="results and builds (default build/ab, with --arch arm64 "
+                                  "build/ab-arm64)")
     ap.add_argument("--write-golden", action="store_true",
                     help="write the golden fast-path counts instead of the A/B")
     ap.add_argument("--golden", default=os.path.join(ROOT, "bench", "golden", "fast_path.json"))
@@ -419,7 +556,14 @@ def parse_args(argv=None):
     args.compilers = name_list(ap, "--compilers", args.compilers, list(COMPILERS))
     args.functions = args.functions.split(",")
     args.helpers = args.helpers.split(",")
-    args.out = output_dir(ap, args.out)
+    if args.arch == "arm64" and args.pgo:
+        ap.error("--pgo with --arch arm64 is not supported: Debian 12 packages clang's profile "
+                 "runtime for x86-64 only (tools/run-kernel-ab.sh --arch arm64 --pgo trains "
+                 "on x86-64)")
+    if args.arch == "arm64" and args.write_golden:
+        ap.error("--write-golden records x86-64 callgrind counts: not with --arch arm64")
+    args.out = output_dir(ap, args.out or os.path.join(
+        ROOT, "build", "ab" if args.arch == "x86_64" else "ab-arm64"))
     if args.write_golden and os.path.isdir(args.golden):
         ap.error(f"--golden {args.golden}: is a folder, not a file")
     return args
@@ -430,6 +574,8 @@ def main():
     progress = Progress()
     if args.write_golden:
         write_golden(args, progress)
+    elif args.arch == "arm64":
+        ab_arm64(args, progress)
     else:
         ab(args, progress)
 
