@@ -15,7 +15,10 @@
 #include <cstring>
 #include <string>
 
+#include <zsm/version.h>
+
 #include "count_markers.h"
+#include "driver_args.h"
 #include "live_set.h"
 #include "pair_loops.h"
 #include "variants.h"
@@ -55,20 +58,23 @@ int run(const std::string& family, size_t size, long pairs) {
 
 int main(int argc, char** argv) {
   using namespace zsm_bench;
+  const char* usage =
+      "cached|cached_baseline|patched|baseline|mimalloc|glibc|jemalloc|tcmalloc|hardened|"
+      "prof_{inline,outline}_{off,on} store|write SIZE PAIRS";
+  if (zsm_driver::answered_help_or_version(argc, argv, usage,
+                                           "zsm_pair_count " ZSM_VERSION_STRING))
+    return 0;
   if (argc != 5) {
-    std::fprintf(stderr,
-                 "usage: %s cached|cached_baseline|patched|baseline|mimalloc|glibc|jemalloc|tcmalloc|hardened|"
-                 "prof_{inline,outline}_{off,on} store|write SIZE PAIRS\n",
-                 argv[0]);
+    std::fprintf(stderr, "usage: %s %s\n", argv[0], usage);
     return 2;
   }
   std::string allocator = argv[1], family = argv[2];
-  size_t size = std::strtoul(argv[3], nullptr, 10);
-  long pairs = std::strtol(argv[4], nullptr, 10);
-  if (size == 0 || size > 4096 || pairs <= 0) {
-    std::fprintf(stderr, "size must be 1..4096 and pairs positive\n");
+  uint64_t size_arg = 0, pairs_arg = 0;
+  if (!zsm_driver::parse_count(argv[3], "SIZE", 1, 4096, size_arg) ||
+      !zsm_driver::parse_count(argv[4], "PAIRS", 1, uint64_t{1} << 40, pairs_arg))
     return 2;
-  }
+  const size_t size = size_arg;
+  const long pairs = static_cast<long>(pairs_arg);
   int rc = 2;
 #if ZSM_BENCH_WITH_PATCHED
   if (allocator == "cached") rc = run<cached>(family, size, pairs);

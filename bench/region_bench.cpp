@@ -93,7 +93,7 @@ std::vector<uint64_t> counts(const std::string& s, const char* what, uint64_t lo
 const zsm_cli::Flag<Options> kFlags[] = {
     {"--budget", "BYTES", "the region's resident budget (default 32 MiB)",
      [](Options& o, const std::string& v) {
-       o.budget = zsm_cli::parse_count(v, "--budget", 64 * kPage, uint64_t{1} << 34);
+       o.budget = zsm_cli::parse_size(v, "--budget", 64 * kPage, uint64_t{1} << 34);
      }},
     {"--ratios", "N[,N]", "memory sizes, in multiples of the budget (default 2,4,8)",
      [](Options& o, const std::string& v) { o.ratios = counts(v, "--ratios", 1, 64); }},
@@ -502,10 +502,7 @@ void print_row(const Row& r) {
 
 int main(int argc, char** argv) try {
   Options opt;
-  if (!zsm_cli::parse<Options>(argc, argv, kFlags, opt)) {
-    zsm_cli::print_usage<Options>(stdout, "zsm_region_bench [options]", kFlags);
-    return 0;
-  }
+  zsm_cli::parse<Options>(argc, argv, "zsm_region_bench [options]", kFlags, opt);
   std::string zram_note = "kernel zram: not asked for (--kernel-zram)";
   if (opt.kernel_zram) {
     const std::string why = zram_unavailable(opt.zram);
@@ -548,8 +545,7 @@ int main(int argc, char** argv) try {
   std::printf("words read back that differ: %llu\n", (unsigned long long)wrong);
   return wrong == 0 ? 0 : 1;
 } catch (const std::invalid_argument& e) {
-  std::fprintf(stderr, "zsm_region_bench: %s\n", e.what());
-  return 2;
+  return zsm_cli::usage_error("zsm_region_bench", e);
 } catch (const std::exception& e) {
   std::fprintf(stderr, "zsm_region_bench: %s\n", e.what());
   return 1;

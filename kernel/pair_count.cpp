@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "../bench/count_markers.h"
+#include "../bench/driver_args.h"
 #include "../bench/live_set.h"
 #include "../bench/pair_loops.h"
 #include "kapi.h"
@@ -76,17 +77,21 @@ int run(const std::string& family, size_t size, long pairs) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const char* usage = "VARIANT write|store SIZE PAIRS";
+  if (zsm_driver::answered_help_or_version(argc, argv, usage,
+                                           "the kernel's pair driver (zsm's kernel A/B)"))
+    return 0;
   if (argc != 5) {
-    std::fprintf(stderr, "usage: %s VARIANT write|store SIZE PAIRS\n", argv[0]);
+    std::fprintf(stderr, "usage: %s %s\n", argv[0], usage);
     return 2;
   }
   std::string family = argv[2];
-  size_t size = std::strtoul(argv[3], nullptr, 10);
-  long pairs = std::strtol(argv[4], nullptr, 10);
-  if (size == 0 || size > 4096 - sizeof(unsigned long) || pairs <= 0) {
-    std::fprintf(stderr, "size must be 1..4088 and pairs positive\n");
+  uint64_t size_arg = 0, pairs_arg = 0;
+  if (!zsm_driver::parse_count(argv[3], "SIZE", 1, 4096 - sizeof(unsigned long), size_arg) ||
+      !zsm_driver::parse_count(argv[4], "PAIRS", 1, uint64_t{1} << 40, pairs_arg))
     return 2;
-  }
+  const size_t size = size_arg;
+  const long pairs = static_cast<long>(pairs_arg);
   if (!kzs::init_all()) {
     std::fprintf(stderr, "kernel set-up failed\n");
     return 1;
