@@ -13,6 +13,8 @@ source "$(dirname "$0")/lib/usage.sh" && usage_if_asked "$0" "$@"
 
 packages=(
   g++ cmake ninja-build pkg-config python3
+  make   # RocksDB's plugin build reads zsm.mk with make (ctest rocksdb_plugins_build)
+  patch  # tools/run-kernel-ab.sh --patch, and the kernel A/B's variants
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev  # the programs' command line (bench/cli.h)
   liblz4-dev libzstd-dev libxxhash-dev libmimalloc-dev libjemalloc-dev libgoogle-perftools-dev
@@ -67,7 +69,7 @@ links() {
 
 check_prerequisites() {
   local p
-  for p in g++ cmake ninja pkg-config python3 valgrind gnuplot nm objdump; do
+  for p in g++ cmake ninja pkg-config python3 make patch valgrind gnuplot nm objdump; do
     case $p in ninja) need ninja-build ninja ;; gnuplot) need gnuplot-nox gnuplot ;;
       nm|objdump) need binutils "$p" ;; *) need "$p" "$p" ;; esac
   done

@@ -48,9 +48,10 @@ components_project() {  # DIR COMPONENTS...: a project that asks for them, REQUI
 wanted="zsm cache stats region"
 ((rocksdb == 0)) || wanted+=" rocksdb"
 components_project "$scratch/components-ok" $wanted
-cmake -S "$scratch/components-ok" -B "$scratch/components-ok/build" -DCMAKE_PREFIX_PATH="$prefix" > /dev/null
+cmake -S "$scratch/components-ok" -B "$scratch/components-ok/build" -G Ninja \
+  -DCMAKE_PREFIX_PATH="$prefix" > /dev/null
 components_project "$scratch/components-bad" cache nosuch
-if cmake -S "$scratch/components-bad" -B "$scratch/components-bad/build" \
+if cmake -S "$scratch/components-bad" -B "$scratch/components-bad/build" -G Ninja \
     -DCMAKE_PREFIX_PATH="$prefix" > "$scratch/components-bad.log" 2>&1; then
   echo "find_package(zsm COMPONENTS nosuch) succeeded"; exit 1
 fi

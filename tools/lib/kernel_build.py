@@ -712,9 +712,13 @@ def check_patch(tree, patch):
     complaint; nothing of the tree is changed (a dry run on a copy)."""
     with tempfile.TemporaryDirectory(prefix="kernel-patch-check-") as tmp:
         copy_tree_files(tree, tmp)
-        proc = subprocess.run(["patch", "-p1", "--dry-run", "--forward", "--batch", "-i",
-                               os.path.abspath(patch)], cwd=tmp, capture_output=True,
-                              env=dict(os.environ, LC_ALL="C"))
+        try:
+            proc = subprocess.run(["patch", "-p1", "--dry-run", "--forward", "--batch", "-i",
+                                   os.path.abspath(patch)], cwd=tmp, capture_output=True,
+                                  env=dict(os.environ, LC_ALL="C"))
+        except FileNotFoundError:
+            raise BuildError("--patch needs the program patch: install the Debian package "
+                             "patch (tools/setup.sh does)")
     if proc.returncode != 0:
         said = (proc.stdout + proc.stderr).decode(errors="replace").strip().splitlines()
         raise BuildError(f"--patch {patch}: does not apply (-p1) to {tree}: "
