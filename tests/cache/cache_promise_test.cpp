@@ -348,13 +348,17 @@ TEST(CacheBackingFilePromise, TheTiersMemoryIsCountedFromTheStart) {
   EXPECT_LE(s.bytes_held, o.capacity_bytes);
 }
 
-// The writer takes 4 ms a batch: a put loop far faster than that waits for it, and the file,
-// which has room, gets every entry memory evicts. The wait is bounded by max_write_wait, set
-// long here so that a loaded machine's scheduler cannot decide the result.
+// The writer is slow (its first write takes a second, each after 4 ms): the queue fills while
+// the put loop goes on, however fast the build (an ASan build's loop once kept up with a 4 ms
+// writer alone and never waited), so puts must wait for it, and the file, which has room, gets
+// every entry memory evicts. The wait is bounded by max_write_wait, set long here so that a
+// loaded machine's scheduler cannot decide the result.
 TEST(CacheBackingFilePromise, APutWaitsForASlowWriterInsteadOfDroppingEntries) {
   struct SlowWrites : zsm::BackingFileIo {
+    std::atomic<bool> first{true};
     ssize_t pwrite(int fd, const void* buf, size_t count, off_t offset) override {
-      std::this_thread::sleep_for(std::chrono::milliseconds(4));
+      std::this_thread::sleep_for(first.exchange(false) ? std::chrono::milliseconds(1000)
+                                                        : std::chrono::milliseconds(4));
       return ::pwrite(fd, buf, count, offset);
     }
   };
