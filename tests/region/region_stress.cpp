@@ -22,9 +22,9 @@
 
 namespace {
 
-using zsm_test::fill_page;
 using zsm_test::kPage;
 using zsm_test::page_mismatch;
+using zsm_test::write_page_wordwise;
 
 struct Options {
   double gib = 1;
@@ -57,17 +57,6 @@ Options parse(int argc, char** argv) {
     usage("--gib > 0, --threads 1..256, --mib 1..1048576");
   }
   return o;
-}
-
-void write_wordwise(unsigned char* page, uint64_t p, uint64_t version) {
-  unsigned char want[kPage];
-  fill_page(want, p, version);
-  auto* dst = reinterpret_cast<volatile uint64_t*>(page);
-  for (size_t i = 0; i < kPage / 8; ++i) {
-    uint64_t w;
-    std::memcpy(&w, want + i * 8, 8);
-    dst[i] = w;
-  }
 }
 
 bool holds(const unsigned char* page, uint64_t p, uint64_t version) {
@@ -111,7 +100,7 @@ int main(int argc, char** argv) {
         local += kPage;
         reads.fetch_add(1, std::memory_order_relaxed);
         if (rng() % 4 != 0) {
-          write_wordwise(page, p, ++version[p]);
+          write_page_wordwise(page, p, ++version[p]);
           local += kPage;
           writes.fetch_add(1, std::memory_order_relaxed);
         }

@@ -18,23 +18,13 @@ namespace {
 using zsm_test::fill_page;
 using zsm_test::kPage;
 using zsm_test::page_mismatch;
+using zsm_test::write_page_wordwise;
 
 #ifdef ZSM_TEST_SANITIZED
 constexpr uint64_t kWritesPerThread = 6000;
 #else
 constexpr uint64_t kWritesPerThread = 40000;
 #endif
-
-void write_page_wordwise(unsigned char* page, uint64_t p, uint64_t version) {
-  unsigned char want[kPage];
-  fill_page(want, p, version);
-  auto* dst = reinterpret_cast<volatile uint64_t*>(page);
-  for (size_t i = 0; i < kPage / 8; ++i) {
-    uint64_t w;
-    std::memcpy(&w, want + i * 8, 8);
-    dst[i] = w;
-  }
-}
 
 struct Run {
   size_t pages;
