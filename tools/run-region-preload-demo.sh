@@ -5,12 +5,15 @@
 # outside its large buffer. Prints each run's peak RSS and times, whether the outputs are
 # byte-identical (cmp), and the region's statistics at exit; exits 1 if they differ.
 #
-#   tools/run-region-preload-demo.sh [--mb=N] [--budget=SIZE] [--buffer=SIZE] [--dir=DIR]
-#                                    [--lib=PATH]
+#   tools/run-region-preload-demo.sh [--mb=N] [--budget=SIZE] [--pool=SIZE] [--buffer=SIZE]
+#                                    [--dir=DIR] [--lib=PATH]
 #
 #   --mb       the input, N x 10^6 bytes of lines (tools/data/sort_lines.awk, seed 12345;
 #              kept in DIR and made again only when missing or of another size) (600)
-#   --budget   ZSM_REGION_BUDGET, the region's resident budget (64M)
+#   --budget   ZSM_REGION_BUDGET, the region's resident budget (256M)
+#   --pool     ZSM_REGION_POOL_BUDGET, the most the compressed pool holds; past it, copies go
+#              to an unnamed backing file in DIR/tmp (ZSM_REGION_BACKING_FILE, 1G at most).
+#              0: no pool budget and no file (4M)
 #   --buffer   sort -S, its buffer (512M)
 #   --dir      where the input, the outputs and sort's temporary files go
 #              (build/region-preload-demo)
@@ -22,13 +25,14 @@
 set -euo pipefail
 source "$(dirname "$0")/lib/usage.sh" && usage_if_asked "$0" "$@"
 root="$(cd "$(dirname "$0")/.." && pwd)"
-mb=600 budget=64M buffer=512M dir="$root/build/region-preload-demo" lib=""
+mb=600 budget=256M pool=4M buffer=512M dir="$root/build/region-preload-demo" lib=""
 
 die() { echo "run-region-preload-demo.sh: $*" >&2; exit 2; }
 for arg in "$@"; do
   case "$arg" in
     --mb=*) mb="${arg#*=}" ;;
     --budget=*) budget="${arg#*=}" ;;
+    --pool=*) pool="${arg#*=}" ;;
     --buffer=*) buffer="${arg#*=}" ;;
     --dir=*) dir="${arg#*=}" ;;
     --lib=*) lib="${arg#*=}" ;;
@@ -37,6 +41,7 @@ for arg in "$@"; do
 done
 [[ "$mb" =~ ^[1-9][0-9]{0,5}$ ]] || die "--mb: '$mb' is not a count of megabytes (1..999999)"
 [[ "$buffer" =~ ^[1-9][0-9]*[KMG]?$ ]] || die "--buffer: '$buffer' is not a size for sort -S"
+[[ "$pool" =~ ^(0|[1-9][0-9]*[KMG]?)$ ]] || die "--pool: '$pool' is not a size"
 command -v mawk > /dev/null || command -v awk > /dev/null || die "needs awk"
 awk_bin="$(command -v mawk || command -v awk)"
 
@@ -81,8 +86,11 @@ PY
 export LC_ALL=C
 sort_cmd=(sort -S "$buffer" -T "$dir/tmp")
 timed "$dir/plain" "${sort_cmd[@]}" -o "$dir/out-plain.txt" "$input"
+pool_env=()
+[ "$pool" = 0 ] || pool_env=(ZSM_REGION_POOL_BUDGET="$pool" ZSM_REGION_BACKING_FILE="$dir/tmp"
+                             ZSM_REGION_BACKING_FILE_SIZE=1G)
 timed "$dir/region" env LD_PRELOAD="$lib" ZSM_REGION_BUDGET="$budget" ZSM_REGION_STATS=1 \
-  "${sort_cmd[@]}" -o "$dir/out-region.txt" "$input"
+  "${pool_env[@]}" "${sort_cmd[@]}" -o "$dir/out-region.txt" "$input"
 head -1 "$input" > "$dir/one-line.txt"
 timed "$dir/small" "${sort_cmd[@]}" -o "$dir/out-small.txt" "$dir/one-line.txt"
 
@@ -95,7 +103,7 @@ echo "# sort -S $buffer of $mb MB of lines ($(wc -l < "$input") lines), LC_ALL=C
 echo "| run | peak RSS MiB | wall s | user s | sys s |"
 echo "|---|---|---|---|---|"
 row "sort" "$dir/plain"
-row "sort, LD_PRELOAD region, ZSM_REGION_BUDGET=$budget" "$dir/region"
+row "sort, LD_PRELOAD region, ZSM_REGION_BUDGET=$budget${pool_env:+, pool $pool + backing file}" "$dir/region"
 row "sort of one line (what it holds outside its buffer)" "$dir/small"
 grep -h "zsm_region_preload" "$dir/region.err" || echo "(no statistics from the library: it was off)"
 if cmp -s "$dir/out-plain.txt" "$dir/out-region.txt"; then

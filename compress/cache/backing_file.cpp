@@ -14,9 +14,7 @@
 #include <pthread.h>
 #include <random>
 #include <stdexcept>
-#include <sys/file.h>
 #include <sys/random.h>
-#include <sys/stat.h>
 #include <system_error>
 #include <unistd.h>
 #include <utility>
@@ -132,10 +130,6 @@ void check_options(const BackingFileOptions& o) {
         " ms is not in 0 .. 10 s");
 }
 
-[[noreturn]] void throw_errno(int error, const std::string& what) {
-  throw std::system_error(error, std::generic_category(), what);
-}
-
 }  // namespace
 
 // --- the log ------------------------------------------------------------------------------
@@ -167,7 +161,7 @@ void RecordLog::clear() {
 void CloseBackingFile::operator()(BackingFile* file) const noexcept {
   if (file == nullptr) return;
   if (file->detached()) {
-    ::close(file->fd_);  // the parent's file and lock stay the parent's
+    file->file_.close_descriptor_only();  // the parent's file and lock stay the parent's
     return;
   }
   delete file;
@@ -186,7 +180,6 @@ BackingFile::BackingFile(BackingFileOptions options, size_t index_limit, Release
   identity_ = random_identity();
   open_file();
   try {
-    lock_file();
     stats_.direct_io = direct_io_;
     segments_ = options_.capacity_bytes / options_.batch_bytes;
     current_.data = aligned_buffer(options_.batch_bytes);
@@ -202,52 +195,14 @@ BackingFile::BackingFile(BackingFileOptions options, size_t index_limit, Release
   } catch (...) {
     std::free(current_.data);
     for (std::byte* b : spare_buffers_) std::free(b);
-    remove_if_still_ours();
-    ::close(fd_);
-    throw;
+    throw;  // file_ closes and removes what it made
   }
 }
 
-// A directory: an unnamed file in it. Anything else: a new file there, or an error.
 void BackingFile::open_file() {
-  const std::string& path = options_.path;
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-    fd_ = ::open(path.c_str(), O_TMPFILE | O_RDWR | O_EXCL | O_CLOEXEC, 0600);
-    if (fd_ < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
-      std::string name = path + "/.zsm-cold-XXXXXX";  // no O_TMPFILE: named for a moment
-      fd_ = ::mkostemp(name.data(), O_CLOEXEC);
-      if (fd_ >= 0) ::unlink(name.c_str());
-    }
-    if (fd_ < 0) throw_errno(errno, "backing file: no file can be made in directory " + path);
-  } else {
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd_ < 0 && errno == EEXIST)
-      throw_errno(EEXIST, "backing file " + path +
-                              " exists: the cache only uses a file it creates (give a path "
-                              "that does not exist, or a directory for an unnamed file)");
-    if (fd_ < 0) throw_errno(errno, "backing file " + path + " cannot be created");
-    created_ = true;
-  }
-  if (::fstat(fd_, &st) == 0) {
-    device_ = st.st_dev;
-    inode_ = st.st_ino;
-  }
+  file_ = OwnedFile::create(options_.path, "backing file", ".zsm-cold-");
+  fd_ = file_.fd();
   direct_io_ = ::fcntl(fd_, F_SETFL, O_DIRECT) == 0;
-}
-
-void BackingFile::lock_file() {
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0)
-    throw_errno(errno, "backing file " + options_.path + " cannot be locked");
-}
-
-// Removes the file's name if the path still names the file this cache created: a file
-// renamed onto the path meanwhile is someone else's.
-void BackingFile::remove_if_still_ours() {
-  if (!created_) return;
-  struct stat st {};
-  if (::lstat(options_.path.c_str(), &st) == 0 && st.st_dev == device_ && st.st_ino == inode_)
-    ::unlink(options_.path.c_str());
 }
 
 BackingFile::~BackingFile() {
@@ -261,9 +216,7 @@ BackingFile::~BackingFile() {
   std::free(current_.data);
   for (std::byte* b : spare_buffers_) std::free(b);
   for (Batch& b : queue_) std::free(b.data);
-  remove_if_still_ours();
-  ::close(fd_);
-}
+}  // file_ removes its name if still ours, and closes
 
 bool BackingFile::detached() const noexcept { return fork_count() != forked_at_; }
 

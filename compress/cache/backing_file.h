@@ -33,6 +33,8 @@
 
 #include <zsm/backing_file.hpp>
 
+#include "owned_file.h"
+
 #include <sys/types.h>
 
 #include <atomic>
@@ -176,8 +178,6 @@ class BackingFile {
 
   BackingFile(BackingFileOptions options, size_t index_limit, Released released);
   void open_file();
-  void lock_file();
-  void remove_if_still_ours();
 
   static uint64_t offset_of(uint64_t where) { return where >> 24; }
   static size_t length_of(uint64_t where) { return where & ((1u << 24) - 1); }
@@ -215,11 +215,9 @@ class BackingFile {
 
   BackingFileOptions options_;
   Released released_;
-  int fd_ = -1;
+  OwnedFile file_;
+  int fd_ = -1;  // file_'s
   bool direct_io_ = false;
-  bool created_ = false;       // the file has a name, path, that close removes
-  dev_t device_ = 0;           // the file's, to check the path still names it
-  ino_t inode_ = 0;
   uint64_t identity_ = 0;      // random: in every record
   uint64_t forked_at_ = 0;     // the process's fork count when opened
   uint64_t segments_ = 0;

@@ -158,7 +158,7 @@ void Region::unmap_victims(const std::vector<uint32_t>& victims, const std::vect
       continue;
     }
     (clean ? counters_.clean_evictions : counters_.evictions).fetch_add(1, std::memory_order_relaxed);
-    set_kind(p, Kind::stored);
+    mark_stored(p);
   }
 }
 

@@ -79,7 +79,7 @@ bool Region::probation_retire(uint32_t p) {
   if (!clean && !store_copy(p, slot_bytes(frame_of_[p]))) return false;
   (clean ? counters_.clean_evictions : counters_.evictions).fetch_add(1, std::memory_order_relaxed);
   probation_release(p);
-  set_kind(p, Kind::stored);
+  mark_stored(p);
   return true;
 }
 

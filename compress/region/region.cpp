@@ -36,16 +36,25 @@ int Region::init(const Settings& s, std::string* why) {
     return -errno;
   }
   pool_page_size_ = s.pool.page_size == 0 ? kPageSize : s.pool.page_size;
-  pages_ = std::make_unique<PageState[]>(npages_);
-  copies_ = std::make_unique<unsigned long[]>(npages_);
-  frame_of_ = std::make_unique<uint32_t[]>(npages_);
-  std::fill_n(frame_of_.get(), npages_, kNoPage);
+  if (!pages_.allocate(npages_) || !copies_.allocate(npages_) || !frame_of_.allocate(npages_)) {
+    *why = "mmap of the region's page tables failed";
+    return -errno;
+  }
   size_probation();
   frames_.reserve(budget_pages_);
   scratch_.resize(std::max(fault_around_, 1u) * kPageSize);
   compress_buf_.resize(std::max(codec_->bound(kPageSize), kPageSize));
   zeros_.resize(kPageSize);
   evict_buf_.resize(kPageSize);
+  file_buf_.resize(kPageSize);
+  if (!s.backing_file.empty()) {
+    try {
+      file_ = std::make_unique<PageFile>(s.backing_file, s.backing_file_capacity);
+    } catch (const std::system_error& e) {
+      *why = e.what();
+      return -e.code().value();
+    }
+  }
 
   void* m = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                  -1, 0);
@@ -198,6 +207,9 @@ void Region::stats(struct zsm_region_stats* out) const {
   out->user_mode_only = user_mode_only_ ? 1 : 0;
   out->probation_bytes = get(counters_.probation) * kPageSize;
   out->probation_faults = get(counters_.probation_faults);
+  out->written_back = get(counters_.written_back);
+  out->read_back = get(counters_.read_back);
+  out->bd_bytes_on_file = get(counters_.file_bytes);
 }
 
 }  // namespace zsm::region
@@ -234,6 +246,7 @@ std::optional<zsm::CodecKind> codec_kind(const zsm_codec& field) {
 constexpr size_t kMinBudgetPages = 16;
 constexpr unsigned kMaxFaultAround = 64;
 constexpr unsigned kDefaultSpinUs = 50;
+constexpr uint64_t kDefaultFileCapacity = uint64_t{256} << 20;
 
 // Settings from the options, or an errno with last_error set.
 int settings_from(size_t size, const zsm_region_options& o, zsm::region::Settings* s) {
@@ -251,7 +264,18 @@ int settings_from(size_t size, const zsm_region_options& o, zsm::region::Setting
   if (o.fault_around_pages > kMaxFaultAround) return fail_create(EINVAL, "fault_around_pages is above 64");
   s->fault_around = o.fault_around_pages == 0 ? 16 : o.fault_around_pages;
   if (o.backing_file != nullptr) {
-    return fail_create(EOPNOTSUPP, "backing_file: the region has no backing file yet (issue 34)");
+    if (*o.backing_file == '\0') return fail_create(EINVAL, "backing_file is an empty path");
+    if (o.compressed_budget_bytes == 0) {
+      return fail_create(EINVAL, "backing_file needs a compressed_budget_bytes: the pool's size past "
+                                 "which pages go to the file");
+    }
+    if (o.backing_file_capacity != 0 && o.backing_file_capacity < kPageSize) {
+      return fail_create(EINVAL, "backing_file_capacity is below one page");
+    }
+    s->backing_file = o.backing_file;
+    s->backing_file_capacity = o.backing_file_capacity == 0 ? kDefaultFileCapacity : o.backing_file_capacity;
+  } else if (o.backing_file_capacity != 0) {
+    return fail_create(EINVAL, "backing_file_capacity without a backing_file");
   }
   s->pool = o.pool;
   size_t pool_page = o.pool.page_size == 0 ? kPageSize : o.pool.page_size;

@@ -30,8 +30,18 @@
 //
 // Faults that arrive while the lock holder is evicting are queued in `pending_` and served,
 // in order, before the lock is released (by whoever holds it).
+//
+// With a backing file, a store the pool refuses (compressed_budget_bytes reached) first
+// writes back a batch of stored pages' copies to the file (page_file.h), chosen by a second
+// hand that sweeps the pages in address order and passes over each stored page once before
+// taking it: a page stored since the hand last came by is left for the next turn (its
+// `referenced` mark, unused while a page is stored, says so); an eviction's own victims are
+// taken too, when its batch is larger than the pool can hold. The pool is then compacted
+// and the store retried. A page read back from the file is installed clean, its copy kept
+// on file until the page is written.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -40,18 +50,22 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
+
+#include <sys/mman.h>
 
 #include <linux/userfaultfd.h>
 #include <zsm/codec.hpp>
 #include <zsm/region.h>
 
+#include "page_file.h"
 #include "uffd.h"
 
 namespace zsm::region {
 
 enum class Kind : uint32_t { empty = 0, resident = 1, clean = 2, stored = 3, probation = 4 };
-enum class CopyKind : uint32_t { pool = 0, same = 1, whole = 2 };
+enum class CopyKind : uint32_t { pool = 0, same = 1, whole = 2, file = 3 };
 
 // One page's state: 4 bytes; its copy's handle (or repeated word) is in Region::copies_.
 struct PageState {
@@ -60,12 +74,42 @@ struct PageState {
   uint32_t victim : 1;      // chosen by the eviction in progress
   uint32_t has_copy : 1;    // a copy is held (clean, stored, probation of a clean page)
   uint32_t copy : 2;        // its CopyKind
-  uint32_t comp_len : 13;   // a pool copy's compressed bytes
+  uint32_t comp_len : 13;   // a pool or file copy's compressed bytes (file: 0 = a whole page)
   uint32_t pins : 11;       // zsm_region_pin() nesting
 };
 static_assert(sizeof(PageState) == 4);
 inline constexpr uint32_t kMaxPins = (1u << 11) - 1;
 inline constexpr uint32_t kNoPage = UINT32_MAX;
+
+// A per-page table of the region's, mapped anonymous: it reads as zeros (a page's empty
+// state) and costs memory only where entries were written, so a region much larger than
+// what the program touches costs 16 bytes only for each page in use.
+template <typename T>
+class PageTable {
+  static_assert(std::is_trivially_copyable_v<T>);
+
+ public:
+  PageTable() = default;
+  PageTable(const PageTable&) = delete;
+  PageTable& operator=(const PageTable&) = delete;
+  ~PageTable() {
+    if (data_ != nullptr) munmap(data_, bytes_);
+  }
+  // False when the mapping fails (errno set).
+  bool allocate(size_t n) {
+    bytes_ = std::max<size_t>(n * sizeof(T), 1);
+    void* m = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) return false;
+    data_ = static_cast<T*>(m);
+    return true;
+  }
+  T& operator[](size_t i) { return data_[i]; }
+  const T& operator[](size_t i) const { return data_[i]; }
+
+ private:
+  T* data_ = nullptr;
+  size_t bytes_ = 0;
+};
 
 // Counters read by zsm_region_stats() without the lock.
 struct Counters {
@@ -73,6 +117,7 @@ struct Counters {
   std::atomic<uint64_t> faults{0}, zero_faults{0}, wp_faults{0}, fault_around{0};
   std::atomic<uint64_t> evictions{0}, clean_evictions{0}, abandoned{0}, refaults{0};
   std::atomic<uint64_t> pinned{0}, probation{0}, probation_faults{0};
+  std::atomic<uint64_t> written_back{0}, read_back{0}, file_bytes{0};
 };
 
 struct Settings {
@@ -84,6 +129,8 @@ struct Settings {
   unsigned spin_us = 0;
   unsigned probation_divisor = 8;  // probation holds budget / divisor pages; 0 = none
   bool force_user_mode_only = false;
+  std::string backing_file;  // "" = none
+  uint64_t backing_file_capacity = 0;
 };
 
 class Region {
@@ -132,6 +179,10 @@ class Region {
   void read_page(uint32_t p, std::byte* out) const;
   void load_copy(uint32_t p, std::byte* out);
   void free_copy(uint32_t p);
+  void load_from_file(uint32_t p, std::byte* out);
+  bool write_back_batch();
+  bool write_back(uint32_t p);
+  void mark_stored(uint32_t p);
 
   // eviction.cpp: CLOCK over mapped pages and the eviction of a batch.
   void clock_insert(uint32_t p, bool referenced);
@@ -174,12 +225,15 @@ class Region {
   std::unique_ptr<Codec> codec_;
   zs_pool* pool_ = nullptr;
   size_t pool_page_size_ = kPageSize;
+  std::unique_ptr<PageFile> file_;  // the backing file, if any
+  uint32_t writeback_hand_ = 0;
+  bool pool_refused_ = false;  // the pool refused a copy, and nothing was freed since
 
   std::mutex mutex_;
-  std::unique_ptr<PageState[]> pages_;       // per page
-  std::unique_ptr<unsigned long[]> copies_;  // per page: pool handle or repeated word
+  PageTable<PageState> pages_;
+  PageTable<unsigned long> copies_;  // a page's pool handle, repeated word or file location
   std::vector<uint32_t> frames_;             // CLOCK's ring: a mapped page per slot, or kNoPage
-  std::unique_ptr<uint32_t[]> frame_of_;     // per page: its slot in frames_
+  PageTable<uint32_t> frame_of_;     // a mapped page's slot in frames_ (in probation: its slot)
   std::vector<uint32_t> free_frames_;
   size_t hand_ = 0;
   uint32_t budget_pages_ = 0;
@@ -196,6 +250,7 @@ class Region {
   std::vector<std::byte> scratch_;    // decompression target, fault_around pages
   std::vector<std::byte> compress_buf_;
   std::vector<std::byte> evict_buf_;  // a victim's bytes, read out of the region
+  std::vector<std::byte> file_buf_;   // a copy on its way to or from the backing file
   std::vector<std::byte> zeros_;      // one page of zeros, for writable zero installs
 
   Counters counters_;

@@ -273,7 +273,7 @@ TEST(RegionBadInput, NullAndOutOfRangeAreEinvalAndChangeNothing) {
   zsm_region_destroy(r);
 }
 
-// Each options struct is refused with EINVAL (EOPNOTSUPP for the backing file) and a message.
+// Each options struct is refused with EINVAL and a message.
 TEST(RegionBadInput, BadOptionsAreRefusedWithAReason) {
   ZSM_REQUIRE_REGION();
   auto refused = [](size_t size, zsm_region_options o, int err) {
@@ -315,8 +315,17 @@ TEST(RegionBadInput, BadOptionsAreRefusedWithAReason) {
   o.compressed_budget_bytes = 100;
   refused(1 << 20, o, EINVAL);
   o = {};
+  o.backing_file = "/tmp";  // without the pool's budget past which pages go there
+  refused(1 << 20, o, EINVAL);
+  o.compressed_budget_bytes = 1 << 20;
+  o.backing_file = "";
+  refused(1 << 20, o, EINVAL);
   o.backing_file = "/tmp";
-  refused(1 << 20, o, EOPNOTSUPP);
+  o.backing_file_capacity = 100;
+  refused(1 << 20, o, EINVAL);
+  o = {};
+  o.backing_file_capacity = 1 << 20;  // a capacity for no file
+  refused(1 << 20, o, EINVAL);
   zsm_region* ok = zsm_region_create(1 << 20, nullptr);
   ASSERT_NE(ok, nullptr);
   EXPECT_STREQ(zsm_region_last_error(), "");

@@ -16,6 +16,11 @@
 // so every run handed out is zeros and calloc needs no memset. The run is discarded before it
 // is returned to the free runs, so no other thread can be given it meanwhile.
 //
+// ZSM_REGION_POOL_BUDGET (a size) bounds the compressed pool (compressed_budget_bytes); with
+// ZSM_REGION_BACKING_FILE (a directory, or a path that does not exist: the cold tier's rules)
+// the pool's overflow goes to that file, of at most ZSM_REGION_BACKING_FILE_SIZE (default
+// 256M), so the program's memory is the budget plus the pool's.
+//
 // The library stays out of the way (every call goes to the next malloc) when
 // ZSM_REGION_BUDGET is unset, and, after one line on stderr, when it is not a size or the
 // region cannot be made (no userfaultfd, budget below the region's minimum). The region is
@@ -130,7 +135,7 @@ class InLibrary {
 
 // One line on stderr, formatted on the stack (stdio's buffers would call malloc).
 __attribute__((format(printf, 1, 2))) void say(const char* fmt, ...) {
-  char line[512];
+  char line[640];
   va_list args;
   va_start(args, fmt);
   const int n = std::vsnprintf(line, sizeof(line), fmt, args);
@@ -141,7 +146,7 @@ __attribute__((format(printf, 1, 2))) void say(const char* fmt, ...) {
 void forget_region_in_child() { state = State::kForkedChild; }
 
 // The region's size: ZSM_REGION_SIZE, or 16 times the budget and at least 1 GiB. Not the
-// machine's memory: the region's own tables cost 16 bytes a page of its size, resident.
+// machine's memory: the region's tables cost 16 bytes for each page the program uses.
 bool region_size(size_t budget, size_t* out) {
   const char* text = std::getenv("ZSM_REGION_SIZE");
   if (text == nullptr) {
@@ -174,15 +179,34 @@ void* sample_peaks(void*) {
   return nullptr;
 }
 
-State make_region() {
-  const char* budget_text = std::getenv("ZSM_REGION_BUDGET");
-  if (budget_text == nullptr) return State::kOff;
-  zsm_region_options opts{};
-  if (!zsm_preload::parse_size(budget_text, &opts.budget_bytes) || opts.budget_bytes == 0) {
-    say("zsm_region_preload: ZSM_REGION_BUDGET='%s' is not a size (bytes, or with K, M or G); "
-        "the library is off\n", budget_text);
-    return State::kOff;
+// An optional size from the environment into *out (left as it is when unset); false, after
+// one line on stderr, when it is set to something that is not a size.
+bool size_from_env(const char* name, size_t* out) {
+  const char* text = std::getenv(name);
+  if (text == nullptr) return true;
+  if (zsm_preload::parse_size(text, out) && *out != 0) return true;
+  say("zsm_region_preload: %s='%s' is not a size (bytes, or with K, M or G); "
+      "the library is off\n", name, text);
+  return false;
+}
+
+// The options from the environment; false when one is malformed.
+bool options_from_env(zsm_region_options* opts) {
+  size_t file_size = 0;
+  if (!size_from_env("ZSM_REGION_BUDGET", &opts->budget_bytes) ||
+      !size_from_env("ZSM_REGION_POOL_BUDGET", &opts->compressed_budget_bytes) ||
+      !size_from_env("ZSM_REGION_BACKING_FILE_SIZE", &file_size)) {
+    return false;
   }
+  opts->backing_file = std::getenv("ZSM_REGION_BACKING_FILE");
+  opts->backing_file_capacity = file_size;
+  return true;
+}
+
+State make_region() {
+  if (std::getenv("ZSM_REGION_BUDGET") == nullptr) return State::kOff;
+  zsm_region_options opts{};
+  if (!options_from_env(&opts)) return State::kOff;
   page_size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   size_t size = 0;
   if (!region_size(opts.budget_bytes, &size)) return State::kOff;
@@ -310,13 +334,13 @@ __attribute__((destructor)) void print_stats_at_exit() {
   if (stats_fd < 0 || state.load() != State::kOn) return;
   struct zsm_region_stats s {};
   if (zsm_region_stats(region, &s) != 0) return;
-  char line[512];
+  char line[640];
   const int n = std::snprintf(
       line, sizeof(line),
       "zsm_region_preload: at exit: region %llu MiB, budget %llu MiB, resident %llu B, stored "
       "pages %llu (orig %llu B, compressed %llu B, pool %llu B), faults %llu (zero %llu, "
-      "around %llu pages, from probation %llu), evictions %llu (clean %llu), refaults %llu; "
-      "peaks (10 ms samples): "
+      "around %llu pages, from probation %llu), evictions %llu (clean %llu), refaults %llu, "
+      "backing file %llu B (written back %llu, read back %llu); peaks (10 ms samples): "
       "resident %llu MiB, stored %llu MiB, pool %llu MiB\n",
       (unsigned long long)s.size_bytes >> 20, (unsigned long long)s.budget_bytes >> 20,
       (unsigned long long)s.resident_bytes, (unsigned long long)s.stored_pages,
@@ -325,7 +349,9 @@ __attribute__((destructor)) void print_stats_at_exit() {
       (unsigned long long)s.zero_faults, (unsigned long long)s.fault_around_pages,
       (unsigned long long)s.probation_faults,
       (unsigned long long)s.evictions, (unsigned long long)s.clean_evictions,
-      (unsigned long long)s.refaults, (unsigned long long)peak_resident.load() >> 20,
+      (unsigned long long)s.refaults, (unsigned long long)s.bd_bytes_on_file,
+      (unsigned long long)s.written_back, (unsigned long long)s.read_back,
+      (unsigned long long)peak_resident.load() >> 20,
       (unsigned long long)peak_stored.load() >> 20, (unsigned long long)peak_pool.load() >> 20);
   if (n > 0) (void)!write(stats_fd, line, std::min(static_cast<size_t>(n), sizeof(line) - 1));
 }

@@ -27,7 +27,8 @@
  *   -ENOMEM   memory short (pin: the pins would pass half the budget)
  *   -ENOSYS / -EPERM  userfaultfd not available (the message from zsm_region_last_error()
  *             names the sysctl and the device that allow it)
- *   -EOPNOTSUPP  a backing file (not implemented yet)
+ *   -EEXIST, -EACCES, ...  the backing file's path refused or unusable (the cold tier's rules:
+ *             zsm_region_last_error() names the path and why)
  *   -EBUSY    set_budget below twice the pinned pages   -EOVERFLOW  pins nested 2047 deep
  * Every call may be made from any thread at once on one region, except zsm_region_destroy().
  */
@@ -55,14 +56,17 @@ struct zsm_region_options {
 	                               of the region's size; at least 16 pages */
 	enum zsm_codec codec;       /* ZSM_CODEC_LZ4 (default), LZ4HC, ZSTD or NONE */
 	int level;                  /* 0 = the codec's default */
-	size_t compressed_budget_bytes; /* most the pool may hold; 0 = no limit. With a backing
-	                               file, the coldest compressed pages go to the file past it */
+	size_t compressed_budget_bytes; /* most the pool may hold; 0 = no limit. Past it, the
+	                               copies of stored pages go to the backing file, if there is
+	                               one, else pages stay resident past the budget */
 	struct zs_pool_config pool; /* the pool's configuration (max_pages is ignored) */
-	/* An optional backing file for pages past compressed_budget_bytes, the cold tier's rules
-	 * (zsm/cache.h): NULL = none; a directory = an unnamed file in it; any other path must not
-	 * exist (EEXIST). */
+	/* An optional backing file for pages past compressed_budget_bytes (which it needs), made
+	 * by the cold tier's rules (zsm/backing_file.hpp): NULL = none; a directory = an unnamed
+	 * file in it; any other path must not exist (EEXIST) and is removed at destroy. Locked
+	 * while the region lives. Copies are written in 512-byte sectors, checked by a checksum
+	 * when read back; a full file takes no more, and pages stay in the pool. */
 	const char *backing_file;
-	uint64_t backing_file_capacity; /* 0 = 256 MiB */
+	uint64_t backing_file_capacity; /* most bytes the file holds: 0 = 256 MiB */
 	unsigned int fault_around_pages; /* most pages a sequential fault installs: 0 = 16, 1 = off;
 	                               at most 64 */
 	unsigned int flags;         /* ZSM_REGION_* below; 0 = none */
@@ -90,7 +94,7 @@ struct zsm_region_stats {
 	uint64_t resident_bytes;     /* pages mapped now, decompressed */
 	uint64_t stored_pages;       /* pages with a copy held (evicted, or mapped clean) */
 	uint64_t orig_data_size;     /* their uncompressed bytes (stored_pages * page size) */
-	uint64_t compr_data_size;    /* their compressed bytes */
+	uint64_t compr_data_size;    /* their compressed bytes in the pool (not the file's) */
 	uint64_t mem_used_total;     /* the pool's pages, in bytes (what compressed storage costs) */
 	uint64_t same_pages;         /* stored pages of one repeated word, kept without a pool object */
 	uint64_t huge_pages;         /* stored pages that did not compress (kept whole) */
@@ -100,9 +104,9 @@ struct zsm_region_stats {
 	uint64_t evictions;          /* pages compressed and dropped (after probation, if any) */
 	uint64_t clean_evictions;    /* pages dropped again without compressing (copy still valid) */
 	uint64_t refaults;           /* faults on a page evicted before, served from its copy */
-	uint64_t written_back;       /* pages written to the backing file */
-	uint64_t read_back;          /* pages read back from the backing file */
-	uint64_t bd_bytes_on_file;   /* the backing file's live bytes */
+	uint64_t written_back;       /* copies written to the backing file (cumulative) */
+	uint64_t read_back;          /* pages read back from the backing file (cumulative) */
+	uint64_t bd_bytes_on_file;   /* the backing file's live bytes, in whole sectors */
 	uint64_t wp_faults;          /* write faults on write-protected pages (clean ones, victims) */
 	uint64_t abandoned_evictions; /* evictions given up because the page was written meanwhile */
 	uint64_t pinned_pages;       /* pages pinned now */

@@ -1,0 +1,86 @@
+// The region's backing file (page_file.h has its layout and promises).
+#include "page_file.h"
+
+#include <xxhash.h>
+
+#include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace zsm::region {
+namespace {
+
+// A location: the extent's first sector above, the checksum of its bytes below.
+uint64_t location(uint64_t sector, uint32_t checksum) { return sector << 32 | checksum; }
+uint64_t sector_of(uint64_t where) { return where >> 32; }
+uint32_t checksum_of(uint64_t where) { return static_cast<uint32_t>(where); }
+uint32_t checksum(std::span<const std::byte> bytes) {
+  return static_cast<uint32_t>(XXH3_64bits(bytes.data(), bytes.size()));
+}
+
+}  // namespace
+
+PageFile::PageFile(const std::string& path, uint64_t capacity)
+    : file_(detail::OwnedFile::create(path, "backing file", ".zsm-region-")),
+      capacity_sectors_(capacity / kSector),
+      buffer_(kMaxSectors * kSector) {}
+
+std::optional<uint64_t> PageFile::allocate(size_t sectors) {
+  if (!free_[sectors].empty()) {
+    uint64_t s = free_[sectors].back();
+    free_[sectors].pop_back();
+    return s;
+  }
+  if (next_sector_ + sectors <= capacity_sectors_) {
+    uint64_t s = next_sector_;
+    next_sector_ += sectors;
+    return s;
+  }
+  for (size_t longer = sectors + 1; longer <= kMaxSectors; ++longer) {
+    if (free_[longer].empty()) continue;
+    uint64_t s = free_[longer].back();
+    free_[longer].pop_back();
+    free_[longer - sectors].push_back(s + sectors);
+    return s;
+  }
+  return std::nullopt;
+}
+
+void PageFile::free_extent(uint64_t sector, size_t sectors) { free_[sectors].push_back(sector); }
+
+std::optional<uint64_t> PageFile::write(std::span<const std::byte> bytes) {
+  size_t sectors = sectors_for(bytes.size());
+  auto sector = allocate(sectors);
+  full_ = !sector;
+  if (!sector) return std::nullopt;
+  std::memcpy(buffer_.data(), bytes.data(), bytes.size());
+  std::memset(buffer_.data() + bytes.size(), 0, sectors * kSector - bytes.size());
+  auto n = ::pwrite(file_.fd(), buffer_.data(), sectors * kSector, static_cast<off_t>(*sector * kSector));
+  if (n != static_cast<ssize_t>(sectors * kSector)) {
+    free_extent(*sector, sectors);
+    full_ = true;
+    return std::nullopt;
+  }
+  live_sectors_ += sectors;
+  return location(*sector, checksum(bytes));
+}
+
+bool PageFile::read(uint64_t where, std::span<std::byte> out) {
+  auto n = ::pread(file_.fd(), out.data(), out.size(), static_cast<off_t>(sector_of(where) * kSector));
+  return n == static_cast<ssize_t>(out.size()) && checksum(out) == checksum_of(where);
+}
+
+void PageFile::release(uint64_t where, size_t length) {
+  size_t sectors = sectors_for(length);
+  free_extent(sector_of(where), sectors);
+  live_sectors_ -= sectors;
+  full_ = false;
+}
+
+void PageFile::end_batch() {
+  ::sync_file_range(file_.fd(), 0, 0,
+                    SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+  ::posix_fadvise(file_.fd(), 0, 0, POSIX_FADV_DONTNEED);
+}
+
+}  // namespace zsm::region

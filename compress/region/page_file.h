@@ -1,0 +1,68 @@
+// The region's backing file (zsm_region_options.backing_file): the copies of stored pages
+// that the pool has no room for (compressed_budget_bytes), written by the region's lock
+// holder and read back when the page faults. The file is made by the cold tier's rules
+// (owned_file.h: the path is the user's), and nothing else writes it.
+//
+// Space is 512-byte sectors: a copy takes the fewest that hold it (1 to 8) as one extent.
+// Freed extents go on a list for their length and are reused first; past them the file grows
+// to its capacity, and then a longer free extent is split. Nothing is ever overwritten while
+// a page's copy is in it: a full file refuses the write, and the copy stays in the pool.
+//
+// Each extent's location carries the low 32 bits of its bytes' XXH3, checked on every read,
+// so a copy the disk changed is never installed as the page. After each batch of writes the
+// written pages leave the page cache (sync_file_range, then POSIX_FADV_DONTNEED): the file's
+// data does not stay in the memory that writing it back was meant to free.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "owned_file.h"
+
+namespace zsm::region {
+
+class PageFile {
+ public:
+  static constexpr size_t kSector = 512;
+  static constexpr size_t kMaxSectors = 8;  // a whole 4 KiB page
+
+  // The file at `path`, holding at most `capacity` bytes. Throws std::system_error naming the
+  // path (the cold tier's refusals: it exists, it cannot be made or locked).
+  PageFile(const std::string& path, uint64_t capacity);
+
+  // Writes a copy of 1..4096 bytes: its location, or std::nullopt when the file is full or
+  // the write failed (the file is left as it was).
+  std::optional<uint64_t> write(std::span<const std::byte> bytes);
+  // Reads the copy at `where` (out.size() is the length written): false when the read failed
+  // or the bytes are not those written.
+  bool read(uint64_t where, std::span<std::byte> out);
+  // The copy at `where`, of `length` bytes, is no longer needed: its sectors are reused.
+  void release(uint64_t where, size_t length);
+  // After a batch of writes: to disk, then out of the page cache.
+  void end_batch();
+
+  // Whether the last write found no room, or failed (the disk is full): no write is tried
+  // again until a release makes room.
+  [[nodiscard]] bool full() const { return full_; }
+  [[nodiscard]] uint64_t live_bytes() const { return live_sectors_ * kSector; }
+
+ private:
+  static size_t sectors_for(size_t length) { return (length + kSector - 1) / kSector; }
+  std::optional<uint64_t> allocate(size_t sectors);
+  void free_extent(uint64_t sector, size_t sectors);
+
+  detail::OwnedFile file_;
+  uint64_t capacity_sectors_ = 0;
+  uint64_t next_sector_ = 0;  // the file's end: sectors past it were never used
+  uint64_t live_sectors_ = 0;
+  bool full_ = false;
+  std::vector<uint64_t> free_[kMaxSectors + 1];  // free extents by length, in sectors
+  std::vector<std::byte> buffer_;                // one page, a copy padded to its sectors
+};
+
+}  // namespace zsm::region
