@@ -31,6 +31,9 @@
 #include <utility>
 #include <vector>
 
+#include <zsm/version.h>
+
+#include "driver_args.h"
 #include "live_set.h"
 #include "variants.h"
 #define ZSM_VARIANT_NS bench_patched
@@ -148,6 +151,7 @@ void register_copies(const char* impl, CopyFn copy) {
 
 int main(int argc, char** argv) {
   using namespace zsm_bench;
+  if (zsm_driver::answered_version(argc, argv, "zsm_copy_bench " ZSM_VERSION_STRING)) return 0;
   register_copies("memcpy", libc_memcpy);
   register_copies("zsm", zp::copy_payload);
 #if defined(__x86_64__)

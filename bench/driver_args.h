@@ -2,7 +2,8 @@
 // in kernel/pair_count.cpp): positional arguments only, each checked, with --help and
 // --version. Not CLI11, which every other program uses (bench/cli.h): the drivers are also
 // cross-compiled for arm64 against libc alone (ZSM_POOL_ONLY, the kernel A/B's arm64 build),
-// where no CLI11 is installed.
+// where no CLI11 is installed. The programs whose command line is Google Benchmark's own
+// (zsm_pair_bench, zsm_copy_bench, the kernel's pair benchmark) take --version from here.
 #pragma once
 
 #include <cerrno>
@@ -13,6 +14,17 @@
 
 namespace zsm_driver {
 
+// --version: `version` on stdout, and the caller exits 0.
+inline bool answered_version(int argc, char** argv, const char* version) {
+  for (int i = 1; i < argc; i++) {
+    if (std::strcmp(argv[i], "--version") == 0) {
+      std::printf("%s\n", version);
+      return true;
+    }
+  }
+  return false;
+}
+
 // --help or -h: the usage on stdout; --version: `version`; either way the caller exits 0.
 inline bool answered_help_or_version(int argc, char** argv, const char* usage,
                                      const char* version) {
@@ -21,12 +33,8 @@ inline bool answered_help_or_version(int argc, char** argv, const char* usage,
       std::printf("usage: %s %s\n", argv[0], usage);
       return true;
     }
-    if (std::strcmp(argv[i], "--version") == 0) {
-      std::printf("%s\n", version);
-      return true;
-    }
   }
-  return false;
+  return answered_version(argc, argv, version);
 }
 
 // A decimal count in [lo, hi], or an error on stderr naming the argument and its range.

@@ -30,6 +30,9 @@
 #include <string>
 #include <vector>
 
+#include <zsm/version.h>
+
+#include "driver_args.h"
 #include "live_set.h"
 #include "pair_bodies.h"
 #include "variants.h"
@@ -235,6 +238,7 @@ void register_malloc_zcopy(bool mixed = true) {
 
 int main(int argc, char** argv) {
   using namespace zsm_bench;
+  if (zsm_driver::answered_version(argc, argv, "zsm_pair_bench " ZSM_VERSION_STRING)) return 0;
 #if ZSM_BENCH_OVERHEAD_ONLY
   register_sized<patched>("zs_store+zs_free", BM_StoreFree<patched>);
   register_sized<hardened>("zs_store+zs_free", BM_StoreFree<hardened>);

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <string>
 
+#include "../bench/driver_args.h"
 #include "../bench/live_set.h"
 #include "../bench/pair_bodies.h"
 #include "kapi.h"
@@ -31,6 +32,7 @@ void register_variant() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (zsm_driver::answered_version(argc, argv, "the kernel's pair benchmark (zsm's kernel A/B)")) return 0;
   if (!kzs::init_all()) {
     std::fprintf(stderr, "kernel set-up failed\n");
     return 1;

@@ -8,10 +8,19 @@
 // second thread's fault on the same page, a fault raised before an eviction was abandoned)
 // only wakes its thread.
 //
-// Waiting: after serving, the thread polls the userfaultfd without sleeping for spin_us (the
-// next fault of a program faulting pages one after another comes within microseconds; a
-// sleeping handler costs the faulting thread a cross-CPU wake-up, tens of microseconds on a
-// VM), then sleeps in poll(2) on the userfaultfd and the stop eventfd.
+// Handlers: a faulting thread sleeps in the kernel until its fault is served, and waking it
+// from another CPU costs a cross-CPU wake-up of a CPU gone idle, 10-60 microseconds on a VM
+// (the fault's own work is a few). So there is one handler thread pinned to each CPU the
+// process may run on (at most kMaxHandlers), all sleeping in poll(2) on the userfaultfd and
+// the stop eventfd. A fault wakes them all, and the one on the faulting thread's CPU, which
+// has just gone idle, runs first: it serves the fault and wakes the faulting thread on its
+// own CPU. Whichever handler holds the lock serves what is queued; the others find nothing.
+//
+// With ZSM_REGION_ONE_HANDLER, or a process allowed one CPU, one unpinned handler serves every
+// fault and, after serving, polls the userfaultfd without sleeping for spin_us (the next
+// fault of a program faulting pages one after another comes within microseconds), then
+// sleeps. A pinned handler never spins: it would take faults from the handler on the
+// faulting thread's CPU.
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -19,6 +28,7 @@
 #include <cstring>
 
 #include <poll.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include "region_core.h"
@@ -49,9 +59,38 @@ void Region::check(int rc, const char* what) const {
   std::abort();
 }
 
-void Region::handler_main() {
+// The CPUs the process may run on, at most kMaxHandlers of them.
+std::vector<int> Region::handler_cpus() const {
+  std::vector<int> cpus;
+  cpu_set_t allowed;
+  if (one_handler_ || sched_getaffinity(0, sizeof allowed, &allowed) != 0) return cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE && cpus.size() < kMaxHandlers; ++cpu) {
+    if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
+  }
+  if (cpus.size() < 2) cpus.clear();
+  return cpus;
+}
+
+void Region::start_handlers() {
+  std::vector<int> cpus = handler_cpus();
+  if (cpus.empty()) {
+    handlers_.emplace_back([this] { handler_main(spin_us_ > 0); });
+    return;
+  }
+  for (int cpu : cpus) {
+    handlers_.emplace_back([this, cpu] {
+      cpu_set_t only;
+      CPU_ZERO(&only);
+      CPU_SET(cpu, &only);
+      sched_setaffinity(0, sizeof only, &only);  // if refused, it serves from where it runs
+      handler_main(false);
+    });
+  }
+}
+
+void Region::handler_main(bool spin) {
   bool served = false;
-  while (wait_for_faults(served)) {
+  while (wait_for_faults(spin && served)) {
     std::lock_guard lock(mutex_);
     read_faults();
     served = !pending_.empty();
@@ -61,7 +100,7 @@ void Region::handler_main() {
 
 // True when faults are waiting, false when the region is stopping.
 bool Region::wait_for_faults(bool spin) {
-  if (spin && spin_us_ > 0) {
+  if (spin) {
     auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us_);
     while (std::chrono::steady_clock::now() < until) {
       if (stopping_.load(std::memory_order_relaxed)) return false;

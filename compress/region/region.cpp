@@ -28,6 +28,7 @@ int Region::init(const Settings& s, std::string* why) {
   budget_pages_ = s.budget_pages;
   fault_around_ = s.fault_around;
   spin_us_ = s.spin_us;
+  one_handler_ = s.one_handler;
   probation_divisor_ = s.probation_divisor;
   codec_ = Codec::create(s.codec);
   pool_ = zs_create_pool_ex("zsm_region", &s.pool);
@@ -76,17 +77,17 @@ int Region::init(const Settings& s, std::string* why) {
     *why = "eventfd failed";
     return -errno;
   }
-  handler_ = std::thread([this] { handler_main(); });
+  start_handlers();
   return 0;
 }
 
 Region::~Region() {
-  if (handler_.joinable()) {
+  if (!handlers_.empty()) {
     stopping_.store(true);
     uint64_t one = 1;
     ssize_t n = write(stop_fd_, &one, sizeof one);
-    (void)n;  // an eventfd write of 1 cannot fail short of overflow
-    handler_.join();
+    (void)n;  // an eventfd write of 1 cannot fail short of overflow; it stays readable for all
+    for (std::thread& t : handlers_) t.join();
   }
   if (stop_fd_ >= 0) close(stop_fd_);
   if (uffd_ >= 0) close(uffd_);  // unregisters the range
@@ -278,13 +279,20 @@ int settings_from(size_t size, const zsm_region_options& o, zsm::region::Setting
     return fail_create(EINVAL, "backing_file_capacity without a backing_file");
   }
   s->pool = o.pool;
+  // Every store and free is made under the region's lock: one lock shard and no per-thread
+  // caches, unless asked (more would only leave more partly used zspages, one set a handler).
+  if (s->pool.nr_shards == 0) s->pool.nr_shards = 1;
+  s->pool.flags |= ZS_POOL_NO_THREAD_CACHE;
   size_t pool_page = o.pool.page_size == 0 ? kPageSize : o.pool.page_size;
   if (o.compressed_budget_bytes != 0 && o.compressed_budget_bytes < pool_page) {
     return fail_create(EINVAL, "compressed_budget_bytes is below one pool page");
   }
   s->pool.max_pages = o.compressed_budget_bytes / pool_page;
-  if (o.flags & ~unsigned{ZSM_REGION_USER_MODE_ONLY}) return fail_create(EINVAL, "flags has unknown bits");
+  if (o.flags & ~unsigned{ZSM_REGION_USER_MODE_ONLY | ZSM_REGION_ONE_HANDLER}) {
+    return fail_create(EINVAL, "flags has unknown bits");
+  }
   s->force_user_mode_only = (o.flags & ZSM_REGION_USER_MODE_ONLY) != 0;
+  s->one_handler = (o.flags & ZSM_REGION_ONE_HANDLER) != 0;
   if (o.handler_spin_us < -1 || o.handler_spin_us > 10000) {
     return fail_create(EINVAL, "handler_spin_us is outside -1..10000");
   }

@@ -10,13 +10,13 @@
 //   probation unmapped, its bytes kept decompressed in a probation slot (and its copy, if it
 //             was clean): a touch is a minor fault (no decompression) and counts as a reference
 //   stored    unmapped, the copy holds its contents; a touch faults it back in
-// Transitions happen only under `mutex_`, held by the handler thread while it serves faults
+// Transitions happen only under `mutex_`, held by a handler thread while it serves faults
 // and by a caller of the range calls; whoever holds it never touches the region's memory
-// except to read a mapped page, so no holder can fault on the region. One handler thread
-// serves every fault; faults queue in the userfaultfd in between (on a 2-CPU machine a second
-// handler would only contend for the lock). So page states are plain 4-byte bitfields, not
-// atomics: only the lock holder touches them; the counters that zsm_region_stats() reads
-// without the lock are atomics.
+// except to read a mapped page, so no holder can fault on the region. The handler threads
+// (one pinned to each CPU, faults.cpp says why) take the lock to read the userfaultfd and
+// serve what it holds; faults queue there in between. So page states are plain 4-byte
+// bitfields, not atomics: only the lock holder touches them; the counters that
+// zsm_region_stats() reads without the lock are atomics.
 //
 // Eviction keeps mapped + probation pages <= the budget, in batches: pick victims by CLOCK
 // over the mapped pages (a reference is a minor fault from probation, or a write to a clean
@@ -80,6 +80,7 @@ struct PageState {
 static_assert(sizeof(PageState) == 4);
 inline constexpr uint32_t kMaxPins = (1u << 11) - 1;
 inline constexpr uint32_t kNoPage = UINT32_MAX;
+inline constexpr size_t kMaxHandlers = 8;  // handler threads, one a CPU (faults.cpp)
 
 // A per-page table of the region's, mapped anonymous: it reads as zeros (a page's empty
 // state) and costs memory only where entries were written, so a region much larger than
@@ -129,6 +130,7 @@ struct Settings {
   unsigned spin_us = 0;
   unsigned probation_divisor = 8;  // probation holds budget / divisor pages; 0 = none
   bool force_user_mode_only = false;
+  bool one_handler = false;
   std::string backing_file;  // "" = none
   uint64_t backing_file_capacity = 0;
 };
@@ -157,7 +159,9 @@ class Region {
   int init(const Settings& s, std::string* why);
 
   // faults.cpp: the handler thread and what it serves.
-  void handler_main();
+  std::vector<int> handler_cpus() const;
+  void start_handlers();
+  void handler_main(bool spin);
   bool wait_for_faults(bool spin);
   void read_faults();
   void serve_pending();
@@ -222,6 +226,7 @@ class Region {
   bool user_mode_only_ = false;
   unsigned fault_around_ = 16;
   unsigned spin_us_ = 0;
+  bool one_handler_ = false;
   std::unique_ptr<Codec> codec_;
   zs_pool* pool_ = nullptr;
   size_t pool_page_size_ = kPageSize;
@@ -255,7 +260,7 @@ class Region {
 
   Counters counters_;
   std::atomic<bool> stopping_{false};
-  std::thread handler_;
+  std::vector<std::thread> handlers_;
 };
 
 }  // namespace zsm::region

@@ -54,6 +54,17 @@ TEST_F(RegionFixture, RoundTripAtAnEighthOfTheBudget) {
   EXPECT_LT(s.compr_data_size, s.orig_data_size / 2) << "fill_page's pages compress well";
 }
 
+TEST_F(RegionFixture, OneHandlerServesEveryFaultToo) {
+  zsm_region_options o{};
+  o.flags = ZSM_REGION_ONE_HANDLER;
+  make(1024, 128, o);
+  for (size_t p = 0; p < 1024; ++p) fill_page(at(p), p, 2);
+  for (size_t p = 0; p < 1024; ++p) ASSERT_EQ(page_mismatch(at(p), p, 2), -1) << "page " << p;
+  auto s = region_stats(r);
+  EXPECT_GE(s.refaults + s.fault_around_pages, 1024u - 128u);
+  EXPECT_LE(s.resident_bytes, s.budget_bytes);
+}
+
 TEST_F(RegionFixture, NeverWrittenPagesReadAsZerosAndCostNothing) {
   make(256, 16);
   for (size_t p = 0; p < 256; ++p) {

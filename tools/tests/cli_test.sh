@@ -4,7 +4,7 @@
 # exits 2 with an error naming the flag (and its range) and a hint at --help; "--flag VALUE" and
 # "--flag=VALUE" both work, and so do size suffixes (16M). Each program runs briefly.
 # Usage: cli_test.sh NAME=PATH...  (NAME: demo pagestore stats memory_bench cold_tier_bench
-# rocksdb_bench cache_bench; the bench ones only where bench/ is built)
+# rocksdb_bench cache_bench pair_bench copy_bench; the bench ones only where bench/ is built)
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 version=$(sed -n 's/^#define ZSM_VERSION_STRING "\(.*\)"/\1/p' "$root/zsm/include/zsm/version.h")
@@ -112,6 +112,12 @@ for arg in "$@"; do
     expect 0 '^memory/none' "$prog" --pages 20 --benchmark_list_tests=true
     expect 0 '^codec_compress/lz4 ' "$prog" --pages=20 --benchmark_filter=codec_compress/lz4$ \
       --benchmark_min_time=0.001
+    ;;
+  pair_bench | copy_bench)
+    # Google Benchmark's command line, and zsm's --version.
+    expect 0 "^zsm_$name $version\$" "$prog" --version
+    expect 0 'benchmark_filter' "$prog" --help
+    expect 1 'unrecognized command-line flag.*--benchmark_bogus' "$prog" --benchmark_bogus=1
     ;;
   *) echo "cli_test.sh: unknown program name '$name'"; exit 2 ;;
   esac

@@ -59,7 +59,9 @@ struct zsm_region_options {
 	size_t compressed_budget_bytes; /* most the pool may hold; 0 = no limit. Past it, the
 	                               copies of stored pages go to the backing file, if there is
 	                               one, else pages stay resident past the budget */
-	struct zs_pool_config pool; /* the pool's configuration (max_pages is ignored) */
+	struct zs_pool_config pool; /* the pool's configuration (max_pages is ignored; nr_shards 0
+	                               is 1 here, and ZS_POOL_NO_THREAD_CACHE is always set: the
+	                               region stores and frees under its own lock) */
 	/* An optional backing file for pages past compressed_budget_bytes (which it needs), made
 	 * by the cold tier's rules (zsm/backing_file.hpp): NULL = none; a directory = an unnamed
 	 * file in it; any other path must not exist (EEXIST) and is removed at destroy. Locked
@@ -70,9 +72,9 @@ struct zsm_region_options {
 	unsigned int fault_around_pages; /* most pages a sequential fault installs: 0 = 16, 1 = off;
 	                               at most 64 */
 	unsigned int flags;         /* ZSM_REGION_* below; 0 = none */
-	int handler_spin_us;        /* after serving, the handler polls for the next fault this
-	                               long before it sleeps: 0 = the default (50), -1 = never
-	                               spin; at most 10000 */
+	int handler_spin_us;        /* with one handler (ZSM_REGION_ONE_HANDLER), after serving it
+	                               polls for the next fault this long before it sleeps: 0 =
+	                               the default (50), -1 = never spin; at most 10000 */
 	int probation_divisor;      /* budget / this many pages of the budget are a probation stage:
 	                               evicted pages kept decompressed, unmapped, so that a touch
 	                               soon after costs no decompression and tells the policy the
@@ -83,6 +85,10 @@ struct zsm_region_options {
  * syscall that meets an evicted page fails with EFAULT. Without it, kernel-mode handling is
  * used where the kernel grants it, and user mode only where it does not. */
 #define ZSM_REGION_USER_MODE_ONLY 0x1u
+/* One handler thread for every fault, unpinned, spinning handler_spin_us after serving,
+ * instead of one handler pinned to each CPU the process may run on (at most 8): fewer
+ * threads, and a cross-CPU wake-up for most faults. */
+#define ZSM_REGION_ONE_HANDLER 0x2u
 
 /*
  * Cumulative statistics, zram's mm_stat in spirit. Read without stopping the region, so
