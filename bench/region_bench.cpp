@@ -13,7 +13,9 @@
 // The memories:
 // - resident: an anonymous mapping, every page present (the floor: a touch's own cost);
 // - region: zsm_region_create(size, budget = --budget); the fill itself evicts what does not
-//   fit, so the touches find budget's worth resident and the rest compressed;
+//   fit, so the touches find budget's worth resident and the rest compressed; once with a
+//   handler thread a CPU (the default), once in the SIGBUS mode, where each faulting thread
+//   serves its own fault (ZSM_REGION_SELF_SERVE; --modes picks);
 // - kernel zram (--kernel-zram, as root, with the zram device already swap: tools/
 //   run-region-bench.sh sets it up and restores it): an anonymous mapping, filled, then pushed
 //   out with madvise(MADV_PAGEOUT) into zram; the kernel brings each page back on its first
@@ -31,7 +33,7 @@
 // zram: the MADV_PAGEOUT call's time per page).
 //
 // Usage: zsm_region_bench [--budget=BYTES] [--ratios=2,4,8] [--access=seq,uniform,zipf]
-//          [--threads=1,2] [--touches-per-page=N] [--passes=N] [--kernel-zram]
+//          [--threads=1,2] [--touches-per-page=N] [--passes=N] [--modes=threads,sigbus] [--kernel-zram]
 //          [--zram=NAME] [--seed=N] [--quick]; --help.
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -70,6 +72,7 @@ struct Options {
   std::vector<uint64_t> threads = {1, 2};
   uint64_t touches_per_page = 2;
   uint64_t passes = 1;
+  std::vector<std::string> modes = {"threads", "sigbus"};
   bool kernel_zram = false;
   std::string zram = "zram0";
   uint64_t seed = 1;
@@ -112,6 +115,13 @@ const zsm_cli::Flag<Options> kFlags[] = {
      }},
     {"--passes", "N", "sequential passes over the memory (default 1)",
      [](Options& o, const std::string& v) { o.passes = zsm_cli::parse_count(v, "--passes", 1, 100); }},
+    {"--modes", "threads|sigbus[,...]",
+     "the region's fault handling: a handler thread a CPU, the SIGBUS mode (default both)",
+     [](Options& o, const std::string& v) {
+       o.modes = split(v);
+       for (const std::string& m : o.modes)
+         if (m != "threads" && m != "sigbus") throw std::invalid_argument("--modes: unknown '" + m + "'");
+     }},
     {"--kernel-zram", nullptr, "add the kernel zram swap column (root; the device set up as swap)",
      [](Options& o, const std::string&) { o.kernel_zram = true; }},
     {"--zram", "NAME", "the zram device of --kernel-zram (default zram0)",
@@ -432,10 +442,11 @@ uint64_t region_faults(void* region) {
 // nullopt (and a line on stderr) if the region cannot be made here.
 std::optional<Row> run_region(const Corpus& corpus, size_t size, size_t budget,
                               const std::vector<Trace>& traces, const std::vector<uint64_t>& words,
-                              double resident_fill_s, Row row) {
+                              double resident_fill_s, unsigned flags, Row row) {
   const uint64_t rss_before = status_kib("VmRSS:");
   zsm_region_options opts{};
   opts.budget_bytes = budget;
+  opts.flags = flags;
   zsm_region* region = zsm_region_create(size, &opts);
   if (region == nullptr) {
     std::fprintf(stderr, "[region_bench] no region: %s (%s)\n", zsm_region_last_error(),
@@ -526,9 +537,12 @@ int main(int argc, char** argv) try {
         std::vector<Row> rows;
         rows.push_back(run_resident(corpus, size, traces, words,
                                     start_row(access, ratio, threads, "resident")));
-        if (region_ok) {
+        for (const std::string& mode : opt.modes) {
+          if (!region_ok) break;
+          const bool sigbus = mode == "sigbus";
           auto r = run_region(corpus, size, opt.budget, traces, words, rows[0].fill_s,
-                              start_row(access, ratio, threads, "zsm region"));
+                              sigbus ? ZSM_REGION_SELF_SERVE : 0u,
+                              start_row(access, ratio, threads, sigbus ? "zsm region, SIGBUS" : "zsm region"));
           if (r) rows.push_back(std::move(*r));
           else region_ok = false;
         }

@@ -117,6 +117,7 @@ bool Region::wait_for_faults(bool spin) {
 
 // Appends every fault the userfaultfd holds now to pending_.
 void Region::read_faults() {
+  if (self_serve_) return;  // faults are SIGBUS, served by the thread that made them
   uffd_msg msgs[32];
   for (;;) {
     ssize_t n = read(uffd_, msgs, sizeof msgs);

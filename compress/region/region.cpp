@@ -29,6 +29,7 @@ int Region::init(const Settings& s, std::string* why) {
   fault_around_ = s.fault_around;
   spin_us_ = s.spin_us;
   one_handler_ = s.one_handler;
+  self_serve_ = s.self_serve;
   probation_divisor_ = s.probation_divisor;
   codec_ = Codec::create(s.codec);
   pool_ = zs_create_pool_ex("zsm_region", &s.pool);
@@ -69,9 +70,10 @@ int Region::init(const Settings& s, std::string* why) {
     *why = "madvise(MADV_DONTFORK) on the region failed";
     return -errno;
   }
-  uffd_ = uffd_open(s.force_user_mode_only, &user_mode_only_, why);
+  uffd_ = uffd_open(s.force_user_mode_only, self_serve_, &user_mode_only_, why);
   if (uffd_ < 0) return uffd_;
   if (int rc = uffd_register(uffd_, m, size_, why); rc != 0) return rc;
+  if (self_serve_) return register_self_serving(this, why) ? 0 : -errno;
   stop_fd_ = eventfd(0, EFD_CLOEXEC);
   if (stop_fd_ < 0) {
     *why = "eventfd failed";
@@ -82,6 +84,7 @@ int Region::init(const Settings& s, std::string* why) {
 }
 
 Region::~Region() {
+  if (self_serve_) unregister_self_serving(this);
   if (!handlers_.empty()) {
     stopping_.store(true);
     uint64_t one = 1;
@@ -96,7 +99,7 @@ Region::~Region() {
 }
 
 int Region::prefetch(uint32_t first, uint32_t count) {
-  std::lock_guard lock(mutex_);
+  Locked lock(*this);
   uint32_t room = mapped_budget();
   for (uint32_t p = first; p < first + count && room > 0; ++p) {
     if (kind(p) != Kind::stored && kind(p) != Kind::probation) continue;
@@ -108,7 +111,7 @@ int Region::prefetch(uint32_t first, uint32_t count) {
 }
 
 int Region::evict(uint32_t first, uint32_t count) {
-  std::lock_guard lock(mutex_);
+  Locked lock(*this);
   std::vector<uint32_t> victims;
   for (uint32_t p = first; p < first + count; ++p) {
     if (kind(p) == Kind::probation) probation_retire(p);
@@ -126,7 +129,7 @@ int Region::evict(uint32_t first, uint32_t count) {
 }
 
 int Region::discard(uint32_t first, uint32_t count) {
-  std::lock_guard lock(mutex_);
+  Locked lock(*this);
   for (uint32_t p = first; p < first + count; ++p) {
     if (pages_[p].pins > 0) {
       std::memset(page(p), 0, kPageSize);  // pinned pages are mapped and writable
@@ -143,7 +146,7 @@ int Region::discard(uint32_t first, uint32_t count) {
 }
 
 int Region::pin(uint32_t first, uint32_t count) {
-  std::lock_guard lock(mutex_);
+  Locked lock(*this);
   uint64_t newly = 0;
   for (uint32_t p = first; p < first + count; ++p) {
     if (pages_[p].pins == kMaxPins) return -EOVERFLOW;
@@ -161,7 +164,7 @@ int Region::pin(uint32_t first, uint32_t count) {
 }
 
 int Region::unpin(uint32_t first, uint32_t count) {
-  std::lock_guard lock(mutex_);
+  Locked lock(*this);
   for (uint32_t p = first; p < first + count; ++p) {
     if (pages_[p].pins == 0) return -EINVAL;
   }
@@ -172,7 +175,7 @@ int Region::unpin(uint32_t first, uint32_t count) {
 }
 
 int Region::set_budget(uint32_t pages) {
-  std::lock_guard lock(mutex_);
+  Locked lock(*this);
   if (counters_.pinned.load(std::memory_order_relaxed) > pages / 2) return -EBUSY;
   while (probation_retire_oldest()) {
   }
@@ -288,9 +291,13 @@ int settings_from(size_t size, const zsm_region_options& o, zsm::region::Setting
     return fail_create(EINVAL, "compressed_budget_bytes is below one pool page");
   }
   s->pool.max_pages = o.compressed_budget_bytes / pool_page;
-  if (o.flags & ~unsigned{ZSM_REGION_USER_MODE_ONLY | ZSM_REGION_ONE_HANDLER}) {
+  if (o.flags & ~unsigned{ZSM_REGION_USER_MODE_ONLY | ZSM_REGION_ONE_HANDLER | ZSM_REGION_SELF_SERVE}) {
     return fail_create(EINVAL, "flags has unknown bits");
   }
+  if ((o.flags & ZSM_REGION_ONE_HANDLER) && (o.flags & ZSM_REGION_SELF_SERVE)) {
+    return fail_create(EINVAL, "flags: ZSM_REGION_ONE_HANDLER and ZSM_REGION_SELF_SERVE exclude each other");
+  }
+  s->self_serve = (o.flags & ZSM_REGION_SELF_SERVE) != 0;
   s->force_user_mode_only = (o.flags & ZSM_REGION_USER_MODE_ONLY) != 0;
   s->one_handler = (o.flags & ZSM_REGION_ONE_HANDLER) != 0;
   if (o.handler_spin_us < -1 || o.handler_spin_us > 10000) {

@@ -29,7 +29,10 @@
 // (or only dropped from it, when their copy is still valid).
 //
 // Faults that arrive while the lock holder is evicting are queued in `pending_` and served,
-// in order, before the lock is released (by whoever holds it).
+// in order, before the lock is released (by whoever holds it). In the SIGBUS mode
+// (ZSM_REGION_SELF_SERVE) nothing is queued: each faulting thread takes the lock in its
+// SIGBUS handler and serves its own fault; a write to a victim being evicted waits for the
+// lock and finds the page unmapped, its bytes saved.
 //
 // With a backing file, a store the pool refuses (compressed_budget_bytes reached) first
 // writes back a batch of stored pages' copies to the file (page_file.h), chosen by a second
@@ -53,6 +56,7 @@
 #include <type_traits>
 #include <vector>
 
+#include <signal.h>
 #include <sys/mman.h>
 
 #include <linux/userfaultfd.h>
@@ -81,6 +85,13 @@ static_assert(sizeof(PageState) == 4);
 inline constexpr uint32_t kMaxPins = (1u << 11) - 1;
 inline constexpr uint32_t kNoPage = UINT32_MAX;
 inline constexpr size_t kMaxHandlers = 8;  // handler threads, one a CPU (faults.cpp)
+
+// self_serve.cpp: the SIGBUS handler's list of regions, and the signal masks of Locked.
+class Region;
+bool register_self_serving(Region* r, std::string* why);
+void unregister_self_serving(Region* r);
+void block_signals(sigset_t* saved);
+void restore_signals(const sigset_t* saved);
 
 // A per-page table of the region's, mapped anonymous: it reads as zeros (a page's empty
 // state) and costs memory only where entries were written, so a region much larger than
@@ -131,6 +142,7 @@ struct Settings {
   unsigned probation_divisor = 8;  // probation holds budget / divisor pages; 0 = none
   bool force_user_mode_only = false;
   bool one_handler = false;
+  bool self_serve = false;
   std::string backing_file;  // "" = none
   uint64_t backing_file_capacity = 0;
 };
@@ -144,6 +156,10 @@ class Region {
   Region& operator=(const Region&) = delete;
 
   uintptr_t base() const { return base_; }
+  bool contains(uintptr_t a) const { return a - base_ < size_; }
+  // ZSM_REGION_SELF_SERVE: the fault at `a` of the calling thread (its SIGBUS handler, with
+  // every signal blocked), served by that thread (self_serve.cpp).
+  void serve_own_fault(uintptr_t a, bool write);
   size_t size() const { return size_; }
   // Range calls on pages [first, first + count); 0 or -errno.
   int prefetch(uint32_t first, uint32_t count);
@@ -157,6 +173,27 @@ class Region {
  private:
   Region() = default;
   int init(const Settings& s, std::string* why);
+
+  // The region's lock, for the range calls. In the SIGBUS mode every signal is blocked while
+  // it is held, so that no signal handler on the holding thread can touch the region and
+  // wait for the lock it holds.
+  class Locked {
+   public:
+    explicit Locked(Region& r) : r_(r) {
+      if (r_.self_serve_) block_signals(&saved_);
+      r_.mutex_.lock();
+    }
+    ~Locked() {
+      r_.mutex_.unlock();
+      if (r_.self_serve_) restore_signals(&saved_);
+    }
+    Locked(const Locked&) = delete;
+    Locked& operator=(const Locked&) = delete;
+
+   private:
+    Region& r_;
+    sigset_t saved_;
+  };
 
   // faults.cpp: the handler thread and what it serves.
   std::vector<int> handler_cpus() const;
@@ -227,6 +264,7 @@ class Region {
   unsigned fault_around_ = 16;
   unsigned spin_us_ = 0;
   bool one_handler_ = false;
+  bool self_serve_ = false;  // ZSM_REGION_SELF_SERVE: no handler threads, faults are SIGBUS
   std::unique_ptr<Codec> codec_;
   zs_pool* pool_ = nullptr;
   size_t pool_page_size_ = kPageSize;

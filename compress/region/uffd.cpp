@@ -62,14 +62,16 @@ int open_fd(bool force_user_mode_only, bool* user_mode_only, std::string* why) {
   return syscall_errno == ENOSYS ? -ENOSYS : -EPERM;
 }
 
-int handshake(int fd, std::string* why) {
+int handshake(int fd, bool sigbus, std::string* why) {
   uffdio_api api{};
   api.api = UFFD_API;
-  api.features = UFFD_FEATURE_PAGEFAULT_FLAG_WP;
+  api.features = UFFD_FEATURE_PAGEFAULT_FLAG_WP | (sigbus ? UFFD_FEATURE_SIGBUS : 0);
   if (ioctl(fd, UFFDIO_API, &api) == 0) return 0;
   int e = errno;
   *why = std::string("userfaultfd lacks write-protect faults on anonymous memory "
-                     "(UFFD_FEATURE_PAGEFAULT_FLAG_WP, Linux 5.7): ") + std::strerror(e);
+                     "(UFFD_FEATURE_PAGEFAULT_FLAG_WP, Linux 5.7)") +
+         (sigbus ? " or SIGBUS for faults (UFFD_FEATURE_SIGBUS, Linux 4.14)" : "") + ": " +
+         std::strerror(e);
   return e == EINVAL ? -ENOSYS : -e;
 }
 
@@ -85,10 +87,11 @@ int ioctl_retrying(int fd, unsigned long request, Arg* arg) {
 
 }  // namespace
 
-int uffd_open(bool force_user_mode_only, bool* user_mode_only, std::string* why) {
+int uffd_open(bool force_user_mode_only, bool sigbus, bool* user_mode_only, std::string* why) {
   int fd = open_fd(force_user_mode_only, user_mode_only, why);
   if (fd < 0) return fd;
-  int rc = handshake(fd, why);
+  int rc = handshake(fd, sigbus, why);
+  if (sigbus) *user_mode_only = true;  // no handler waits: a syscall gets EFAULT
   if (rc == 0) return fd;
   close(fd);
   return rc;

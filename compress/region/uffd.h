@@ -20,7 +20,9 @@ inline constexpr size_t kPageSize = 4096;
 // 5.11 grant unprivileged; force_user_mode_only goes straight to the last.
 // *user_mode_only says which was granted.
 // Returns the fd, or -errno with `why` set to one line naming what would allow it.
-int uffd_open(bool force_user_mode_only, bool* user_mode_only, std::string* why);
+// With `sigbus`, faults are not queued: the faulting thread gets SIGBUS (UFFD_FEATURE_SIGBUS,
+// Linux 4.14), and a kernel-mode access fails with EFAULT.
+int uffd_open(bool force_user_mode_only, bool sigbus, bool* user_mode_only, std::string* why);
 
 // Registers [addr, addr + len) for MISSING and WP faults; checks that the kernel offers
 // COPY, ZEROPAGE, WRITEPROTECT and WAKE on it. 0 or -errno (`why` set).

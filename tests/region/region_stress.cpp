@@ -2,8 +2,9 @@
 // random ranges flat out. Each writer thread owns the pages p with p % threads == its index;
 // an access is a read of a whole page checked against the version it last wrote, followed
 // (three times in four) by a word-by-word write of the next version. At the end every page is
-// checked. Exit status 0 only when no byte was wrong.
-//   region_stress [--gib N] [--threads T] [--mib REGION_MIB] [--seed S]
+// checked. Exit status 0 only when no byte was wrong. --sigbus 1: the SIGBUS mode
+// (ZSM_REGION_SELF_SERVE), each thread serving its own faults.
+//   region_stress [--gib N] [--threads T] [--mib REGION_MIB] [--seed S] [--sigbus 0|1]
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -31,11 +32,12 @@ struct Options {
   unsigned threads = 4;
   size_t mib = 64;
   uint64_t seed = 1;
+  bool sigbus = false;
 };
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr, "region_stress: %s\nusage: region_stress [--gib N] [--threads T] "
-               "[--mib REGION_MIB] [--seed S]\n", why);
+               "[--mib REGION_MIB] [--seed S] [--sigbus 0|1]\n", why);
   std::exit(2);
 }
 
@@ -50,6 +52,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--threads") o.threads = static_cast<unsigned>(std::strtoul(v, &end, 10));
     else if (a == "--mib") o.mib = std::strtoul(v, &end, 10);
     else if (a == "--seed") o.seed = std::strtoull(v, &end, 10);
+    else if (a == "--sigbus") o.sigbus = std::strtoul(v, &end, 10) != 0;
     else usage(("unknown option " + a).c_str());
     if (end == v || *end != '\0') usage(("not a number: " + std::string(v)).c_str());
   }
@@ -74,6 +77,7 @@ int main(int argc, char** argv) {
   size_t pages = o.mib * 1024 * 1024 / kPage;
   zsm_region_options ro{};
   ro.budget_bytes = std::max<size_t>(pages / 8, 16) * kPage;
+  ro.flags = o.sigbus ? ZSM_REGION_SELF_SERVE : 0;
   zsm_region* r = zsm_region_create(pages * kPage, &ro);
   if (r == nullptr) {
     std::fprintf(stderr, "region_stress: %s\n", zsm_region_last_error());
@@ -127,10 +131,11 @@ int main(int argc, char** argv) {
   struct zsm_region_stats s {};
   zsm_region_stats(r, &s);
   std::printf("region_stress: %.2f GiB of accesses (%llu page reads, %llu page writes) in %.1f s "
-              "by %u threads, region %zu MiB, budget %zu MiB: %llu errors; faults %llu, "
+              "by %u threads%s, region %zu MiB, budget %zu MiB: %llu errors; faults %llu, "
               "evictions %llu (clean %llu, abandoned %llu), wp faults %llu, resident %llu KiB\n",
               bytes.load() / double(1ull << 30), (unsigned long long)reads.load(),
-              (unsigned long long)writes.load(), secs, o.threads, o.mib,
+              (unsigned long long)writes.load(), secs, o.threads,
+              o.sigbus ? " serving their own faults (SIGBUS mode)" : "", o.mib,
               ro.budget_bytes >> 20, (unsigned long long)errors.load(),
               (unsigned long long)s.faults, (unsigned long long)s.evictions,
               (unsigned long long)s.clean_evictions, (unsigned long long)s.abandoned_evictions,

@@ -30,11 +30,13 @@ struct Run {
   size_t pages;
   unsigned writers;
   bool sequential_too;
+  unsigned flags = 0;  // zsm_region_options.flags: the handler threads, or the SIGBUS mode
 };
 
 void run_writers_under_eviction(const Run& run) {
   zsm_region_options o{};
   o.budget_bytes = run.pages / 8 * kPage;
+  o.flags = run.flags;
   zsm_region* r = zsm_region_create(run.pages * kPage, &o);
   ASSERT_NE(r, nullptr) << zsm_region_last_error();
   auto* base = static_cast<unsigned char*>(zsm_region_base(r));
@@ -100,6 +102,16 @@ TEST(RegionThreads, FourWritersRandomPagesUnderEviction) {
 TEST(RegionThreads, EightWritersMixedAccessUnderEviction) {
   ZSM_REQUIRE_REGION();
   run_writers_under_eviction({1024, 8, true});
+}
+
+TEST(RegionThreads, FourWritersUnderEvictionServingTheirOwnFaults) {
+  ZSM_REQUIRE_REGION();
+  run_writers_under_eviction({2048, 4, false, ZSM_REGION_SELF_SERVE});
+}
+
+TEST(RegionThreads, EightWritersUnderEvictionWithOneHandler) {
+  ZSM_REQUIRE_REGION();
+  run_writers_under_eviction({1024, 8, true, ZSM_REGION_ONE_HANDLER});
 }
 
 // Many threads read-faulting the same pages at once: each fault is served once, the others

@@ -89,6 +89,15 @@ struct zsm_region_options {
  * instead of one handler pinned to each CPU the process may run on (at most 8): fewer
  * threads, and a cross-CPU wake-up for most faults. */
 #define ZSM_REGION_ONE_HANDLER 0x2u
+/* The SIGBUS mode: no handler thread; each faulting thread serves its own fault, in a SIGBUS
+ * handler the region installs for the process (UFFD_FEATURE_SIGBUS), so no fault waits for a
+ * wake-up on another CPU. The handler is chained: a SIGBUS outside every region goes to the
+ * disposition it replaced. As with ZSM_REGION_USER_MODE_ONLY, a syscall that meets an evicted
+ * page fails with EFAULT (pin first). The program must not replace the SIGBUS handler while
+ * such a region lives, nor touch the region from inside a malloc implementation (the fault
+ * path may allocate). Signal handlers may touch the region: the range calls block signals
+ * while they hold the region's lock. At most 64 such regions at once (EMFILE). */
+#define ZSM_REGION_SELF_SERVE 0x4u
 
 /*
  * Cumulative statistics, zram's mm_stat in spirit. Read without stopping the region, so

@@ -1,0 +1,125 @@
+// The SIGBUS mode (ZSM_REGION_SELF_SERVE): with UFFD_FEATURE_SIGBUS the kernel queues no
+// fault on the region's userfaultfd; the faulting thread gets SIGBUS instead, and the
+// handler installed here serves the fault in that thread, under the region's lock, then
+// returns, and the access is made again. No other thread is woken, so a fault costs what it
+// does, not a cross-CPU wake-up (faults.cpp). zram's swap-in runs in the faulting thread too.
+//
+// The handler is installed once, for the process, when the first such region is made; it
+// runs with every signal blocked. A SIGBUS at an address no region holds goes to the
+// disposition it replaced: a handler is called, and the default (or an ignored SIGBUS, which
+// the kernel would not ignore for a fault) is restored so that the access, made again,
+// stops the process as it would have without the region. The regions are a fixed table of
+// atomic pointers, read by the handler without a lock.
+//
+// The serving thread may allocate (eviction's batches): an access to the region from inside
+// a malloc implementation would deadlock, which is why the preload library, whose allocator
+// works inside its region, uses the handler threads.
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <mutex>
+
+#include <signal.h>
+#include <ucontext.h>
+
+#include "region_core.h"
+
+namespace zsm::region {
+namespace {
+
+constexpr size_t kMaxSelfServing = 64;
+std::array<std::atomic<Region*>, kMaxSelfServing> regions{};
+struct sigaction replaced {};
+std::once_flag installed;
+int install_errno = 0;
+
+// Whether the access that faulted was a write, where the signal context says (x86-64: the
+// page-fault error code's write bit); elsewhere a read, and a write faults again, on the
+// write protection of the page installed clean.
+bool was_write(const void* context) {
+#if defined(__x86_64__)
+  const auto* uc = static_cast<const ucontext_t*>(context);
+  return (uc->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+#else
+  (void)context;
+  return false;
+#endif
+}
+
+void pass_on(int sig, siginfo_t* info, void* context) {
+  if (replaced.sa_flags & SA_SIGINFO) {
+    if (replaced.sa_sigaction != nullptr) replaced.sa_sigaction(sig, info, context);
+    return;
+  }
+  if (replaced.sa_handler == SIG_DFL || replaced.sa_handler == SIG_IGN) {
+    signal(sig, SIG_DFL);  // the access faults again and stops the process
+    return;
+  }
+  replaced.sa_handler(sig);
+}
+
+void on_sigbus(int sig, siginfo_t* info, void* context) {
+  int saved_errno = errno;
+  auto a = reinterpret_cast<uintptr_t>(info->si_addr);
+  for (auto& slot : regions) {
+    Region* r = slot.load(std::memory_order_acquire);
+    if (r != nullptr && r->contains(a)) {
+      r->serve_own_fault(a, was_write(context));
+      errno = saved_errno;
+      return;
+    }
+  }
+  errno = saved_errno;
+  pass_on(sig, info, context);
+}
+
+void install_handler() {
+  struct sigaction sa {};
+  sa.sa_sigaction = on_sigbus;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+  sigfillset(&sa.sa_mask);
+  if (sigaction(SIGBUS, &sa, &replaced) != 0) install_errno = errno;
+}
+
+}  // namespace
+
+bool register_self_serving(Region* r, std::string* why) {
+  std::call_once(installed, install_handler);
+  if (install_errno != 0) {
+    *why = "sigaction(SIGBUS) failed";
+    errno = install_errno;
+    return false;
+  }
+  for (auto& slot : regions) {
+    Region* none = nullptr;
+    if (slot.compare_exchange_strong(none, r, std::memory_order_acq_rel)) return true;
+  }
+  *why = "64 regions in the SIGBUS mode exist already";
+  errno = EMFILE;
+  return false;
+}
+
+void unregister_self_serving(Region* r) {
+  for (auto& slot : regions) {
+    Region* mine = r;
+    if (slot.compare_exchange_strong(mine, nullptr, std::memory_order_acq_rel)) return;
+  }
+}
+
+void block_signals(sigset_t* saved) {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, saved);
+}
+
+void restore_signals(const sigset_t* saved) { pthread_sigmask(SIG_SETMASK, saved, nullptr); }
+
+void Region::serve_own_fault(uintptr_t a, bool write) {
+  auto p = static_cast<uint32_t>((a - base_) / kPageSize);
+  std::lock_guard lock(mutex_);  // signals are blocked already: the handler's mask
+  if (!mapped(p)) return serve_missing(p, write);
+  if (kind(p) == Kind::clean) serve_write_protect(p);
+  // resident: another thread's fault installed it meanwhile
+}
+
+}  // namespace zsm::region
