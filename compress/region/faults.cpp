@@ -178,7 +178,11 @@ void Region::serve_missing(uint32_t p, bool write) {
 // Maps an unmapped page (and `ahead` stored pages after it), making room first.
 void Region::bring_in(uint32_t p, bool writable, uint32_t ahead) {
   pages_[p].victim = 1;  // making room must not retire it from probation meanwhile
-  make_room(1 + ahead);
+  if (serving_signal_) {
+    defer_eviction(1 + ahead);
+  } else {
+    make_room(1 + ahead);
+  }
   pages_[p].victim = 0;
   // A major fault is no evidence of reuse when probation will tell; without it, it is all.
   bool mark = probation_size_ == 0;

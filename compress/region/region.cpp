@@ -43,7 +43,7 @@ int Region::init(const Settings& s, std::string* why) {
     return -errno;
   }
   size_probation();
-  frames_.reserve(budget_pages_);
+  frames_.reserve(size_t{budget_pages_} + self_serve_slack() + 64);  // no growth in a SIGBUS handler
   scratch_.resize(std::max(fault_around_, 1u) * kPageSize);
   compress_buf_.resize(std::max(codec_->bound(kPageSize), kPageSize));
   zeros_.resize(kPageSize);
@@ -73,7 +73,7 @@ int Region::init(const Settings& s, std::string* why) {
   uffd_ = uffd_open(s.force_user_mode_only, self_serve_, &user_mode_only_, why);
   if (uffd_ < 0) return uffd_;
   if (int rc = uffd_register(uffd_, m, size_, why); rc != 0) return rc;
-  if (self_serve_) return register_self_serving(this, why) ? 0 : -errno;
+  if (self_serve_) return start_self_serving(why);
   stop_fd_ = eventfd(0, EFD_CLOEXEC);
   if (stop_fd_ < 0) {
     *why = "eventfd failed";
@@ -83,8 +83,27 @@ int Region::init(const Settings& s, std::string* why) {
   return 0;
 }
 
+// The SIGBUS mode's evictor, then the handler's entry for this region.
+int Region::start_self_serving(std::string* why) {
+  evict_fd_ = eventfd(0, EFD_CLOEXEC);
+  if (evict_fd_ < 0) {
+    *why = "eventfd failed";
+    return -errno;
+  }
+  evictor_ = std::thread([this] { evictor_main(); });
+  return register_self_serving(this, why) ? 0 : -errno;
+}
+
 Region::~Region() {
   if (self_serve_) unregister_self_serving(this);
+  if (evictor_.joinable()) {
+    stopping_.store(true);
+    uint64_t one = 1;
+    ssize_t n = write(evict_fd_, &one, sizeof one);
+    (void)n;
+    evictor_.join();
+  }
+  if (evict_fd_ >= 0) close(evict_fd_);
   if (!handlers_.empty()) {
     stopping_.store(true);
     uint64_t one = 1;
@@ -181,6 +200,7 @@ int Region::set_budget(uint32_t pages) {
   }
   if (counters_.probation.load(std::memory_order_relaxed) > 0) return -ENOMEM;  // the pool is full
   budget_pages_ = pages;
+  frames_.reserve(size_t{budget_pages_} + self_serve_slack() + 64);
   size_probation();
   make_room(0);
   finish_locked();
@@ -298,6 +318,10 @@ int settings_from(size_t size, const zsm_region_options& o, zsm::region::Setting
     return fail_create(EINVAL, "flags: ZSM_REGION_ONE_HANDLER and ZSM_REGION_SELF_SERVE exclude each other");
   }
   s->self_serve = (o.flags & ZSM_REGION_SELF_SERVE) != 0;
+  if (s->self_serve && s->codec.kind == zsm::CodecKind::zstd) {
+    return fail_create(EINVAL, "codec: the SIGBUS mode decompresses in a signal handler, which zstd's "
+                               "per-thread context would allocate in; lz4, lz4hc or none");
+  }
   s->force_user_mode_only = (o.flags & ZSM_REGION_USER_MODE_ONLY) != 0;
   s->one_handler = (o.flags & ZSM_REGION_ONE_HANDLER) != 0;
   if (o.handler_spin_us < -1 || o.handler_spin_us > 10000) {

@@ -160,6 +160,7 @@ class Region {
   // ZSM_REGION_SELF_SERVE: the fault at `a` of the calling thread (its SIGBUS handler, with
   // every signal blocked), served by that thread (self_serve.cpp).
   void serve_own_fault(uintptr_t a, bool write);
+  void evictor_main();
   size_t size() const { return size_; }
   // Range calls on pages [first, first + count); 0 or -errno.
   int prefetch(uint32_t first, uint32_t count);
@@ -173,6 +174,7 @@ class Region {
  private:
   Region() = default;
   int init(const Settings& s, std::string* why);
+  int start_self_serving(std::string* why);
 
   // The region's lock, for the range calls. In the SIGBUS mode every signal is blocked while
   // it is held, so that no signal handler on the holding thread can touch the region and
@@ -214,6 +216,10 @@ class Region {
   void make_writable(uint32_t p);
   void after_install(uint32_t p, Kind kind, bool referenced);
   void finish_locked();
+  void defer_eviction(uint32_t pages);
+  void wake_evictor();
+  // SIGBUS mode: how far resident pages may pass the budget while the evictor catches up.
+  uint32_t self_serve_slack() const { return std::max<uint32_t>(budget_pages_ / 8, 16); }
 
   // copies.cpp: a page's compressed copy, made from `src` (a private copy of its bytes).
   bool store_copy(uint32_t p, const std::byte* src);
@@ -265,6 +271,10 @@ class Region {
   unsigned spin_us_ = 0;
   bool one_handler_ = false;
   bool self_serve_ = false;  // ZSM_REGION_SELF_SERVE: no handler threads, faults are SIGBUS
+  bool serving_signal_ = false;  // the lock holder is a SIGBUS handler: allocate nothing
+  int evict_fd_ = -1;            // SIGBUS mode: the evictor's eventfd
+  bool eviction_stalled_ = false;  // the evictor's last turn left resident pages past the budget
+  std::thread evictor_;
   std::unique_ptr<Codec> codec_;
   zs_pool* pool_ = nullptr;
   size_t pool_page_size_ = kPageSize;

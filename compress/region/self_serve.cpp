@@ -11,16 +11,21 @@
 // stops the process as it would have without the region. The regions are a fixed table of
 // atomic pointers, read by the handler without a lock.
 //
-// The serving thread may allocate (eviction's batches): an access to the region from inside
-// a malloc implementation would deadlock, which is why the preload library, whose allocator
-// works inside its region, uses the handler threads.
+// The handler allocates nothing and compresses nothing: a signal may have interrupted malloc
+// or anything else. It installs the page (decompressing with lz4, which needs no state; zstd's
+// per-thread context is why the mode refuses zstd) and leaves eviction to the region's evictor
+// thread, which it wakes through an eventfd (write(2) is async-signal-safe). Resident pages
+// may pass the budget meanwhile, by at most self_serve_slack() pages; past that a fault waits
+// for the evictor (serve_own_fault).
 #include <array>
 #include <atomic>
 #include <cerrno>
 #include <mutex>
 
 #include <signal.h>
+#include <time.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include "region_core.h"
 
@@ -114,12 +119,54 @@ void block_signals(sigset_t* saved) {
 
 void restore_signals(const sigset_t* saved) { pthread_sigmask(SIG_SETMASK, saved, nullptr); }
 
+// The fault at `a`, served once the pages it may install (with fault-around) fit within the
+// budget and the slack: until then the evictor is woken and the lock left to it for 20 us at
+// a time. When the evictor cannot get under the budget (every page pinned, the pool full),
+// faults are served past it, as the handler threads would.
 void Region::serve_own_fault(uintptr_t a, bool write) {
   auto p = static_cast<uint32_t>((a - base_) / kPageSize);
-  std::lock_guard lock(mutex_);  // signals are blocked already: the handler's mask
-  if (!mapped(p)) return serve_missing(p, write);
-  if (kind(p) == Kind::clean) serve_write_protect(p);
-  // resident: another thread's fault installed it meanwhile
+  for (;;) {
+    {
+      std::lock_guard lock(mutex_);  // signals are blocked already: the handler's mask
+      uint64_t most = uint64_t{mapped_budget()} + self_serve_slack();
+      if (eviction_stalled_ || counters_.resident.load(std::memory_order_relaxed) + fault_around_ <= most) {
+        serving_signal_ = true;
+        if (!mapped(p)) {
+          serve_missing(p, write);
+        } else if (kind(p) == Kind::clean) {
+          serve_write_protect(p);
+        }  // resident: another thread's fault installed it meanwhile
+        serving_signal_ = false;
+        return;
+      }
+      wake_evictor();
+    }
+    timespec pause{0, 20'000};
+    nanosleep(&pause, nullptr);
+  }
+}
+
+// From the SIGBUS handler: wakes the evictor when `pages` more would pass the budget.
+void Region::defer_eviction(uint32_t pages) {
+  if (counters_.resident.load(std::memory_order_relaxed) + pages > mapped_budget()) wake_evictor();
+}
+
+void Region::wake_evictor() {
+  uint64_t one = 1;
+  ssize_t n = ::write(evict_fd_, &one, sizeof one);
+  (void)n;  // a full eventfd counter is a wake-up already pending
+}
+
+void Region::evictor_main() {
+  for (;;) {
+    uint64_t wakes;
+    ssize_t n = ::read(evict_fd_, &wakes, sizeof wakes);
+    if (stopping_.load(std::memory_order_relaxed)) return;
+    if (n != sizeof wakes) continue;  // EINTR
+    Locked lock(*this);
+    make_room(0);
+    eviction_stalled_ = counters_.resident.load(std::memory_order_relaxed) > mapped_budget();
+  }
 }
 
 }  // namespace zsm::region

@@ -6,6 +6,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -48,7 +49,7 @@ TEST(RegionSelfServe, RoundTripAtAnEighthOfTheBudget) {
   }
   for (size_t p = 0; p < 1024; ++p) ASSERT_EQ(page_mismatch(page_at(r, p), p, p % 3 == 0 ? 2 : 1), -1);
   auto s = region_stats(r);
-  EXPECT_LE(s.resident_bytes, s.budget_bytes);
+  EXPECT_LE(s.resident_bytes, s.budget_bytes + s.budget_bytes / 8) << "the evictor's slack at most";
   EXPECT_GE(s.refaults + s.fault_around_pages, 1024u - 128u);
   EXPECT_GT(s.wp_faults, 0u);
   EXPECT_EQ(s.user_mode_only, 1u) << "no handler waits for a syscall's fault";
@@ -90,8 +91,20 @@ volatile long in_handler_mismatch = -2;
 
 void read_evicted_page(int) { in_handler_mismatch = page_mismatch(page_at(in_handler_region, 7), 7, 4); }
 
+#if defined(__SANITIZE_THREAD__)
+#define ZSM_TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define ZSM_TEST_TSAN 1
+#endif
+#endif
+
 TEST(RegionSelfServe, ASignalHandlerMayTouchEvictedPages) {
   ZSM_REQUIRE_REGION();
+#ifdef ZSM_TEST_TSAN
+  GTEST_SKIP() << "ThreadSanitizer runs a signal's handler later with every signal blocked, so "
+                  "a fault inside it is a blocked SIGBUS, which the kernel makes fatal";
+#endif
   in_handler_region = make_self_serving(64, 16);
   ASSERT_NE(in_handler_region, nullptr);
   fill_page(page_at(in_handler_region, 7), 7, 4);
@@ -137,6 +150,23 @@ TEST(RegionSelfServeDeathTest, ASigbusOutsideTheRegionReachesTheProgramsHandler)
       ::testing::ExitedWithCode(3), "the program's handler ran; region page intact");
 }
 
+// Killed by the SIGBUS, as without the region; under a sanitizer, whose own SIGBUS handler is
+// the disposition the region found and chains to, its report and a failing exit.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define ZSM_TEST_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define ZSM_TEST_SANITIZER 1
+#endif
+#endif
+bool stopped_as_without_the_region(int status) {
+#ifdef ZSM_TEST_SANITIZER
+  return (WIFEXITED(status) && WEXITSTATUS(status) != 0) || WIFSIGNALED(status);
+#else
+  return WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS;
+#endif
+}
+
 TEST(RegionSelfServeDeathTest, ASigbusOutsideTheRegionStillStopsTheProcess) {
   ZSM_REQUIRE_REGION();
   GTEST_FLAG_SET(death_test_style, "threadsafe");
@@ -147,10 +177,10 @@ TEST(RegionSelfServeDeathTest, ASigbusOutsideTheRegionStillStopsTheProcess) {
         volatile unsigned char* outside = truncated_mapping();
         (void)outside[0];
       },
-      ::testing::KilledBySignal(SIGBUS), "");
+      stopped_as_without_the_region, "");
 }
 
-TEST(RegionSelfServe, ItExcludesOneHandler) {
+TEST(RegionSelfServe, ItExcludesOneHandlerAndZstd) {
   ZSM_REQUIRE_REGION();
   zsm_region_options o{};
   o.flags = ZSM_REGION_SELF_SERVE | ZSM_REGION_ONE_HANDLER;
@@ -158,6 +188,12 @@ TEST(RegionSelfServe, ItExcludesOneHandler) {
   EXPECT_EQ(zsm_region_create(64 * kPage, &o), nullptr);
   EXPECT_EQ(errno, EINVAL);
   EXPECT_NE(std::string(zsm_region_last_error()).find("exclude"), std::string::npos);
+  o.flags = ZSM_REGION_SELF_SERVE;
+  o.codec = ZSM_CODEC_ZSTD;
+  errno = 0;
+  EXPECT_EQ(zsm_region_create(64 * kPage, &o), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_NE(std::string(zsm_region_last_error()).find("zstd"), std::string::npos);
 }
 
 }  // namespace

@@ -83,7 +83,9 @@ void run_writers_under_eviction(const Run& run) {
   }
   struct zsm_region_stats s {};
   ASSERT_EQ(zsm_region_stats(r, &s), 0);
-  EXPECT_LE(s.resident_bytes, s.budget_bytes);
+  // The SIGBUS mode's evictor may be an eighth of the budget behind.
+  uint64_t slack = (run.flags & ZSM_REGION_SELF_SERVE) ? s.budget_bytes / 8 : 0;
+  EXPECT_LE(s.resident_bytes, s.budget_bytes + slack);
   EXPECT_GT(s.evictions, 0u);
   EXPECT_GT(s.wp_faults, 0u);
   EXPECT_EQ(s.pinned_pages, 0u);

@@ -72,6 +72,7 @@ import cli_args  # noqa: E402
 import count_pairs  # noqa: E402
 import gbench  # noqa: E402
 import golden  # noqa: E402
+import progress as progress_lines  # noqa: E402
 import qemu_count  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -368,9 +369,20 @@ def measure_config_arm64(compiler, args, progress, counter):
 # --- the two commands -------------------------------------------------------------------------
 
 def build_all(builds, args, progress):
+    start = time.time()
     for n, b in enumerate(builds, 1):
-        progress(f"build {n}/{len(builds)} {b.name()}")
+        progress(f"build {n}/{len(builds)} {b.name()}"
+                 f"{progress_lines.eta(start, n - 1, len(builds))}")
         build_one(b, args)
+
+
+def measure_all(pairs, measure, progress):
+    """[measure(config) for config in pairs], each announced with how long the rest takes."""
+    start, results = time.time(), []
+    for n, config in enumerate(pairs, 1):
+        progress(f"configuration {n}/{len(pairs)}{progress_lines.eta(start, n - 1, len(pairs))}")
+        results.append(measure(config))
+    return results
 
 
 def header(args):
@@ -428,7 +440,8 @@ def ab_arm64(args, progress):
         sys.exit(f"[ab] failed: {e}")
     progress(method)
     build_all([Build(c, False, "combined", "arm64") for c in args.compilers], args, progress)
-    configs = [measure_config_arm64(c, args, progress, counter) for c in args.compilers]
+    configs = measure_all(args.compilers,
+                          lambda c: measure_config_arm64(c, args, progress, counter), progress)
     progress("report")
     head = header_arm64(args, method)
     settings = {k: v for k, v in vars(args).items() if k != "write_golden"}
@@ -448,7 +461,8 @@ def ab(args, progress):
     modes = [False, True] if args.pgo else [False]
     build_all([Build(c, pgo, k) for c in args.compilers for pgo in modes for k in KINDS],
               args, progress)
-    configs = [measure_config(c, pgo, args, progress) for c in args.compilers for pgo in modes]
+    configs = measure_all([(c, pgo) for c in args.compilers for pgo in modes],
+                          lambda cp: measure_config(cp[0], cp[1], args, progress), progress)
     progress("report")
     settings = {k: v for k, v in vars(args).items() if k != "write_golden"}
     with open(os.path.join(args.out, "results.json"), "w") as fh:

@@ -94,9 +94,11 @@ struct zsm_region_options {
  * wake-up on another CPU. The handler is chained: a SIGBUS outside every region goes to the
  * disposition it replaced. As with ZSM_REGION_USER_MODE_ONLY, a syscall that meets an evicted
  * page fails with EFAULT (pin first). The program must not replace the SIGBUS handler while
- * such a region lives, nor touch the region from inside a malloc implementation (the fault
- * path may allocate). Signal handlers may touch the region: the range calls block signals
- * while they hold the region's lock. At most 64 such regions at once (EMFILE). */
+ * such a region lives. A fault installs its page and allocates nothing; eviction is an
+ * evictor thread's, so resident pages may pass the budget by up to an eighth of it (at least
+ * 16 pages) while it catches up. Signal handlers may touch the region: the range calls block
+ * signals while they hold the region's lock. Not with ZSM_CODEC_ZSTD (EINVAL: its
+ * decompression context is allocated per thread). At most 64 such regions at once (EMFILE). */
 #define ZSM_REGION_SELF_SERVE 0x4u
 
 /*
