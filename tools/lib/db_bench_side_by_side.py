@@ -27,6 +27,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import progress  # noqa: E402
+
 READ_FLAGS = ["--benchmarks=readrandom", "--use_existing_db=1", "--compression_type=none",
               "--statistics", "--seed=42", "--threads=1"]
 
@@ -269,6 +272,8 @@ def main():
     cb_tiers = cache_bench_tiers(args.capacity, args.plugin)
     results = {(d, n): [] for d in ("uniform", "skewed") for n, _, _ in db_tiers}
     cb_results = {n: [] for n, _, _ in cb_tiers}
+    total = args.reps * (2 * len(db_tiers) + (0 if args.no_cache_bench else len(cb_tiers)))
+    start, done = time.time(), 0
     for rep in range(args.reps):
         # Interleaved: every tier once per repetition, in an order rotated by the repetition.
         k = rep % len(db_tiers)
@@ -277,15 +282,19 @@ def main():
                 r = db_bench_run(args, extra, preload, skewed)
                 d = "skewed" if skewed else "uniform"
                 results[(d, name)].append(r)
+                done += 1
                 print(f"# rep {rep + 1} {d:7} {name:12} {r['ops']:>8} ops/s "
-                      f"{r['hits']:>8} hits", flush=True)
+                      f"{r['hits']:>8} hits (run {done}/{total}"
+                      f"{progress.eta(start, done, total)})", flush=True)
         if not args.no_cache_bench:
             k = rep % len(cb_tiers)
             for name, extra, preload in cb_tiers[k:] + cb_tiers[:k]:
                 r = cache_bench_run(args, extra, preload)
                 cb_results[name].append(r)
+                done += 1
                 print(f"# rep {rep + 1} cache_bench {name:12} {r['ops']:>8} ops/s "
-                      f"{r.get('hits', '-')} zsm hits", flush=True)
+                      f"{r.get('hits', '-')} zsm hits (run {done}/{total}"
+                      f"{progress.eta(start, done, total)})", flush=True)
 
     rss_match = {}
     if not args.no_equal_rss:

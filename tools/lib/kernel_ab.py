@@ -385,7 +385,9 @@ def main():
             counter = qemu_count.trace_counter(tools)
             progress(method)
         all_builds = {c: build_compiler(c, args, progress) for c in args.compilers}
-        configs = [measure(c, all_builds[c], args, progress, counter) for c in args.compilers]
+        configs = ab.measure_all(args.compilers,
+                                 lambda c: measure(c, all_builds[c], args, progress, counter),
+                                 progress)
     except (cli_args.InputError, qemu_count.CountError) as e:
         sys.exit(f"kernel_ab: {e}")
     head = header(all_builds[args.compilers[0]]["combined"][0], args, method)
