@@ -124,7 +124,7 @@ void Region::free_copy(uint32_t p) {
   if (kind == CopyKind::same) {
     counters_.same.fetch_sub(1, std::memory_order_relaxed);
   } else if (kind == CopyKind::file) {
-    file_->release(copies_[p], st.comp_len == 0 ? kPageSize : st.comp_len);
+    file_->release(copies_[p], st.comp_len == 0 ? kPageSize : st.comp_len, !serving_signal_);
     counters_.file_bytes.store(file_->live_bytes(), std::memory_order_relaxed);
     if (st.comp_len == 0) counters_.whole.fetch_sub(1, std::memory_order_relaxed);
   } else {

@@ -74,11 +74,15 @@ std::vector<int> Region::handler_cpus() const {
 void Region::start_handlers() {
   std::vector<int> cpus = handler_cpus();
   if (cpus.empty()) {
-    handlers_.emplace_back([this] { handler_main(spin_us_ > 0); });
+    handlers_.emplace_back([this] {
+      block_signals(nullptr);
+      handler_main(spin_us_ > 0);
+    });
     return;
   }
   for (int cpu : cpus) {
     handlers_.emplace_back([this, cpu] {
+      block_signals(nullptr);  // a signal handler here touching the region could not be served
       cpu_set_t only;
       CPU_ZERO(&only);
       CPU_SET(cpu, &only);

@@ -23,7 +23,9 @@ uint32_t checksum(std::span<const std::byte> bytes) {
 PageFile::PageFile(const std::string& path, uint64_t capacity)
     : file_(detail::OwnedFile::create(path, "backing file", ".zsm-region-")),
       capacity_sectors_(capacity / kSector),
-      buffer_(kMaxSectors * kSector) {}
+      buffer_(kMaxSectors * kSector) {
+  for (auto& list : free_) list.reserve(kReleaseRoom);  // release() from a signal handler
+}
 
 std::optional<uint64_t> PageFile::allocate(size_t sectors) {
   if (!free_[sectors].empty()) {
@@ -46,7 +48,11 @@ std::optional<uint64_t> PageFile::allocate(size_t sectors) {
   return std::nullopt;
 }
 
-void PageFile::free_extent(uint64_t sector, size_t sectors) { free_[sectors].push_back(sector); }
+void PageFile::free_extent(uint64_t sector, size_t sectors) {
+  std::vector<uint64_t>& list = free_[sectors];
+  list.push_back(sector);
+  if (list.capacity() < list.size() + kReleaseRoom) list.reserve(list.size() + 2 * kReleaseRoom);
+}
 
 std::optional<uint64_t> PageFile::write(std::span<const std::byte> bytes) {
   size_t sectors = sectors_for(bytes.size());
@@ -70,9 +76,16 @@ bool PageFile::read(uint64_t where, std::span<std::byte> out) {
   return n == static_cast<ssize_t>(out.size()) && checksum(out) == checksum_of(where);
 }
 
-void PageFile::release(uint64_t where, size_t length) {
+void PageFile::release(uint64_t where, size_t length, bool may_allocate) {
   size_t sectors = sectors_for(length);
-  free_extent(sector_of(where), sectors);
+  std::vector<uint64_t>& list = free_[sectors];
+  if (may_allocate) {
+    free_extent(sector_of(where), sectors);
+  } else if (list.size() < list.capacity()) {
+    list.push_back(sector_of(where));
+  } else {
+    lost_sectors_ += sectors;
+  }
   live_sectors_ -= sectors;
   full_ = false;
 }

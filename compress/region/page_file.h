@@ -42,24 +42,33 @@ class PageFile {
   // or the bytes are not those written.
   bool read(uint64_t where, std::span<std::byte> out);
   // The copy at `where`, of `length` bytes, is no longer needed: its sectors are reused.
-  void release(uint64_t where, size_t length);
+  // With `may_allocate` false (a signal handler's call) nothing is allocated: the free list
+  // keeps room for kReleaseRoom more releases after every call that may allocate, and past
+  // that the sectors are left unused (counted in lost_bytes()).
+  void release(uint64_t where, size_t length, bool may_allocate = true);
   // After a batch of writes: to disk, then out of the page cache.
   void end_batch();
+  // In a child of fork(): closes the descriptor only (the file, its name and lock stay the
+  // parent's); nothing else may be called after.
+  void close_descriptor_only() { file_.close_descriptor_only(); }
 
   // Whether the last write found no room, or failed (the disk is full): no write is tried
   // again until a release makes room.
   [[nodiscard]] bool full() const { return full_; }
   [[nodiscard]] uint64_t live_bytes() const { return live_sectors_ * kSector; }
+  [[nodiscard]] uint64_t lost_bytes() const { return lost_sectors_ * kSector; }
 
  private:
   static size_t sectors_for(size_t length) { return (length + kSector - 1) / kSector; }
   std::optional<uint64_t> allocate(size_t sectors);
-  void free_extent(uint64_t sector, size_t sectors);
+  void free_extent(uint64_t sector, size_t sectors);  // may allocate
 
   detail::OwnedFile file_;
   uint64_t capacity_sectors_ = 0;
   uint64_t next_sector_ = 0;  // the file's end: sectors past it were never used
   uint64_t live_sectors_ = 0;
+  uint64_t lost_sectors_ = 0;  // released where no free list had room (release())
+  static constexpr size_t kReleaseRoom = 256;
   bool full_ = false;
   std::vector<uint64_t> free_[kMaxSectors + 1];  // free extents by length, in sectors
   std::vector<std::byte> buffer_;                // one page, a copy padded to its sectors

@@ -23,6 +23,7 @@ std::unique_ptr<Region> Region::create(const Settings& s, int* err, std::string*
 }
 
 int Region::init(const Settings& s, std::string* why) {
+  owner_ = getpid();
   size_ = s.size;
   npages_ = static_cast<uint32_t>(s.size / kPageSize);
   budget_pages_ = s.budget_pages;
@@ -90,11 +91,29 @@ int Region::start_self_serving(std::string* why) {
     *why = "eventfd failed";
     return -errno;
   }
-  evictor_ = std::thread([this] { evictor_main(); });
+  evictor_ = std::thread([this] {
+    block_signals(nullptr);  // a signal handler here touching the region would wait for itself
+    evictor_main();
+  });
   return register_self_serving(this, why) ? 0 : -errno;
 }
 
+// In a child of fork(): the threads, the mapping (MADV_DONTFORK), the file and its name are
+// the parent's; only the descriptors are the child's. Everything else is left to the exit.
+void Region::close_in_child() {
+  for (std::thread& t : handlers_) t.detach();
+  if (evictor_.joinable()) evictor_.detach();
+  if (file_) file_.release()->close_descriptor_only();
+  for (int fd : {uffd_, stop_fd_, evict_fd_}) {
+    if (fd >= 0) close(fd);
+  }
+}
+
 Region::~Region() {
+  if (getpid() != owner_) {
+    close_in_child();
+    return;
+  }
   if (self_serve_) unregister_self_serving(this);
   if (evictor_.joinable()) {
     stopping_.store(true);
@@ -271,6 +290,7 @@ constexpr size_t kMinBudgetPages = 16;
 constexpr unsigned kMaxFaultAround = 64;
 constexpr unsigned kDefaultSpinUs = 50;
 constexpr uint64_t kDefaultFileCapacity = uint64_t{256} << 20;
+constexpr uint64_t kMaxFileCapacity = uint64_t{2} << 40;  // 2^32 sectors of 512 bytes
 
 // Settings from the options, or an errno with last_error set.
 int settings_from(size_t size, const zsm_region_options& o, zsm::region::Settings* s) {
@@ -293,8 +313,9 @@ int settings_from(size_t size, const zsm_region_options& o, zsm::region::Setting
       return fail_create(EINVAL, "backing_file needs a compressed_budget_bytes: the pool's size past "
                                  "which pages go to the file");
     }
-    if (o.backing_file_capacity != 0 && o.backing_file_capacity < kPageSize) {
-      return fail_create(EINVAL, "backing_file_capacity is below one page");
+    if (o.backing_file_capacity != 0 &&
+        (o.backing_file_capacity < kPageSize || o.backing_file_capacity > kMaxFileCapacity)) {
+      return fail_create(EINVAL, "backing_file_capacity is not in one page .. 2 TiB");
     }
     s->backing_file = o.backing_file;
     s->backing_file_capacity = o.backing_file_capacity == 0 ? kDefaultFileCapacity : o.backing_file_capacity;

@@ -90,7 +90,7 @@ inline constexpr size_t kMaxHandlers = 8;  // handler threads, one a CPU (faults
 class Region;
 bool register_self_serving(Region* r, std::string* why);
 void unregister_self_serving(Region* r);
-void block_signals(sigset_t* saved);
+void block_signals(sigset_t* saved);  // every signal the thread can block; saved may be null
 void restore_signals(const sigset_t* saved);
 
 // A per-page table of the region's, mapped anonymous: it reads as zeros (a page's empty
@@ -175,6 +175,7 @@ class Region {
   Region() = default;
   int init(const Settings& s, std::string* why);
   int start_self_serving(std::string* why);
+  void close_in_child();
 
   // The region's lock, for the range calls. In the SIGBUS mode every signal is blocked while
   // it is held, so that no signal handler on the holding thread can touch the region and
@@ -219,7 +220,11 @@ class Region {
   void defer_eviction(uint32_t pages);
   void wake_evictor();
   // SIGBUS mode: how far resident pages may pass the budget while the evictor catches up.
-  uint32_t self_serve_slack() const { return std::max<uint32_t>(budget_pages_ / 8, 16); }
+  // At least a fault-around's pages: a fault waits for room for as many, and the evictor
+  // makes room down to the budget only.
+  uint32_t self_serve_slack() const {
+    return std::max({budget_pages_ / 8, uint32_t{16}, uint32_t{fault_around_}});
+  }
 
   // copies.cpp: a page's compressed copy, made from `src` (a private copy of its bytes).
   bool store_copy(uint32_t p, const std::byte* src);
@@ -261,6 +266,7 @@ class Region {
   void set_kind(uint32_t p, Kind k) { pages_[p].kind = static_cast<uint32_t>(k); }
   void check(int rc, const char* what) const;
 
+  pid_t owner_ = 0;  // the process that made the region
   uintptr_t base_ = 0;
   size_t size_ = 0;
   uint32_t npages_ = 0;

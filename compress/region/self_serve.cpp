@@ -22,6 +22,7 @@
 #include <cerrno>
 #include <mutex>
 
+#include <sched.h>
 #include <signal.h>
 #include <time.h>
 #include <ucontext.h>
@@ -34,6 +35,9 @@ namespace {
 
 constexpr size_t kMaxSelfServing = 64;
 std::array<std::atomic<Region*>, kMaxSelfServing> regions{};
+// Handlers between their first look at `regions` and their return: a region being destroyed
+// waits for none to be left before it is freed.
+std::atomic<int> handlers_running{0};
 struct sigaction replaced {};
 std::once_flag installed;
 int install_errno = 0;
@@ -51,31 +55,45 @@ bool was_write(const void* context) {
 #endif
 }
 
+// A SIGBUS no region holds, to the disposition it would have met without the region. The
+// default (or an ignored SIGBUS, which the kernel does not ignore for a fault) is restored: a
+// fault is made again and stops the process; a sent SIGBUS is sent again, and stops it, or is
+// dropped if it was ignored.
 void pass_on(int sig, siginfo_t* info, void* context) {
-  if (replaced.sa_flags & SA_SIGINFO) {
-    if (replaced.sa_sigaction != nullptr) replaced.sa_sigaction(sig, info, context);
-    return;
-  }
+  const bool sent = info->si_code <= 0;  // kill(), raise(), sigqueue(): no fault to make again
   if (replaced.sa_handler == SIG_DFL || replaced.sa_handler == SIG_IGN) {
-    signal(sig, SIG_DFL);  // the access faults again and stops the process
+    bool ignored = replaced.sa_handler == SIG_IGN;
+    signal(sig, SIG_DFL);
+    if (sent && !ignored) raise(sig);  // pending until the handler returns, then fatal
     return;
   }
-  replaced.sa_handler(sig);
+  if (replaced.sa_flags & SA_SIGINFO) {
+    replaced.sa_sigaction(sig, info, context);
+  } else {
+    replaced.sa_handler(sig);
+  }
+}
+
+// The region holding `a`, or null. Only a fault (BUS_ADRERR) can be a region's: a memory error
+// (BUS_MCEERR_*) or a sent SIGBUS is not.
+Region* region_of(const siginfo_t* info) {
+  if (info->si_code != BUS_ADRERR) return nullptr;
+  auto a = reinterpret_cast<uintptr_t>(info->si_addr);
+  for (auto& slot : regions) {
+    Region* r = slot.load(std::memory_order_acquire);
+    if (r != nullptr && r->contains(a)) return r;
+  }
+  return nullptr;
 }
 
 void on_sigbus(int sig, siginfo_t* info, void* context) {
   int saved_errno = errno;
-  auto a = reinterpret_cast<uintptr_t>(info->si_addr);
-  for (auto& slot : regions) {
-    Region* r = slot.load(std::memory_order_acquire);
-    if (r != nullptr && r->contains(a)) {
-      r->serve_own_fault(a, was_write(context));
-      errno = saved_errno;
-      return;
-    }
-  }
+  handlers_running.fetch_add(1, std::memory_order_seq_cst);
+  Region* r = region_of(info);
+  if (r != nullptr) r->serve_own_fault(reinterpret_cast<uintptr_t>(info->si_addr), was_write(context));
+  handlers_running.fetch_sub(1, std::memory_order_seq_cst);
   errno = saved_errno;
-  pass_on(sig, info, context);
+  if (r == nullptr) pass_on(sig, info, context);
 }
 
 void install_handler() {
@@ -104,14 +122,17 @@ bool register_self_serving(Region* r, std::string* why) {
   return false;
 }
 
+// After this, no handler can reach r: one that found it has returned (handlers of other
+// regions are waited for too, which costs a destroy at most their faults' time).
 void unregister_self_serving(Region* r) {
   for (auto& slot : regions) {
     Region* mine = r;
-    if (slot.compare_exchange_strong(mine, nullptr, std::memory_order_acq_rel)) return;
+    if (slot.compare_exchange_strong(mine, nullptr, std::memory_order_seq_cst)) break;
   }
+  while (handlers_running.load(std::memory_order_seq_cst) != 0) sched_yield();
 }
 
-void block_signals(sigset_t* saved) {
+void block_signals(sigset_t* saved) {  // saved may be null
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, saved);

@@ -3,6 +3,7 @@
 // rewritten page gives its sectors back, and a copy changed on disk is never served.
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -146,6 +147,26 @@ TEST_F(RegionFile, ANamedFileIsRemovedAtDestroyAndAnExistingOneIsRefused) {
   EXPECT_EQ(errno, EEXIST);
   ASSERT_EQ(::stat(theirs.c_str(), &st), 0);
   EXPECT_EQ(st.st_size, 4) << "an existing file is left as it was";
+}
+
+// A child of fork() that destroys its copy of the region (a C++ object's destructor at exit,
+// say) closes its descriptors only: the parent's file keeps its name and its pages.
+TEST_F(RegionFile, AChildOfForkLeavesTheParentsFile) {
+  std::string path = dir.path + "/pages";
+  make(path);
+  fill_all(8);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    zsm_region_destroy(r);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  struct stat st {};
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << "the child removed the parent's file";
+  expect_all(8);
 }
 
 // A copy changed on disk is never installed as the page: the checksum stops the process, with

@@ -167,6 +167,20 @@ bool stopped_as_without_the_region(int status) {
 #endif
 }
 
+TEST(RegionSelfServeDeathTest, ASentSigbusStillStopsTheProcess) {
+  ZSM_REQUIRE_REGION();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        zsm_region* r = make_self_serving(64, 16);
+        (void)r;
+        raise(SIGBUS);
+        std::fprintf(stderr, "survived a SIGBUS\n");
+        std::exit(0);
+      },
+      stopped_as_without_the_region, "");
+}
+
 TEST(RegionSelfServeDeathTest, ASigbusOutsideTheRegionStillStopsTheProcess) {
   ZSM_REQUIRE_REGION();
   GTEST_FLAG_SET(death_test_style, "threadsafe");
@@ -178,6 +192,25 @@ TEST(RegionSelfServeDeathTest, ASigbusOutsideTheRegionStillStopsTheProcess) {
         (void)outside[0];
       },
       stopped_as_without_the_region, "");
+}
+
+// A fault waits for room for a whole fault-around: with 64 pages of it over a 256-page budget,
+// more than the budget's eighth, the evictor must still make that room (it once did not: a
+// sequential pass hung).
+TEST(RegionSelfServe, AFaultAroundLargerThanTheSlackIsServed) {
+  ZSM_REQUIRE_REGION();
+  zsm_region_options o{};
+  o.budget_bytes = 256 * kPage;
+  o.fault_around_pages = 64;
+  o.flags = ZSM_REGION_SELF_SERVE;
+  zsm_region* r = zsm_region_create(2048 * kPage, &o);
+  ASSERT_NE(r, nullptr) << zsm_region_last_error();
+  for (size_t p = 0; p < 2048; ++p) fill_page(page_at(r, p), p, 6);
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t p = 0; p < 2048; ++p) ASSERT_EQ(page_mismatch(page_at(r, p), p, 6), -1) << "page " << p;
+  }
+  EXPECT_GT(region_stats(r).fault_around_pages, 0u);
+  zsm_region_destroy(r);
 }
 
 TEST(RegionSelfServe, ItExcludesOneHandlerAndZstd) {

@@ -18,7 +18,9 @@
  * - A signal handler may touch the region (the fault is served by the handler thread), but
  *   must not call these functions.
  * - The program must not munmap, mprotect or madvise the region itself (discard is
- *   MADV_DONTNEED's equivalent), and a forked child must not call these functions.
+ *   MADV_DONTNEED's equivalent), and a forked child must not call these functions, except
+ *   zsm_region_destroy(), which in a child only closes its descriptors (the parent's threads,
+ *   backing file and memory stay the parent's).
  * - Pinned pages count against the budget, and at most half of it may be pinned.
  *
  * Errors: calls that return a pointer return NULL and set errno; calls with an int result
@@ -68,7 +70,7 @@ struct zsm_region_options {
 	 * while the region lives. Copies are written in 512-byte sectors, checked by a checksum
 	 * when read back; a full file takes no more, and pages stay in the pool. */
 	const char *backing_file;
-	uint64_t backing_file_capacity; /* most bytes the file holds: 0 = 256 MiB */
+	uint64_t backing_file_capacity; /* most bytes the file holds: 0 = 256 MiB; at most 2 TiB */
 	unsigned int fault_around_pages; /* most pages a sequential fault installs: 0 = 16, 1 = off;
 	                               at most 64 */
 	unsigned int flags;         /* ZSM_REGION_* below; 0 = none */
@@ -96,7 +98,9 @@ struct zsm_region_options {
  * page fails with EFAULT (pin first). The program must not replace the SIGBUS handler while
  * such a region lives. A fault installs its page and allocates nothing; eviction is an
  * evictor thread's, so resident pages may pass the budget by up to an eighth of it (at least
- * 16 pages) while it catches up. Signal handlers may touch the region: the range calls block
+ * 16 pages and a fault-around) while it catches up. (When the evictor cannot get under the
+ * budget, every page pinned or the pool full with no file to go to, faults are served past
+ * it, and growing the CLOCK ring may then allocate.) Signal handlers may touch the region: the range calls block
  * signals while they hold the region's lock. Not with ZSM_CODEC_ZSTD (EINVAL: its
  * decompression context is allocated per thread). At most 64 such regions at once (EMFILE). */
 #define ZSM_REGION_SELF_SERVE 0x4u
