@@ -101,8 +101,9 @@ int Region::start_self_serving(std::string* why) {
 // In a child of fork(): the threads, the mapping (MADV_DONTFORK), the file and its name are
 // the parent's; only the descriptors are the child's. Everything else is left to the exit.
 void Region::close_in_child() {
-  for (std::thread& t : handlers_) t.detach();
-  if (evictor_.joinable()) evictor_.detach();
+  // The threads do not exist here: their handles are left unjoined, never destroyed.
+  new std::vector<std::thread>(std::move(handlers_));
+  new std::thread(std::move(evictor_));
   if (file_) file_.release()->close_descriptor_only();
   for (int fd : {uffd_, stop_fd_, evict_fd_}) {
     if (fd >= 0) close(fd);
