@@ -24,6 +24,7 @@ namespace {
 using zsm_test::fill_page;
 using zsm_test::kPage;
 using zsm_test::page_mismatch;
+using zsm_test::read_from_pipe_into;
 using zsm_test::region_stats;
 
 zsm_region* make_self_serving(size_t pages, size_t budget_pages) {
@@ -56,18 +57,6 @@ TEST(RegionSelfServe, RoundTripAtAnEighthOfTheBudget) {
   zsm_region_destroy(r);
 }
 
-ssize_t read_from_pipe_into(void* dst, size_t len) {
-  int fds[2];
-  if (pipe(fds) != 0) return -1;
-  std::vector<char> bytes(len, 'q');
-  ssize_t n = write(fds[1], bytes.data(), len) == static_cast<ssize_t>(len) ? read(fds[0], dst, len) : -1;
-  int saved = errno;
-  close(fds[0]);
-  close(fds[1]);
-  errno = saved;
-  return n;
-}
-
 TEST(RegionSelfServe, ASyscallGetsEfaultUnlessPinned) {
   ZSM_REQUIRE_REGION();
   zsm_region* r = make_self_serving(64, 16);
@@ -75,12 +64,12 @@ TEST(RegionSelfServe, ASyscallGetsEfaultUnlessPinned) {
   fill_page(page_at(r, 5), 5, 3);
   ASSERT_EQ(zsm_region_evict(r, page_at(r, 5), kPage), 0);
   errno = 0;
-  EXPECT_EQ(read_from_pipe_into(page_at(r, 5), 64), -1);
+  EXPECT_EQ(read_from_pipe_into(page_at(r, 5), 64, 'q'), -1);
   EXPECT_EQ(errno, EFAULT);
   EXPECT_EQ(page_mismatch(page_at(r, 5), 5, 3), -1) << "the failed read changed nothing";
   ASSERT_EQ(zsm_region_evict(r, page_at(r, 5), kPage), 0);
   ASSERT_EQ(zsm_region_pin(r, page_at(r, 5), kPage), 0);
-  EXPECT_EQ(read_from_pipe_into(page_at(r, 5), 64), 64);
+  EXPECT_EQ(read_from_pipe_into(page_at(r, 5), 64, 'q'), 64);
   ASSERT_EQ(zsm_region_unpin(r, page_at(r, 5), kPage), 0);
   EXPECT_EQ(page_at(r, 5)[0], 'q');
   zsm_region_destroy(r);

@@ -1,10 +1,15 @@
 // tests/region/region_support.h: what the region's tests share: the skip when userfaultfd is
-// not available (with the library's own one-line reason), the page patterns, stats.
+// not available (with the library's own one-line reason), the page patterns, stats, and a
+// read(2) into region memory.
 #pragma once
 
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
+
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 #include <zsm/region.h>
@@ -32,6 +37,21 @@ inline struct zsm_region_stats region_stats(zsm_region* r) {
   struct zsm_region_stats s {};
   EXPECT_EQ(zsm_region_stats(r, &s), 0);
   return s;
+}
+
+// read(2) of `len` bytes of `fill` from a pipe into dst: a syscall's access to region memory,
+// the kernel's own fault if the page is evicted. The bytes read, or -1 with errno.
+inline ssize_t read_from_pipe_into(void* dst, size_t len, char fill) {
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  std::vector<char> bytes(len, fill);
+  ssize_t w = write(fds[1], bytes.data(), len);
+  ssize_t n = w == static_cast<ssize_t>(len) ? read(fds[0], dst, len) : -1;
+  int saved = errno;
+  close(fds[0]);
+  close(fds[1]);
+  errno = saved;
+  return n;
 }
 
 }  // namespace zsm_test

@@ -25,6 +25,7 @@ namespace {
 using zsm_test::fill_page;
 using zsm_test::kPage;
 using zsm_test::page_mismatch;
+using zsm_test::read_from_pipe_into;
 using zsm_test::region_stats;
 
 struct RegionFixture : ::testing::Test {
@@ -389,19 +390,6 @@ TEST_F(RegionFixture, ForkedChildDoesNotSeeTheRegion) {
 
 // A syscall's access to an evicted page: EFAULT with user-mode-only faults, served with
 // pinning; served in kernel mode where the kernel grants it.
-ssize_t read_into(void* dst, size_t len) {
-  int fds[2];
-  if (pipe(fds) != 0) return -1;
-  std::vector<char> bytes(len, 'z');
-  ssize_t w = write(fds[1], bytes.data(), len);
-  ssize_t n = w == static_cast<ssize_t>(len) ? read(fds[0], dst, len) : -1;
-  int saved = errno;
-  close(fds[0]);
-  close(fds[1]);
-  errno = saved;
-  return n;
-}
-
 TEST_F(RegionFixture, UserModeOnlySyscallsGetEfaultUnlessPinned) {
   zsm_region_options o{};
   o.flags = ZSM_REGION_USER_MODE_ONLY;
@@ -410,12 +398,12 @@ TEST_F(RegionFixture, UserModeOnlySyscallsGetEfaultUnlessPinned) {
   fill_page(at(3), 3, 12);
   ASSERT_EQ(zsm_region_evict(r, at(3), kPage), 0);
   errno = 0;
-  EXPECT_EQ(read_into(at(3), 100), -1);
+  EXPECT_EQ(read_from_pipe_into(at(3), 100, 'z'), -1);
   EXPECT_EQ(errno, EFAULT);
   EXPECT_EQ(page_mismatch(at(3), 3, 12), -1) << "the failed read changed nothing";
   ASSERT_EQ(zsm_region_evict(r, at(3), kPage), 0);
   ASSERT_EQ(zsm_region_pin(r, at(3), kPage), 0);
-  EXPECT_EQ(read_into(at(3), 100), 100);
+  EXPECT_EQ(read_from_pipe_into(at(3), 100, 'z'), 100);
   ASSERT_EQ(zsm_region_unpin(r, at(3), kPage), 0);
   EXPECT_EQ(at(3)[0], 'z');
   EXPECT_EQ(at(3)[99], 'z');
@@ -426,7 +414,7 @@ TEST_F(RegionFixture, KernelModeFaultsAreServedWhereGranted) {
   if (region_stats(r).user_mode_only) GTEST_SKIP() << "the kernel grants user-mode faults only";
   fill_page(at(3), 3, 13);
   ASSERT_EQ(zsm_region_evict(r, at(3), kPage), 0);
-  EXPECT_EQ(read_into(at(3) + 16, 100), 100) << std::strerror(errno);
+  EXPECT_EQ(read_from_pipe_into(at(3) + 16, 100, 'z'), 100) << std::strerror(errno);
   EXPECT_EQ(at(3)[16], 'z');
   unsigned char want[kPage];
   fill_page(want, 3, 13);
