@@ -14,12 +14,15 @@
 #include <ostream>
 #include <string>
 
+#include "test_support.h"
+
 namespace zsm_test {
 
 struct PoolConfig {
   const char* name;  // the parameter's name in the test's name
   unsigned flags;    // ZS_POOL_*
   unsigned shards;   // nr_shards; 0 = one per CPU
+  bool scattered = false;  // on a ScatteredPageSource: no zspage's pages contiguous
 };
 
 inline constexpr PoolConfig kPoolConfigs[] = {
@@ -27,12 +30,17 @@ inline constexpr PoolConfig kPoolConfigs[] = {
     {"NoThreadCache", ZS_POOL_NO_THREAD_CACHE, 0},  // the locked path on every call
     {"Hardened", ZS_POOL_HARDENED, 0},              // every handle and size checked
     {"OneLockPerClass", ZS_POOL_NO_THREAD_CACHE, 1},  // the kernel's design exactly
+    {"ScatteredPages", 0, 0, true},                 // caches over pages a source scatters
 };
 
 inline zs_pool* create_pool(const PoolConfig& config, const char* name) {
+  // One source for every such pool of the process, never destroyed (pools may outlive it
+  // otherwise at exit).
+  static ScatteredPageSource* const scattered = new ScatteredPageSource;
   zs_pool_config cfg{};
   cfg.flags = config.flags;
   cfg.nr_shards = config.shards;
+  if (config.scattered) cfg.page_source = scattered->source();
   return zs_create_pool_ex(name, &cfg);
 }
 

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <string>
@@ -245,6 +246,65 @@ class FailingPageSource {
   std::atomic<unsigned long> fail_at_{0};
   std::atomic<bool> once_{false};
   std::atomic<long> in_use_{0};
+};
+
+// A page source whose pages are never contiguous within a zspage: it takes the default
+// source's pages two at a time and hands out the higher one first, so consecutive pages run
+// downwards. A pool on it takes the path for zspages a source cannot give contiguously
+// (ZsPage::layout, the cached store's scattered branch). Thread-safe.
+class ScatteredPageSource {
+ public:
+  explicit ScatteredPageSource(size_t page_size = 4096)
+      : page_size_(page_size), vm_(zs_vm_source_create(page_size, 0, 0)) {
+    if (vm_ != nullptr) inner_ = zs_vm_source_ops(vm_);
+    ops_.alloc_page = &alloc_thunk;
+    ops_.free_page = &free_thunk;
+    ops_.ctx = this;
+  }
+  ~ScatteredPageSource() {
+    if (vm_ == nullptr) return;
+    if (spare_ != nullptr) inner_.free_page(inner_.ctx, spare_);
+    zs_vm_source_destroy(vm_);
+  }
+  ScatteredPageSource(const ScatteredPageSource&) = delete;
+  ScatteredPageSource& operator=(const ScatteredPageSource&) = delete;
+
+  bool ok() const { return vm_ != nullptr; }
+  const zs_page_source* source() const { return &ops_; }
+  // Pages handed out that did not directly follow the one before.
+  unsigned long breaks() const { return breaks_.load(); }
+
+ private:
+  static void* alloc_thunk(void* ctx) { return static_cast<ScatteredPageSource*>(ctx)->alloc(); }
+  static void free_thunk(void* ctx, void* page) {
+    static_cast<ScatteredPageSource*>(ctx)->free(page);
+  }
+  void* alloc() {
+    std::lock_guard<std::mutex> guard(lock_);
+    void* page = spare_;
+    spare_ = nullptr;
+    if (page == nullptr) {
+      void* low = inner_.alloc_page(inner_.ctx);
+      page = low != nullptr ? inner_.alloc_page(inner_.ctx) : nullptr;
+      if (page == nullptr) return low;
+      spare_ = low;
+    }
+    if (static_cast<char*>(page) != static_cast<char*>(last_) + page_size_) ++breaks_;
+    last_ = page;
+    return page;
+  }
+  void free(void* page) {
+    std::lock_guard<std::mutex> guard(lock_);
+    inner_.free_page(inner_.ctx, page);
+  }
+  const size_t page_size_;
+  zs_vm_source* vm_;
+  zs_page_source inner_{};
+  zs_page_source ops_{};
+  std::mutex lock_;
+  void* spare_ = nullptr;
+  void* last_ = nullptr;
+  std::atomic<unsigned long> breaks_{0};
 };
 
 // A pool plus the objects a test stored in it (handle -> expected bytes). TearDown checks

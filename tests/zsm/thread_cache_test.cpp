@@ -71,6 +71,42 @@ TEST(ThreadCache, AFreedSlotServesTheNextStoreOfItsClass) {
   EXPECT_EQ(zs_check_pool(pool.get(), stderr), 0);
 }
 
+// A source that cannot give a zspage contiguous pages: the cached store takes its scattered
+// branch, and objects that cross a page read back whole at every size, stored with zs_store
+// and with zs_malloc + zs_obj_write, into fresh slots and into slots the cache reserved.
+TEST(ThreadCache, StoresIntoScatteredZspagesReadBackAtEverySize) {
+  zsm_test::ScatteredPageSource source;
+  ASSERT_TRUE(source.ok());
+  PoolPtr pool = make_pool(0, 0, source.source());
+  ASSERT_NE(pool, nullptr);
+  std::vector<unsigned long> kept;
+  for (size_t size = 1; size <= 4096; size += 13) {
+    unsigned long first = store_pattern(pool.get(), size, size);
+    ASSERT_NE(first, 0u) << size;
+    zs_free(pool.get(), first);  // reserved in this thread's cache
+    unsigned long again = store_pattern(pool.get(), size, size + 1);
+    ASSERT_NE(again, 0u) << size;
+    EXPECT_TRUE(check_object(pool.get(), again, make_pattern(size, size + 1))) << size;
+    kept.push_back(again);
+    unsigned long written = zs_malloc(pool.get(), size);
+    ASSERT_NE(written, 0u) << size;
+    std::vector<uint8_t> bytes = make_pattern(size, size + 2);
+    zs_obj_write(pool.get(), written, bytes.data(), size);
+    EXPECT_TRUE(check_object(pool.get(), written, bytes)) << size;
+    kept.push_back(written);
+  }
+  EXPECT_GT(source.breaks(), kept.size() / 4) << "the source scattered its pages";
+  EXPECT_EQ(zs_check_pool(pool.get(), stderr), 0);
+  size_t i = 0;
+  for (size_t size = 1; size <= 4096; size += 13, i += 2) {
+    EXPECT_TRUE(check_object(pool.get(), kept[i], make_pattern(size, size + 1))) << size;
+    EXPECT_TRUE(check_object(pool.get(), kept[i + 1], make_pattern(size, size + 2))) << size;
+  }
+  for (unsigned long h : kept) zs_free(pool.get(), h);
+  zs_compact(pool.get());
+  EXPECT_EQ(zs_get_total_pages(pool.get()), 0u);
+}
+
 TEST(ThreadCache, KernelPathPoolsKeepNoSlot) {
   PoolPtr pool = make_pool(ZS_POOL_NO_THREAD_CACHE);
   ASSERT_NE(pool, nullptr);

@@ -56,16 +56,14 @@ void for_each_pool_lock(ZsPool* pool, Visit visit) ZSM_NO_THREAD_SAFETY_ANALYSIS
 
 // Blocks every pool's caches and waits until no owner is inside its fast path.
 void block_all_caches() ZSM_REQUIRES(registry_lock) {
-  for (ZsPool* pool = all_pools; pool != nullptr; pool = pool->next_pool)
-    pool->caches_blocked.fetch_add(1, std::memory_order_seq_cst);
+  for (ZsPool* pool = all_pools; pool != nullptr; pool = pool->next_pool) block_caches(pool);
   heavy_barrier();
   for (ZsPool* pool = all_pools; pool != nullptr; pool = pool->next_pool)
     for (const ThreadCache* tc = pool->caches; tc != nullptr; tc = tc->next) wait_for_owner(tc);
 }
 
 void unblock_all_caches() ZSM_REQUIRES(registry_lock) {
-  for (ZsPool* pool = all_pools; pool != nullptr; pool = pool->next_pool)
-    unblock_thread_caches(pool);
+  for (ZsPool* pool = all_pools; pool != nullptr; pool = pool->next_pool) unblock_caches(pool);
 }
 
 // Takes every lock of every pool; false, with none of them held, when one stays busy.
@@ -111,6 +109,7 @@ void after_fork_in_parent() ZSM_NO_THREAD_SAFETY_ANALYSIS {
 // The child's copy of a pool, whose users other than this thread have vanished.
 void forget_vanished_threads(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   pool->caches_blocked.store(0, std::memory_order_relaxed);
+  key_caches(pool);
   pool->compaction_in_progress.store(false, std::memory_order_relaxed);
   pool->exit_frees_in_flight.store(0, std::memory_order_relaxed);
   for (ThreadCache* tc = pool->caches; tc != nullptr; tc = tc->next) {

@@ -20,6 +20,15 @@ extern ZsPool* all_pools ZSM_GUARDED_BY(registry_lock);
 // Serialises the mprotect() barrier (a leaf: nothing is taken under it).
 extern Mutex barrier_lock;
 
+// Blocking a pool's caches (thread_cache.h, "Reaching other threads' caches"): the key
+// each cache of the pool has now, its address with kBlockedKey while blocked; keying every
+// cache of the pool so; and counting a block in or out, which keys them when the count
+// leaves or reaches 0.
+uintptr_t pool_key_now(const ZsPool* pool) ZSM_REQUIRES(registry_lock);
+void key_caches(ZsPool* pool) ZSM_REQUIRES(registry_lock);
+void block_caches(ZsPool* pool) ZSM_REQUIRES(registry_lock);
+void unblock_caches(ZsPool* pool) ZSM_REQUIRES(registry_lock);
+
 // A full memory barrier on every CPU running a thread of this process.
 void heavy_barrier();
 // Waits until the owner of `tc` is outside its fast path; the pool's caches are blocked,

@@ -30,10 +30,6 @@ Mutex barrier_lock;
 
 namespace {
 
-// A cache of no pool: what current_cache names until a thread's first cached call, and
-// again once the thread's caches are gone. Never written (its pool never matches).
-ThreadCache no_cache;
-
 // Cache slots (ZsPool::cache_slot): those of destroyed pools, reused newest first, and the
 // next never used. Room for every slot is reserved when the slot is first handed out, so
 // that giving one back never allocates. Never destroyed: a pool may outlive static
@@ -70,8 +66,7 @@ ThreadCache* make_cache(ZsPool* pool) {
     m->geom = shard.geom;
     m->copy = copy_payload_for_class(obj_capacity(&shard));
   }
-  tc->pool_key.store(reinterpret_cast<uintptr_t>(pool), std::memory_order_relaxed);
-  return tc;
+  return tc;  // keyed once in the pool's list (key_caches())
 }
 
 void destroy_cache(ThreadCache* tc) {
@@ -184,13 +179,14 @@ class ThreadCaches {
     tc->owner = this;
     MutexGuard guard(registry_lock);
     link_cache(pool, tc);
+    tc->pool_key.store(pool_key_now(pool), std::memory_order_release);
     by_slot_[slot] = tc;
     return tc;
   }
 
   ~ThreadCaches() {
     exiting = true;
-    current_cache = &no_cache;
+    current_cache = &own_no_cache;
     cache_table = {};
     for (ThreadCache* tc : by_slot_) {
       if (tc == nullptr) continue;
@@ -209,7 +205,7 @@ class ThreadCaches {
   void prune_detached() {
     for (ThreadCache*& tc : by_slot_) {
       if (tc == nullptr || tc->pool() != nullptr) continue;
-      if (current_cache == tc) current_cache = &no_cache;
+      if (current_cache == tc) current_cache = &own_no_cache;
       destroy_cache(tc);
       tc = nullptr;
     }
@@ -277,7 +273,9 @@ bool owned_by_this_thread(const ThreadCache* tc) { return tc->owner == &thread_c
 
 // --- the pool's side ------------------------------------------------------------------------
 
-constinit thread_local ThreadCache* current_cache = &no_cache;
+ThreadCache first_no_cache;
+constinit thread_local ThreadCache own_no_cache;
+constinit thread_local ThreadCache* current_cache = &first_no_cache;
 constinit thread_local CacheTable cache_table;
 
 ThreadCache* add_thread_cache(ZsPool* pool) {
@@ -337,8 +335,30 @@ bool init_thread_caches(ZsPool* pool) {
   return pool->magazine_by_granule != nullptr;
 }
 
+uintptr_t pool_key_now(const ZsPool* pool) {
+  uintptr_t key = reinterpret_cast<uintptr_t>(pool);
+  return pool->caches_blocked.load(std::memory_order_relaxed) != 0 ? key | kBlockedKey : key;
+}
+
+void key_caches(ZsPool* pool) {
+  const uintptr_t key = pool_key_now(pool);
+  for (ThreadCache* tc = pool->caches; tc != nullptr; tc = tc->next)
+    tc->pool_key.store(key, ZSM_TSAN ? std::memory_order_seq_cst : std::memory_order_release);
+}
+
+void block_caches(ZsPool* pool) {
+  if (pool->caches_blocked.fetch_add(1, std::memory_order_relaxed) == 0) key_caches(pool);
+}
+
+void unblock_caches(ZsPool* pool) {
+  if (pool->caches_blocked.fetch_sub(1, std::memory_order_relaxed) == 1) key_caches(pool);
+}
+
 unsigned long block_and_drain_thread_caches(ZsPool* pool) {
-  pool->caches_blocked.fetch_add(1, std::memory_order_seq_cst);
+  {
+    MutexGuard guard(registry_lock);
+    block_caches(pool);
+  }
   if (!pool->thread_caches) return 0;
   heavy_barrier();
   unsigned long freed_before = pages_freed_by_this_thread();
@@ -356,7 +376,8 @@ unsigned long block_and_drain_thread_caches(ZsPool* pool) {
 }
 
 void unblock_thread_caches(ZsPool* pool) {
-  pool->caches_blocked.fetch_sub(1, std::memory_order_seq_cst);
+  MutexGuard guard(registry_lock);
+  unblock_caches(pool);
 }
 
 void drain_thread_caches(ZsPool* pool) {

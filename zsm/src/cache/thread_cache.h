@@ -26,21 +26,25 @@
 // Reaching other threads' caches. Compaction, the class statistics, zs_check_pool(), a
 // store that finds the pool at its memory limit, and zs_destroy_pool() need the reserved
 // slots back, or at least need no thread to be inside its cache. The owner's fast path is
-// bracketed by a flag of its own, written with plain stores:
-//     owner:   in_fast = 1; compiler barrier; if (pool->caches_blocked) leave, take the
-//              locked path; ... pop or push ...; in_fast = 0 (release)
-//     drainer: caches_blocked += 1; heavy barrier; for each cache of the pool: wait until
-//              in_fast == 0, then take its handles (under the registry lock, a batch at a
-//              time) and free them with the shard locks once the registry is unlocked
+// bracketed by a flag of its cache, written with plain stores, and blocking a pool's
+// caches changes each cache's key, so that the one compare that finds the thread's cache
+// for the pool also sees it blocked:
+//     owner:   in_fast = 1; compiler barrier; if (pool_key != pool) leave, go another way
+//              (another cache, or the locked path); ... pop or push ...; in_fast = 0
+//              (release)
+//     drainer: under the registry lock, caches_blocked += 1 and, when it was 0, every cache
+//              of the pool keyed pool | kBlockedKey; heavy barrier; for each cache: wait
+//              until in_fast == 0, then take its handles (under the registry lock, a batch
+//              at a time) and free them with the shard locks once the registry is unlocked
 // The heavy barrier is membarrier(2) MEMBARRIER_CMD_PRIVATE_EXPEDITED, which runs a full
 // memory barrier on every CPU that runs a thread of this process: after it, each owner
-// either has its in_fast = 1 visible to the drainer, or will see caches_blocked when it
+// either has its in_fast = 1 visible to the drainer, or will see the blocked key when it
 // loads it (Dekker's argument, with the owner's half of the fence made free). Where
 // membarrier is refused (kernels before 4.14, valgrind), mprotect() on a private page
 // stands in: changing a mapping's protection makes the kernel interrupt every CPU that may
 // cache it (a TLB shootdown), which serialises those CPUs, as folly's asymmetric barrier
 // does. While caches are blocked, stores and frees take the locked path; the drainer
-// unblocks when done (compaction only after it has compacted, so that no slot it moves
+// unblocks when done (the last unblock keys the caches with the pool again) (compaction only after it has compacted, so that no slot it moves
 // is reserved). Under ThreadSanitizer, which cannot see an asymmetric barrier, both halves
 // use sequentially consistent atomics instead, the same protocol in the C++ model.
 //
@@ -127,11 +131,16 @@ struct alignas(8) Magazine {
 // The pool_key of a cache of no pool: an address no pool has, so that no call matches it,
 // not even one with a null pool.
 inline constexpr uintptr_t kNoPool = 1;
+// Set in the pool_key of every cache of a pool while its caches are blocked
+// (ZsPool::caches_blocked > 0), so that the fast path's one compare of key and pool also
+// refuses a blocked cache. Pools are aligned to more than this bit.
+inline constexpr uintptr_t kBlockedKey = 2;
 
 // One thread's cache for one pool: a magazine per distinct class (ClassShard::magazine_offset).
 struct ThreadCache {
-  // The pool's address; kNoPool once detached (the pool was destroyed), and in the cache of
-  // no pool that a thread names before its first cached call.
+  // The pool's address, with kBlockedKey set while the pool's caches are blocked (written
+  // under the registry lock); kNoPool once detached (the pool was destroyed), and in a cache
+  // of no pool.
   std::atomic<uintptr_t> pool_key{kNoPool};
   std::atomic<uint32_t> in_fast{0};    // the owner is inside its fast path
   ThreadCache* prev = nullptr;         // the pool's caches (registry lock)
@@ -149,20 +158,33 @@ struct ThreadCache {
   Magazine& magazine_at(uint32_t offset) {
     return *reinterpret_cast<Magazine*>(reinterpret_cast<char*>(this) + offset);
   }
-  // This cache belongs to `pool` (a null pool, or one without caches, has none).
-  [[nodiscard]] bool serves(const ZsPool* p) const {
-    return pool_key.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(p);
+  // This cache belongs to `pool`, blocked or not (a null pool, or one without caches, has
+  // none).
+  [[nodiscard]] bool belongs_to(const ZsPool* p) const {
+    return (pool_key.load(std::memory_order_relaxed) & ~kBlockedKey) ==
+           reinterpret_cast<uintptr_t>(p);
   }
   // The pool, or nullptr when detached.
   [[nodiscard]] ZsPool* pool() const {
     uintptr_t key = pool_key.load(std::memory_order_relaxed);
-    return key == kNoPool ? nullptr : reinterpret_cast<ZsPool*>(key);
+    return key == kNoPool ? nullptr : reinterpret_cast<ZsPool*>(key & ~kBlockedKey);
   }
 };
 static_assert(sizeof(ThreadCache) % alignof(Magazine) == 0);
 
 // The cache this thread used last; a cache of no pool until then.
 extern ZSM_INITIAL_EXEC_TLS constinit thread_local ThreadCache* current_cache;
+
+// Caches of no pool. The fast path writes the in_fast flag of current_cache before it
+// compares the key, so a thread's calls on pools without caches must write a cache of its
+// own: current_cache starts as the one cache of no pool that all threads share (a
+// thread_local's address is no constant), and a call that finds no cache to use names the
+// thread's own from then on (name_own_no_cache()).
+extern ThreadCache first_no_cache;
+extern ZSM_INITIAL_EXEC_TLS constinit thread_local ThreadCache own_no_cache;
+inline void name_own_no_cache() {
+  if (ZSM_UNLIKELY(current_cache == &first_no_cache)) current_cache = &own_no_cache;
+}
 
 // The owner's half of the handshake (see the top of this file).
 inline void enter_order_barrier() {
@@ -177,13 +199,16 @@ inline constexpr std::memory_order kOwnerOrder =
 
 inline void leave_fast_path(ThreadCache* tc) { tc->in_fast.store(0, std::memory_order_release); }
 
-// Enters the owner's fast path in `tc`; false, and not entered, while the pool's caches are
-// blocked.
+// Enters the owner's fast path in `tc` when it is the cache of `pool` and the pool's caches
+// are not blocked; otherwise false, and not entered. Reads nothing of the pool, so `pool`
+// may be null or a pool without caches (no key matches those). Acquire: what a drainer did
+// to the magazines comes before its unblocking key.
 ZSM_ALWAYS_INLINE bool enter_fast_path(const ZsPool* pool, ThreadCache* tc) {
   tc->in_fast.store(1, kOwnerOrder);
   enter_order_barrier();
-  if (ZSM_LIKELY(pool->caches_blocked.load(ZSM_TSAN ? std::memory_order_seq_cst
-                                                    : std::memory_order_acquire) == 0))
+  if (ZSM_LIKELY(tc->pool_key.load(ZSM_TSAN ? std::memory_order_seq_cst
+                                            : std::memory_order_acquire) ==
+                 reinterpret_cast<uintptr_t>(pool)))
     return true;
   leave_fast_path(tc);
   return false;
@@ -208,7 +233,7 @@ ZSM_COLD_PATH ThreadCache* add_thread_cache(ZsPool* pool);
 inline ThreadCache* switch_thread_cache(ZsPool* pool) {
   const uint32_t slot = pool->cache_slot;
   ThreadCache* tc = slot < cache_table.size ? cache_table.by_slot[slot] : nullptr;
-  if (ZSM_UNLIKELY(tc == nullptr || !tc->serves(pool))) return add_thread_cache(pool);
+  if (ZSM_UNLIKELY(tc == nullptr || !tc->belongs_to(pool))) return add_thread_cache(pool);
   current_cache = tc;
   return tc;
 }
@@ -224,7 +249,8 @@ inline Magazine& magazine_for(const ZsPool* pool, ThreadCache* tc, size_t bytes)
 // Sets the pool's magazine map and the bound of what one thread reserves (pool creation).
 bool init_thread_caches(ZsPool* pool);
 // Blocks the pool's caches, waits for every owner to leave its fast path, and frees every
-// reserved slot; the caches stay blocked until unblock_thread_caches(). Returns the pages
+// reserved slot; the caches stay blocked until unblock_thread_caches(). Takes the registry
+// lock: call without it. Returns the pages
 // those frees released. Call with no shard lock held (it frees with them).
 unsigned long block_and_drain_thread_caches(ZsPool* pool);
 void unblock_thread_caches(ZsPool* pool);

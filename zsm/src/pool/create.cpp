@@ -112,9 +112,7 @@ bool init_classes(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
 
 // Returns every page of every zspage to the source (zs_destroy_pool with live objects).
 void free_all_zspages(ZsPool* pool) {
-  for_each_zspage(pool, [pool](ZsPage* zspage) {
-    free_pages(pool, zspage->pages(), zspage->nr_pages);
-  });
+  for_each_zspage(pool, [pool](ZsPage* zspage) { free_zspage_pages(pool, zspage); });
 }
 
 }  // namespace
@@ -160,6 +158,9 @@ ZsPool* zs_create_pool(const char* name, const zs_pool_config* cfg) ZSM_NO_THREA
     if (pool->own_source != nullptr)
       pool->source = {VmSource::alloc_page_cb, VmSource::free_page_cb, pool->own_source};
   }
+  if (pool->source.alloc_page == VmSource::alloc_page_cb &&
+      pool->source.free_page == VmSource::free_page_cb)
+    pool->run_source = static_cast<VmSource*>(pool->source.ctx);
   int err = 0;
   if (pool->source.alloc_page == nullptr || pool->source.free_page == nullptr)
     err = cfg->page_source != nullptr ? EINVAL : ENOMEM;  // a bad source, or no default one

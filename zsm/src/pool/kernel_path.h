@@ -58,17 +58,7 @@ ZSM_ZSPAGE_HELPER ZsPage* alloc_zspage(ZsPool* pool, ClassShard* shard, bool* re
     uncharge_pages(pool, n);
     return nullptr;
   }
-  zspage->nr_pages = static_cast<uint8_t>(n);
-  uint32_t got = 0;
-  {
-    MutexGuard guard(pool->source_lock);
-    for (; got < n; got++) {
-      zspage->pages()[got] = static_cast<char*>(pool->source.alloc_page(pool->source.ctx));
-      if (zspage->pages()[got] == nullptr) break;
-    }
-  }
-  if (got < n) {
-    free_pages(pool, zspage->pages(), got);
+  if (!alloc_zspage_pages(pool, zspage, n)) {
     free_zspage_metadata(pool, shard, zspage);
     uncharge_pages(pool, n);
     return nullptr;

@@ -127,8 +127,9 @@ unsigned long zs_malloc_tagged(ZsPool* pool, size_t size, zs_alloc_tag* tag) {
 }
 
 void zs_free(ZsPool* pool, unsigned long handle) {
+  if (ZSM_UNLIKELY(handle == 0)) return;
   ThreadCache* tc = current_cache;
-  if (ZSM_LIKELY(tc->serves(pool))) return free_to_cache(pool, tc, handle);
+  if (ZSM_LIKELY(enter_fast_path(pool, tc))) return free_in_cache(pool, tc, handle);
   free_other_cache(pool, handle);
 }
 

@@ -55,55 +55,34 @@ static ZSM_WRITE_HELPER void obj_write(ClassGeometry g, unsigned long obj, const
   obj_write(g, obj, loc.page + loc.offset, src, len);
 }
 
-// The cached store's copy of a payload at `payload` whose first `first` bytes fit in its page
-// and whose rest goes to the start of `next_page`; then `in_fast` cleared (the store leaves
-// its fast path) and the handle returned, read back from the object's header, which the
-// store wrote just before the payload: with six arguments, the store tail-calls it and keeps
-// no stack frame for this path either. The rest is copied first, so that the copy into the
-// payload's page needs nothing kept from before it.
-ZSM_OFF_FAST_PATH unsigned long copy_across_pages_then_clear(char* payload, char* next_page,
-                                                             const void* src, size_t len,
-                                                             size_t first,
-                                                             std::atomic<uint32_t>* in_fast) {
-  copy_payload(next_page, static_cast<const char*>(src) + first, len - first);
-  copy_payload(payload, src, first);
-  const auto* header = reinterpret_cast<const unsigned long*>(payload - kHandleSize);
-  unsigned long handle = header_to_handle(*header);
-  in_fast->store(0, std::memory_order_release);
-  return handle;
-}
-
 // zs_store()'s fill: the copy, inlined like the rest of its body, so that what the store
 // calls is obj_write(), as the inline policy intends, and not a wrapper around it.
 struct CopyFill {
   const void* src;
   size_t size;
   [[nodiscard]] bool valid() const { return src != nullptr; }
+  [[nodiscard]] const void* source() const { return src; }
   ZSM_ALWAYS_INLINE void operator()(ClassGeometry geom, unsigned long obj, char* payload) const {
     obj_write(geom, obj, payload, src, size);
   }
-  // The cached store's copy, which also ends its fast path (clears `in_fast`) and returns
-  // `handle`: the payload starts at `offset` in pages[0] and may run on into pages[1] (it
-  // starts at least 8 bytes before the page ends). The copy in one page is the class's own
-  // (`copy`, chosen when the magazine was set up), tail-called.
-  ZSM_ALWAYS_INLINE unsigned long into_pages_then_clear(CopyThenClear copy, uint32_t page_mask,
-                                                        char* const* pages, size_t offset,
-                                                        std::atomic<uint32_t>* in_fast,
-                                                        unsigned long handle) const {
-    if (ZSM_LIKELY(offset + size <= size_t{page_mask} + 1))
-      return copy(pages[0] + offset, src, size, in_fast, handle);
-    return copy_across_pages_then_clear(pages[0] + offset, pages[1], src, size,
-                                        size_t{page_mask} + 1 - offset, in_fast);
+  // The cached store's copy into a payload at `payload` in a contiguous zspage, which also
+  // ends its fast path (clears `in_fast`) and returns `handle`: the class's own copy (`copy`,
+  // chosen when the magazine was set up), tail-called.
+  ZSM_ALWAYS_INLINE unsigned long into_slot_then_clear(CopyThenClear copy, char* payload,
+                                                       std::atomic<uint32_t>* in_fast,
+                                                       unsigned long handle) const {
+    return copy(payload, src, size, in_fast, handle);
   }
 };
 
 // zs_malloc()'s fill: nothing.
 struct NoFill {
   [[nodiscard]] bool valid() const { return true; }
+  [[nodiscard]] const void* source() const { return nullptr; }
   void operator()(ClassGeometry, unsigned long, char*) const {}
-  ZSM_ALWAYS_INLINE unsigned long into_pages_then_clear(CopyThenClear, uint32_t, char* const*,
-                                                        size_t, std::atomic<uint32_t>* in_fast,
-                                                        unsigned long handle) const {
+  ZSM_ALWAYS_INLINE unsigned long into_slot_then_clear(CopyThenClear, char*,
+                                                       std::atomic<uint32_t>* in_fast,
+                                                       unsigned long handle) const {
     in_fast->store(0, std::memory_order_release);
     return handle;
   }

@@ -55,12 +55,22 @@ struct ZsPage {
   // Its class's ClassShard::magazine_offset (set with `shard`), so that a free into a thread's
   // cache finds the magazine in the zspage it reads anyway, not in the shard.
   uint32_t magazine_offset;
+  // How its pages were had (kPages* below): set with them, read without a lock (stable for
+  // the zspage's life).
+  uint8_t layout;
   // char* pages[nr_pages] follows the struct.
 
   [[nodiscard]] char** pages() { return reinterpret_cast<char**>(this + 1); }
   [[nodiscard]] char* const* pages() const { return reinterpret_cast<char* const*>(this + 1); }
 };
 static_assert(sizeof(ZsPage) % alignof(char*) == 0);
+
+// ZsPage::layout. kPagesContiguous: pages()[k] == pages()[0] + k * page size, so the zspage's
+// bytes are one range and no object in it needs a split copy (the cached store relies on it,
+// pool/cached_path.h). kPagesOneRun: the pages are one run of the pool's run source
+// (ZsPool::run_source), which takes them back whole.
+inline constexpr uint8_t kPagesContiguous = 1;
+inline constexpr uint8_t kPagesOneRun = 2;
 
 // What the object helpers need to know of a class. They take it by value, so the compiler
 // keeps it in registers across the stores they make (a store through a uint32_t* could
@@ -153,7 +163,9 @@ struct ZsPool {
   uint32_t shard_mask = 0;                       // shards per class - 1
   // Per-thread caches (cache/thread_cache.h). Off in hardened pools and with
   // ZS_POOL_NO_THREAD_CACHE.
-  std::atomic<uint32_t> caches_blocked{0};       // > 0: stores and frees take the locked path
+  // > 0: stores and frees take the locked path (changed under the registry lock, with every
+  // cache's key: cache/thread_cache.h)
+  std::atomic<uint32_t> caches_blocked{0};
   uint32_t cache_slot = 0;                       // this pool's entry in each thread's table of
                                                  // caches (cache/thread_cache.cpp, ThreadCaches)
   bool hardened = false;                         // ZS_POOL_HARDENED
@@ -167,6 +179,9 @@ struct ZsPool {
   Mutex source_lock;                             // serialises calls into `source`
   zs_page_source source = {};
   VmSource* own_source = nullptr;                // the default source, when the pool made it
+  // The source as a VmSource, when it is one (the default, or a zs_vm_source): each zspage
+  // then takes its pages as one run (contiguous).
+  VmSource* run_source = nullptr;
   unsigned long handle_tag = 0;                  // hardened: the generation in handles' top bits
 
   uint32_t nr_magazines = 0;                     // distinct classes

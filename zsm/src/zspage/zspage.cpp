@@ -5,6 +5,8 @@
 
 #include <new>
 
+#include "memory/vm_source.h"
+
 namespace zsm {
 inline namespace ZSM_VARIANT_NS {
 
@@ -99,9 +101,50 @@ void free_zspage_metadata(ZsPool* pool, const ClassShard* shard, ZsPage* zspage)
   arenas.meta[zspage->nr_pages]->free(zspage);
 }
 
-void free_pages(ZsPool* pool, char* const* pages, uint32_t n) {
-  MutexGuard guard(pool->source_lock);
+static_assert(kMaxChain <= VmSource::kMaxRun, "a zspage's pages must fit in one run");
+
+namespace {
+
+void free_each_page(ZsPool* pool, char* const* pages, uint32_t n) ZSM_REQUIRES(pool->source_lock) {
   for (uint32_t i = 0; i < n; i++) pool->source.free_page(pool->source.ctx, pages[i]);
+}
+
+bool pages_adjacent(char* const* pages, uint32_t n, size_t page_size) {
+  for (uint32_t i = 1; i < n; i++)
+    if (pages[i] != pages[0] + i * page_size) return false;
+  return true;
+}
+
+}  // namespace
+
+bool alloc_zspage_pages(ZsPool* pool, ZsPage* zspage, uint32_t n) {
+  char** pages = zspage->pages();
+  zspage->nr_pages = static_cast<uint8_t>(n);
+  MutexGuard guard(pool->source_lock);
+  if (pool->run_source != nullptr && n > 1) {
+    if (auto* run = static_cast<char*>(pool->run_source->alloc_run(n))) {
+      for (uint32_t i = 0; i < n; i++) pages[i] = run + size_t{i} * pool->page_size;
+      zspage->layout = kPagesContiguous | kPagesOneRun;
+      return true;
+    }
+  }
+  for (uint32_t got = 0; got < n; got++) {
+    pages[got] = static_cast<char*>(pool->source.alloc_page(pool->source.ctx));
+    if (pages[got] == nullptr) {
+      free_each_page(pool, pages, got);
+      return false;
+    }
+  }
+  zspage->layout = pages_adjacent(pages, n, pool->page_size) ? kPagesContiguous : 0;
+  return true;
+}
+
+void free_zspage_pages(ZsPool* pool, const ZsPage* zspage) {
+  MutexGuard guard(pool->source_lock);
+  if (zspage->layout & kPagesOneRun)
+    pool->run_source->free_run(zspage->pages()[0], zspage->nr_pages);
+  else
+    free_each_page(pool, zspage->pages(), zspage->nr_pages);
 }
 
 void init_zspage(const ClassShard* shard, ZsPage* zspage) {
@@ -124,7 +167,7 @@ void free_zspage(ZsPool* pool, ClassShard* shard, ZsPage* zspage) ZSM_REQUIRES(s
   ZSM_DCHECK(zspage->inuse == 0 && zspage->shard.load(std::memory_order_relaxed) == shard);
   zspage->shard.store(nullptr, std::memory_order_relaxed);
   shard->stats[ZS_OBJS_ALLOCATED] -= shard->objs_per_zspage;
-  free_pages(pool, zspage->pages(), zspage->nr_pages);
+  free_zspage_pages(pool, zspage);
   free_zspage_metadata(pool, shard, zspage);
   uncharge_pages(pool, shard->pages_per_zspage);
   pages_freed_here += shard->pages_per_zspage;

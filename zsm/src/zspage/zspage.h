@@ -289,8 +289,12 @@ void uncharge_pages(ZsPool* pool, unsigned long pages);
 // A metadata record for a zspage of the shard's chain length, or nullptr.
 ZsPage* alloc_zspage_metadata(ZsPool* pool, const ClassShard* shard);
 void free_zspage_metadata(ZsPool* pool, const ClassShard* shard, ZsPage* zspage);
-// Gives `n` pages back to the pool's page source.
-void free_pages(ZsPool* pool, char* const* pages, uint32_t n);
+// Takes the `n` pages of a new zspage from the pool's page source (under its source lock):
+// one run where the source hands out runs, else page by page. Sets the zspage's pages(),
+// nr_pages and layout; false, with no page kept, when the source has too few.
+bool alloc_zspage_pages(ZsPool* pool, ZsPage* zspage, uint32_t n);
+// Gives a zspage's pages back to the pool's page source, as they were taken.
+void free_zspage_pages(ZsPool* pool, const ZsPage* zspage);
 // init_zspage(): an empty zspage whose free list runs through every object in order.
 void init_zspage(const ClassShard* shard, ZsPage* zspage);
 // Pages free_zspage() has given back on the calling thread, ever: a drain's count of what
