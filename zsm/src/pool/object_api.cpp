@@ -25,7 +25,11 @@
 //             zspage is full or empty), so nothing needs its handle.
 // zspage layout. pages() lists the chain; objects sit back to back over the concatenated
 // pages and may span one page boundary. A free object's link fits in its first page, because
-// objects start on 16-byte boundaries. Free objects form a LIFO list from `freeobj`.
+// objects start on 16-byte boundaries. Free objects form a LIFO list from `freeobj`. Where
+// the page source hands out runs (the default source), a zspage's pages are one run, adjacent
+// in the address space (ZsPage::layout says so): the cached store then writes an object as one
+// range, with no page-span check; the kernel's path and reads keep the kernel's per-page
+// arithmetic, which gives the same bytes either way.
 //
 // Fullness. Each shard sorts its zspages into 12 fullness groups (0 %, 0-9 % .. 90-99 %,
 // 100 %) and keeps those of the first 11 on lists, newest first, with a bitmap of the

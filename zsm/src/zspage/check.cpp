@@ -68,6 +68,14 @@ void check_zspage(const ZsPool* pool, const ClassShard* shard, const ZsPage* zsp
   if (zspage->lock.count() < 0)
     f.add("class %u: zspage %p has reader count %d with no writer (a read ended twice?)",
           shard->index, static_cast<const void*>(zspage), zspage->lock.count());
+  if (zspage->layout & kPagesContiguous) {
+    for (uint32_t i = 1; i < zspage->nr_pages; i++)
+      if (zspage->pages()[i] != zspage->pages()[0] + size_t{i} * g.page_size()) {
+        f.add("class %u: zspage %p is marked contiguous but its page %u is not adjacent",
+              shard->index, static_cast<const void*>(zspage), i);
+        break;
+      }
+  }
   std::vector<bool> is_free(objs);
   uint32_t nr_free = 0;
   for (uint32_t idx = zspage->freeobj; idx != kFreeListEnd;) {
