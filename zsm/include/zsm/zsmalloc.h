@@ -81,6 +81,12 @@ struct zs_pool_stats {
  * pool (store, free, read, statistics, zs_compact(), zs_drain_thread_caches(), create,
  * destroy), but not into the pool that called it, nor into one whose own source calls back
  * into that pool (a cycle); those deadlock.
+ *
+ * A zspage takes its pages one by one from such a source. Where they come out adjacent (each
+ * page right after the one before) the pool stores into the zspage as into one range; where
+ * they do not, a store into it takes a few more instructions and splits objects at page ends.
+ * The default source and a zs_vm_source (given through zs_vm_source_ops()) hand each zspage
+ * one run of adjacent pages.
  */
 struct zs_page_source {
 	void *(*alloc_page)(void *ctx);
