@@ -61,8 +61,7 @@ ThreadCache* make_cache(ZsPool* pool) {
   tc->nr_magazines = pool->nr_magazines;
   for (uint32_t c = 0; c < pool->nr_class_shards; c += pool->shard_mask + 1) {
     const ClassShard& shard = pool->class_shards[c];
-    auto* m = new (&tc->magazine_at(shard.magazine_offset)) Magazine;
-    m->capacity = shard.magazine_capacity;
+    auto* m = new (&tc->magazine_at(shard.magazine_offset)) Magazine(shard.magazine_capacity);
     m->geom = shard.geom;
     m->copy = copy_payload_for_class(obj_capacity(&shard));
   }
@@ -102,7 +101,7 @@ uint32_t take_handles(ThreadCache* tc, unsigned long* out, uint32_t room)
   uint32_t taken = 0;
   Magazine* m = tc->first_magazine();
   for (uint32_t i = 0; i < tc->nr_magazines && taken < room; i++, m = m->next())
-    while (taken < room && m->size() != 0) out[taken++] = m->pop(m->size());
+    while (taken < room && m->top_bytes() != 0) out[taken++] = m->pop(m->top_bytes()).handle;
   return taken;
 }
 

@@ -94,37 +94,56 @@ inline namespace ZSM_VARIANT_NS {
 inline constexpr uint32_t kMagazineBytes = 4096;  // per class and thread
 inline constexpr uint32_t kMaxMagazine = 32;      // handles per class and thread
 
-// The reserved slots of one class in one thread's cache: handles, newest last, in the
-// array that follows the struct (`capacity` of them; the next magazine follows that). Only
-// the owner changes it, inside its fast path or with the pool's caches blocked; `count` is
-// atomic so that statistics may read it at any time (relaxed: a plain load and store).
+// One reserved slot: its handle, and the obj its cell held when it was freed, so that a store
+// finds the slot without reading the cell (one dependent load fewer before its copy can
+// start). The slot cannot move while reserved: compaction drains the caches first.
+struct Reserved {
+  unsigned long handle;
+  unsigned long obj;
+};
+inline constexpr uint32_t kReservedBytes = sizeof(Reserved);
+
+// The reserved slots of one class in one thread's cache, newest last, in the array that
+// follows the struct (`capacity()` of them; the next magazine follows that). Only the owner
+// changes it, inside its fast path or with the pool's caches blocked; `top` is atomic so that
+// statistics may read it at any time (relaxed: a plain load and store). `top` and `end` are
+// byte offsets into the array, so that a pop and a push index it with no scaling.
 struct alignas(8) Magazine {
-  std::atomic<uint32_t> count{0};
-  uint32_t capacity = 0;
+  std::atomic<uint32_t> top{0};  // size() * kReservedBytes
+  uint32_t end = 0;              // capacity() * kReservedBytes
   ClassGeometry geom;  // the class's, for the store's header and payload
   // The store's copy for the class's payloads (base/copy.h), which also ends its fast path.
   CopyThenClear copy = nullptr;
 
-  unsigned long* handles() { return reinterpret_cast<unsigned long*>(this + 1); }
+  explicit Magazine(uint32_t capacity) : end(capacity * kReservedBytes) {}
+  [[nodiscard]] uint32_t capacity() const { return end / kReservedBytes; }
+  Reserved* slots() { return reinterpret_cast<Reserved*>(this + 1); }
   // The magazine after this one in its cache.
-  Magazine* next() { return reinterpret_cast<Magazine*>(handles() + capacity); }
-  [[nodiscard]] uint32_t size() const { return count.load(std::memory_order_relaxed); }
-  // The newest of the `n` handles it holds (n = size() > 0).
-  unsigned long pop(uint32_t n) {
-    count.store(n - 1, std::memory_order_relaxed);
-    return handles()[n - 1];
+  Magazine* next() { return reinterpret_cast<Magazine*>(&at(end)); }
+  [[nodiscard]] uint32_t top_bytes() const { return top.load(std::memory_order_relaxed); }
+  [[nodiscard]] uint32_t size() const { return top_bytes() / kReservedBytes; }
+  // The newest slot, with `t` = top_bytes() > 0.
+  Reserved pop(uint32_t t) {
+    t -= kReservedBytes;
+    top.store(t, std::memory_order_relaxed);
+    return at(t);
   }
   // False when full (and always for a class that is not cached: capacity 0).
-  bool push(unsigned long handle) {
-    uint32_t n = count.load(std::memory_order_relaxed);
-    if (ZSM_UNLIKELY(n >= capacity)) return false;
-    handles()[n] = handle;
-    count.store(n + 1, std::memory_order_relaxed);
+  bool push(unsigned long handle, unsigned long obj) {
+    uint32_t t = top_bytes();
+    if (ZSM_UNLIKELY(t >= end)) return false;
+    at(t) = {handle, obj};
+    top.store(t + kReservedBytes, std::memory_order_relaxed);
     return true;
   }
-  // The bytes a magazine of `capacity` handles takes.
+  // The bytes a magazine of `capacity` slots takes.
   static size_t bytes(uint32_t capacity) {
-    return sizeof(Magazine) + size_t{capacity} * sizeof(unsigned long);
+    return sizeof(Magazine) + size_t{capacity} * sizeof(Reserved);
+  }
+
+ private:
+  Reserved& at(uint32_t offset) {
+    return *reinterpret_cast<Reserved*>(reinterpret_cast<char*>(slots()) + offset);
   }
 };
 

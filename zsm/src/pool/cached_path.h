@@ -73,19 +73,19 @@ ZSM_ALWAYS_INLINE unsigned long alloc_in_cache(ZsPool* pool, ThreadCache* tc, si
     return alloc_behind_cache(pool, fill, size, tag);
   }
   Magazine& magazine = magazine_for(pool, tc, size + kHandleSize);
-  uint32_t reserved = magazine.size();
+  uint32_t reserved = magazine.top_bytes();
   if (ZSM_UNLIKELY(reserved == 0)) {
     leave_fast_path(tc);
     return alloc_behind_cache(pool, fill, size, tag);
   }
-  unsigned long handle = magazine.pop(reserved);
-  unsigned long obj = handle_to_cell(handle)->load(std::memory_order_relaxed);
-  const ZsPage* zspage = obj_to_zspage(obj);
+  const Reserved r = magazine.pop(reserved);
+  const unsigned long handle = r.handle;
+  const ZsPage* zspage = obj_to_zspage(r.obj);
   if (ZSM_UNLIKELY(!(zspage->layout & kPagesContiguous)))
     return store_scattered_then_clear(magazine, handle, fill.source(), size, &tc->in_fast);
   // The zspage's bytes are one range: the slot is at index x slot size, and the payload after
   // its header never needs a split.
-  char* slot = zspage->pages()[0] + size_t{obj_to_idx(obj)} * magazine.geom.size;
+  char* slot = zspage->pages()[0] + size_t{obj_to_idx(r.obj)} * magazine.geom.size;
   *reinterpret_cast<unsigned long*>(slot) = make_header(handle, size);
   // The copy leaves the fast path after it (leave_fast_path()) and returns the handle.
   return fill.into_slot_then_clear(magazine.copy, slot + kHandleSize, &tc->in_fast, handle);
@@ -127,7 +127,7 @@ ZSM_ALWAYS_INLINE unsigned long alloc_entry(ZsPool* pool, size_t size, zs_alloc_
 ZSM_ALWAYS_INLINE void free_in_cache(ZsPool* pool, ThreadCache* tc, unsigned long handle) {
   unsigned long obj = handle_to_cell(handle)->load(std::memory_order_relaxed);
   bool cached = !(ZSM_PROFILING && (obj & kObjProfiled)) &&
-                tc->magazine_at(obj_to_zspage(obj)->magazine_offset).push(handle);
+                tc->magazine_at(obj_to_zspage(obj)->magazine_offset).push(handle, obj);
   leave_fast_path(tc);
   if (ZSM_LIKELY(cached)) return;
   free_reserved(pool, handle);
