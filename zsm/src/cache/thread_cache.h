@@ -132,8 +132,9 @@ struct alignas(8) Magazine {
   bool push(unsigned long handle, unsigned long obj) {
     uint32_t t = top_bytes();
     if (ZSM_UNLIKELY(t >= end)) return false;
-    at(t) = {handle, obj};
+    // top first: t's only later use is then the entry's address.
     top.store(t + kReservedBytes, std::memory_order_relaxed);
+    at(t) = {handle, obj};
     return true;
   }
   // The bytes a magazine of `capacity` slots takes.
