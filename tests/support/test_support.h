@@ -180,26 +180,49 @@ inline struct zs_class_stats class_for_request(zs_pool* pool, size_t size) {
   return st;
 }
 
-// A page source that wraps the default zs_vm_source and fails on demand. Counts pages in use
-// on its own (independently of the vm source's count) and the alloc_page calls it has seen.
-class FailingPageSource {
+// The default zs_vm_source behind a zs_page_source of the caller's, whose alloc_page and
+// free_page a subclass defines (on top of inner_alloc and inner_free).
+class WrappedVmSource {
  public:
-  explicit FailingPageSource(size_t page_size = 4096)
-      : vm_(zs_vm_source_create(page_size, 0, 0)) {
+  WrappedVmSource(const WrappedVmSource&) = delete;
+  WrappedVmSource& operator=(const WrappedVmSource&) = delete;
+
+  bool ok() const { return vm_ != nullptr; }
+  // The source to put in zs_pool_config.page_source (lives as long as this object).
+  const zs_page_source* source() const { return &ops_; }
+  size_t vm_in_use() const { return zs_vm_source_pages_in_use(vm_); }
+
+ protected:
+  explicit WrappedVmSource(size_t page_size) : vm_(zs_vm_source_create(page_size, 0, 0)) {
     if (vm_ != nullptr) inner_ = zs_vm_source_ops(vm_);
     ops_.alloc_page = &alloc_thunk;
     ops_.free_page = &free_thunk;
     ops_.ctx = this;
   }
-  ~FailingPageSource() {
+  virtual ~WrappedVmSource() {
     if (vm_ != nullptr) zs_vm_source_destroy(vm_);
   }
-  FailingPageSource(const FailingPageSource&) = delete;
-  FailingPageSource& operator=(const FailingPageSource&) = delete;
+  void* inner_alloc() { return inner_.alloc_page(inner_.ctx); }
+  void inner_free(void* page) { inner_.free_page(inner_.ctx, page); }
 
-  bool ok() const { return vm_ != nullptr; }
-  // The source to put in zs_pool_config.page_source (lives as long as this object).
-  const zs_page_source* source() const { return &ops_; }
+ private:
+  virtual void* alloc() = 0;
+  virtual void free(void* page) = 0;
+  static void* alloc_thunk(void* ctx) { return static_cast<WrappedVmSource*>(ctx)->alloc(); }
+  static void free_thunk(void* ctx, void* page) {
+    static_cast<WrappedVmSource*>(ctx)->free(page);
+  }
+
+  zs_vm_source* vm_;
+  zs_page_source inner_{};
+  zs_page_source ops_{};
+};
+
+// A page source that fails on demand. Counts pages in use on its own (independently of the
+// vm source's count) and the alloc_page calls it has seen.
+class FailingPageSource final : public WrappedVmSource {
+ public:
+  explicit FailingPageSource(size_t page_size = 4096) : WrappedVmSource(page_size) {}
 
   // The n-th alloc_page call from now (1-based) and every later one fail, until recover().
   void fail_from(unsigned long n) {
@@ -216,31 +239,24 @@ class FailingPageSource {
   unsigned long calls() const { return calls_.load(); }
   unsigned long failures() const { return failures_.load(); }
   long in_use() const { return in_use_.load(); }
-  size_t vm_in_use() const { return zs_vm_source_pages_in_use(vm_); }
 
  private:
-  static void* alloc_thunk(void* ctx) { return static_cast<FailingPageSource*>(ctx)->alloc(); }
-  static void free_thunk(void* ctx, void* page) { static_cast<FailingPageSource*>(ctx)->free(page); }
-
-  void* alloc() {
+  void* alloc() override {
     unsigned long c = ++calls_;
     unsigned long f = fail_at_.load();
     if (f != 0 && (once_ ? c == f : c >= f)) {
       ++failures_;
       return nullptr;
     }
-    void* p = inner_.alloc_page(inner_.ctx);
+    void* p = inner_alloc();
     if (p != nullptr) ++in_use_;
     return p;
   }
-  void free(void* page) {
+  void free(void* page) override {
     --in_use_;
-    inner_.free_page(inner_.ctx, page);
+    inner_free(page);
   }
 
-  zs_vm_source* vm_;
-  zs_page_source inner_{};
-  zs_page_source ops_{};
   std::atomic<unsigned long> calls_{0};
   std::atomic<unsigned long> failures_{0};
   std::atomic<unsigned long> fail_at_{0};
@@ -252,40 +268,25 @@ class FailingPageSource {
 // source's pages two at a time and hands out the higher one first, so consecutive pages run
 // downwards. A pool on it takes the path for zspages a source cannot give contiguously
 // (ZsPage::layout, the cached store's scattered branch). Thread-safe.
-class ScatteredPageSource {
+class ScatteredPageSource final : public WrappedVmSource {
  public:
   explicit ScatteredPageSource(size_t page_size = 4096)
-      : page_size_(page_size), vm_(zs_vm_source_create(page_size, 0, 0)) {
-    if (vm_ != nullptr) inner_ = zs_vm_source_ops(vm_);
-    ops_.alloc_page = &alloc_thunk;
-    ops_.free_page = &free_thunk;
-    ops_.ctx = this;
+      : WrappedVmSource(page_size), page_size_(page_size) {}
+  ~ScatteredPageSource() override {
+    if (spare_ != nullptr) inner_free(spare_);
   }
-  ~ScatteredPageSource() {
-    if (vm_ == nullptr) return;
-    if (spare_ != nullptr) inner_.free_page(inner_.ctx, spare_);
-    zs_vm_source_destroy(vm_);
-  }
-  ScatteredPageSource(const ScatteredPageSource&) = delete;
-  ScatteredPageSource& operator=(const ScatteredPageSource&) = delete;
 
-  bool ok() const { return vm_ != nullptr; }
-  const zs_page_source* source() const { return &ops_; }
   // Pages handed out that did not directly follow the one before.
   unsigned long breaks() const { return breaks_.load(); }
 
  private:
-  static void* alloc_thunk(void* ctx) { return static_cast<ScatteredPageSource*>(ctx)->alloc(); }
-  static void free_thunk(void* ctx, void* page) {
-    static_cast<ScatteredPageSource*>(ctx)->free(page);
-  }
-  void* alloc() {
+  void* alloc() override {
     std::lock_guard<std::mutex> guard(lock_);
     void* page = spare_;
     spare_ = nullptr;
     if (page == nullptr) {
-      void* low = inner_.alloc_page(inner_.ctx);
-      page = low != nullptr ? inner_.alloc_page(inner_.ctx) : nullptr;
+      void* low = inner_alloc();
+      page = low != nullptr ? inner_alloc() : nullptr;
       if (page == nullptr) return low;
       spare_ = low;
     }
@@ -293,14 +294,12 @@ class ScatteredPageSource {
     last_ = page;
     return page;
   }
-  void free(void* page) {
+  void free(void* page) override {
     std::lock_guard<std::mutex> guard(lock_);
-    inner_.free_page(inner_.ctx, page);
+    inner_free(page);
   }
+
   const size_t page_size_;
-  zs_vm_source* vm_;
-  zs_page_source inner_{};
-  zs_page_source ops_{};
   std::mutex lock_;
   void* spare_ = nullptr;
   void* last_ = nullptr;
