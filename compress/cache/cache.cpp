@@ -144,6 +144,11 @@ CacheStats Cache::stats() const { return core_->stats(); }
 std::string Cache::bd_stat() const { return detail::bd_stat_line(stats().backing_file); }
 std::string Cache::mm_stat() const { return detail::mm_stat_line(stats()); }
 
+const char* Cache::mm_stat_columns() noexcept {
+  return "orig_data_size compr_data_size mem_used_total mem_limit mem_used_max same_pages "
+         "pages_compacted huge_pages huge_pages_since";
+}
+
 zs_pool* Cache::pool() const noexcept { return core_->pool(); }
 const CacheOptions& Cache::options() const noexcept { return core_->options(); }
 

@@ -393,8 +393,7 @@ void print_reports(const Options& opt, zs_pool* pool, const zsm::Cache* cache,
   std::printf("\nclasses:\n");
   zsm::stats::print_classes(pool, stdout);
   if (cache != nullptr) {
-    std::printf("\nmm_stat (%s):\n", zsm::stats::mm_stat_columns());
-    zsm::stats::print_mm_stat(*cache, stdout);
+    std::printf("\nmm_stat (%s):\n%s\n", zsm::Cache::mm_stat_columns(), cache->mm_stat().c_str());
   }
   std::printf("\nsummary:\n");
   zsm::stats::print_summary(zsm::stats::summarize(pool, payload_bytes), stdout);

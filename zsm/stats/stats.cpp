@@ -60,17 +60,6 @@ bool print_allocinfo(std::FILE* out, size_t max_sites) {
   return zs_print_allocinfo(out, max_sites) == 0;
 }
 
-const char* mm_stat_columns() {
-  return "orig_data_size compr_data_size mem_used_total mem_limit mem_used_max same_pages "
-         "pages_compacted huge_pages huge_pages_since";
-}
-
-bool print_mm_stat(const Cache& cache, std::FILE* out) {
-  if (out == nullptr) return false;
-  std::fprintf(out, "%s\n", cache.mm_stat().c_str());
-  return wrote(out);
-}
-
 size_t pool_page_size(zs_pool* pool) {
   struct zs_class_stats last{};
   zs_class_stats(pool, zs_class_count(pool) - 1, &last);

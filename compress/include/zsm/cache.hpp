@@ -192,6 +192,9 @@ class Cache {
   // mem_used_max same_pages pages_compacted huge_pages huge_pages_since: space-separated,
   // each right-aligned in at least 8 characters, without a newline.
   [[nodiscard]] std::string mm_stat() const;
+  // The names of mm_stat()'s nine columns, space-separated, for a header line: a static
+  // string, without a newline.
+  static const char* mm_stat_columns() noexcept;
   // zram's bd_stat line: bd_count bd_reads bd_writes, in 4 KiB pages (the bytes on the
   // backing file now, read from it and written to it, rounded up), as mm_stat is laid out.
   [[nodiscard]] std::string bd_stat() const;

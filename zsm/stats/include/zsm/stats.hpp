@@ -1,10 +1,8 @@
-// zsm::stats (zsm/stats/, beside the pool; print_mm_stat() takes a zsm::Cache): what a
-// program can print about its own pool or cache, in the kernel's formats, and a sampler that
-// records how a pool's memory evolves, for plots.
+// zsm::stats (zsm/stats/, beside the pool): what a program can print about its own pool, in
+// the kernel's formats, and a sampler that records how a pool's memory evolves, for plots.
 //
 // - print_classes: the kernel's debugfs /sys/kernel/debug/zsmalloc/<pool>/classes table (the
 //   library's zs_print_classes, unchanged).
-// - print_mm_stat: zram's /sys/block/zramN/mm_stat line, nine columns in zram's order.
 // - print_allocinfo: /proc/allocinfo lines, when allocation profiling is built in.
 // - summarize / print_summary: pages and bookkeeping held, objects, utilization, compaction.
 // - class_geometry / print_class_geometry: each distinct class's zspage shape and the waste at
@@ -20,10 +18,9 @@
 // write failed, or an earlier one did); they do not flush, so a failure still buffered shows
 // only later. A NULL stream is false for print_classes and print_allocinfo, undefined (a
 // crash) for the others.
-// Depends on zsm::zsm and zsm::cache only.
+// Depends on zsm::zsm only (a cache's zram mm_stat line is zsm::Cache::mm_stat()).
 #pragma once
 
-#include <zsm/cache.hpp>
 #include <zsm/zsmalloc.h>
 
 #include <chrono>
@@ -40,14 +37,6 @@ namespace zsm::stats {
 // Total. False, with errno EINVAL, for a NULL pool or stream, or with errno EIO when writing
 // fails.
 bool print_classes(zs_pool* pool, std::FILE* out);
-
-// zram's mm_stat line (Cache::mm_stat()) and a newline, without a header: orig_data_size
-// compr_data_size mem_used_total mem_limit mem_used_max same_pages pages_compacted huge_pages
-// huge_pages_since. False when writing fails.
-bool print_mm_stat(const Cache& cache, std::FILE* out);
-// The names of those nine columns, space-separated, for a header line: a static string,
-// without a newline.
-const char* mm_stat_columns();
 
 // /proc/allocinfo (zs_print_allocinfo()): a header, then live bytes and objects per call
 // site over every pool of the process, most bytes first (up to `max_sites`, 0 = all). Sites
