@@ -1,5 +1,5 @@
 // Where the instruction counters count: ZSM_COUNT_START() and ZSM_COUNT_STOP() around a
-// measured loop (kernel/pair_count.cpp and bench/pair_count.cpp, the drivers built for both
+// measured loop (kernel_pair_count.cpp and pair_count.cpp, the drivers built for both
 // architectures).
 //   x86-64: callgrind's client requests (run under valgrind --tool=callgrind --instr-atstart=no;
 //           tools/lib/count_pairs.py), statistics zeroed at the start.

@@ -1,5 +1,5 @@
 // The command line of the two counting drivers (zsm_pair_count, and the kernel's pair driver
-// in kernel/pair_count.cpp): positional arguments only, each checked, with --help and
+// in bench/kernel_pair_count.cpp): positional arguments only, each checked, with --help and
 // --version. Not CLI11, which every other program uses (bench/cli.h): the drivers are also
 // cross-compiled for arm64 against libc alone (ZSM_POOL_ONLY, the kernel A/B's arm64 build),
 // where no CLI11 is installed. The programs whose command line is Google Benchmark's own

@@ -1,5 +1,5 @@
 // The timed bodies of the paired benchmarks (Google Benchmark), shared by zsm_pair_bench
-// (bench/pair_bench.cpp) and kernel_pair_bench (kernel/pair_bench.cpp) so that both time the
+// (pair_bench.cpp) and kernel_pair_bench (kernel_pair_bench.cpp) so that both time the
 // same loop: steady-state pairs on a live set (live_set.h). Header-only.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The measured loops of the instruction counters (bench/pair_count.cpp, kernel/pair_count.cpp):
+// The measured loops of the instruction counters (pair_count.cpp, kernel_pair_count.cpp):
 // steady-state pairs on a live set (live_set.h). noinline: one copy of each loop per
 // allocator, with a name (store_pairs, write_pairs) that tools/lib/count_pairs.py subtracts as
 // the benchmark's own loop. Header-only.

@@ -86,7 +86,7 @@ def link_drivers(built, out, compiler, extra_link=()):
         drivers.append(("kernel_pair_bench", ["-lbenchmark", "-lpthread"]))
     paths = {}
     for name, extra in drivers:
-        src = os.path.join(ROOT, "kernel", name.replace("kernel_", "") + ".cpp")
+        src = os.path.join(ROOT, "bench", name + ".cpp")
         binary = os.path.join(out, name)
         link = ["-no-pie"] if arch == "x86_64" else ["-static"]
         cmd = [*cxx, *CXXFLAGS, *dwarf, "-I", out, "-I", os.path.join(ROOT, "kernel"), src,
