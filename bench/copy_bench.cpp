@@ -12,10 +12,8 @@
 // pages are as far from the core as in the pair benchmark (0.4-3.3 MB). The other side is a
 // page-aligned buffer, as a caller's page buffer is (zram's per-CPU buffers; the pair
 // benchmark's source, 64 KiB from mimalloc, is page-aligned too). That alignment matters on
-// AMD Zen with glibc 2.36: from a page-aligned source, memcpy's rep movsb into a payload
-// took 150-160 ns at 2352 B and 340-440 ns at 3136 B, from the same buffer 2048 bytes into
-// its page 38-55 ns (AMD EPYC, 5 repetitions each, loaded machine); copy_payload() took
-// 35-54 ns in both.
+// AMD Zen with glibc 2.36, whose memcpy takes `rep movsb` from 2112 B: docs/benchmarks.md
+// ("The copy into and out of pages") has the figures.
 //
 // Names: copy/<into|out>/<inpage|split>/<memcpy|zsm|unaligned_sse2|aligned_sse2|
 // unaligned_avx2|aligned_avx2>/<size>; into = from the caller's buffer into the page (a store),

@@ -21,7 +21,7 @@ def fail(msg):
     sys.exit(1)
 
 
-# zsm as users get it (per-thread caches) and on the kernel path, both inline policies.
+# zsm as users get it (per-thread caches) and on the locked path, both inline policies.
 ZSM_VARIANTS = ("cached", "patched", "baseline")
 
 

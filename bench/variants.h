@@ -68,11 +68,11 @@ namespace zsm_bench {
 // A zsm variant whose pools are created with `pool_flags`, with the variant's profiling
 // switch on while a pool lives when `profiling` (benchmarks use one pool at a time).
 // `calls` says where store, malloc and free go: ZSM_BENCH_API, the calls a user makes
-// (through the per-thread cache where the pool has one), or ZSM_BENCH_KERNEL_PATH, the
+// (through the per-thread cache where the pool has one), or ZSM_BENCH_LOCKED_PATH, the
 // kernel's functions (the locked path, on pools without caches and with one shard unless the
 // benchmark's configuration asks for more).
 #define ZSM_BENCH_API(ns, call) zsm::ns::zs_##call
-#define ZSM_BENCH_KERNEL_PATH(ns, call) zsm::ns::kernel_path::call
+#define ZSM_BENCH_LOCKED_PATH(ns, call) zsm::ns::locked_path::call
 #define ZSM_BENCH_VARIANT(Trait, ns, pool_flags, profiling, calls)                            \
   struct Trait {                                                                              \
     static constexpr const char* name = #Trait;                                               \
@@ -116,20 +116,20 @@ constexpr unsigned kKernelPath = ZS_POOL_NO_THREAD_CACHE;
 ZSM_BENCH_VARIANT(cached, bench_patched, 0, false, ZSM_BENCH_API)
 ZSM_BENCH_VARIANT(cached_baseline, bench_baseline, 0, false, ZSM_BENCH_API)
 // A user's pool with ZS_POOL_NO_THREAD_CACHE, called as `cached` is (one shard, as create()
-// gives every kernel-path pool).
+// gives every locked-path pool).
 ZSM_BENCH_VARIANT(uncached, bench_patched, kKernelPath, false, ZSM_BENCH_API)
-ZSM_BENCH_VARIANT(patched, bench_patched, kKernelPath, false, ZSM_BENCH_KERNEL_PATH)
-ZSM_BENCH_VARIANT(baseline, bench_baseline, kKernelPath, false, ZSM_BENCH_KERNEL_PATH)
+ZSM_BENCH_VARIANT(patched, bench_patched, kKernelPath, false, ZSM_BENCH_LOCKED_PATH)
+ZSM_BENCH_VARIANT(baseline, bench_baseline, kKernelPath, false, ZSM_BENCH_LOCKED_PATH)
 ZSM_BENCH_VARIANT(hardened, bench_patched, ZS_POOL_HARDENED | kKernelPath, false,
-                  ZSM_BENCH_KERNEL_PATH)
-ZSM_BENCH_VARIANT(prof_inline_off, bench_prof_inline, kKernelPath, false, ZSM_BENCH_KERNEL_PATH)
-ZSM_BENCH_VARIANT(prof_inline_on, bench_prof_inline, kKernelPath, true, ZSM_BENCH_KERNEL_PATH)
+                  ZSM_BENCH_LOCKED_PATH)
+ZSM_BENCH_VARIANT(prof_inline_off, bench_prof_inline, kKernelPath, false, ZSM_BENCH_LOCKED_PATH)
+ZSM_BENCH_VARIANT(prof_inline_on, bench_prof_inline, kKernelPath, true, ZSM_BENCH_LOCKED_PATH)
 ZSM_BENCH_VARIANT(prof_outline_off, bench_prof_outline, kKernelPath, false,
-                  ZSM_BENCH_KERNEL_PATH)
-ZSM_BENCH_VARIANT(prof_outline_on, bench_prof_outline, kKernelPath, true, ZSM_BENCH_KERNEL_PATH)
+                  ZSM_BENCH_LOCKED_PATH)
+ZSM_BENCH_VARIANT(prof_outline_on, bench_prof_outline, kKernelPath, true, ZSM_BENCH_LOCKED_PATH)
 #undef ZSM_BENCH_VARIANT
 #undef ZSM_BENCH_API
-#undef ZSM_BENCH_KERNEL_PATH
+#undef ZSM_BENCH_LOCKED_PATH
 
 // The copies a general-purpose allocator's store can use: the C library's memcpy, as a user's
 // code does, or zsm's own copy (the cached variant's copy_payload(), base/copy.h), so that a

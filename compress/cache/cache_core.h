@@ -26,7 +26,7 @@
 // holds at most what the last compaction could not free (about one partly filled zspage a
 // class) plus that margin.
 //
-// The backing file (cold_tier.cpp): evicted entries, raw ones, and idle ones on
+// The backing file (writeback.cpp): evicted entries, raw ones, and idle ones on
 // writeback_idle() go to it as they are in the pool; a get that misses in memory reads it.
 // Generations keep the promise that a get returns the value last put or nothing. Every record
 // staged gets a generation no other record of the file has had, kept in the file's index. Put
@@ -283,7 +283,7 @@ class CacheCore {
   unsigned long store_making_room(std::span<std::byte> record) noexcept;
   void note_mem_used() noexcept;
 
-  // --- the backing file (cold_tier.cpp) ----------------------------------------------
+  // --- the backing file (writeback.cpp) ----------------------------------------------
   // The most the file's index and log may take: half of what the capacity leaves after its
   // buffers.
   size_t file_index_limit() const noexcept;

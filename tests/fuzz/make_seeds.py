@@ -44,7 +44,7 @@ class Program:
  P_COMPACT, P_READ_DURING_COMPACT, P_BAD_CALL, P_CHECK_STATS, P_RECREATE, P_THREADS) = range(13)
 
 PAGE_4K, PAGE_16K, PAGE_64K = 0, 1, 2
-LIMIT, COUNTING_SOURCE, HARDENED, KERNEL_PATH = 1, 2, 4, 8
+LIMIT, COUNTING_SOURCE, HARDENED, LOCKED_PATH = 1, 2, 4, 8
 SMALL, ANY, NEAR_HUGE, NEAR_PAGE = 0, 1, 2, 3
 
 
@@ -117,10 +117,10 @@ def pool_seeds():
     seeds["around-huge"] = p
 
     # Threads freeing each other's objects into their caches, between checks and compaction,
-    # with caches (one shard per CPU, and one shard) and on the kernel path.
+    # with caches (one shard per CPU, and one shard) and on the locked path.
     for name, header in [("threads-4k", pool_header(PAGE_4K, 8, 7)),
                          ("threads-16k-one-shard", pool_header(PAGE_16K, 8, 0)),
-                         ("threads-4k-kernel-path", pool_header(PAGE_4K, 8, 3, KERNEL_PATH)),
+                         ("threads-4k-locked-path", pool_header(PAGE_4K, 8, 3, LOCKED_PATH)),
                          ("threads-4k-limit", pool_header(PAGE_4K, 4, 7, LIMIT, limit=30))]:
         p = Program(header)
         p.op(P_STORE_BURST, 30, size(ANY, 900))

@@ -176,8 +176,8 @@ bool set_hardened(zs_pool_config& cfg, bool wanted) {
 #endif
 }
 
-// Turns the per-thread cache off (the kernel path) where this zsmalloc.h has the flag.
-void set_kernel_path(zs_pool_config& cfg, bool wanted) {
+// Turns the per-thread cache off (the locked path) where this zsmalloc.h has the flag.
+void set_locked_path(zs_pool_config& cfg, bool wanted) {
 #ifdef ZS_POOL_NO_THREAD_CACHE
   if (wanted) cfg.flags |= ZS_POOL_NO_THREAD_CACHE;
 #else
@@ -236,7 +236,7 @@ class PoolFuzzer {
       cfg.page_source = &source_ops_;
     }
     hardened_ = set_hardened(cfg, (options & 4) != 0);
-    set_kernel_path(cfg, (options & 8) != 0);
+    set_locked_path(cfg, (options & 8) != 0);
     pool_ = zs_create_pool_ex("fuzz", &cfg);
     FUZZ_CHECK(pool_ != nullptr, "zs_create_pool_ex(page %zu, chain %u, shards %u): errno %d",
                page_size_, cfg.chain_size, cfg.nr_shards, errno);

@@ -1,7 +1,7 @@
 // The differential test of zsm against the kernel's own code: Debian's linux-source-6.1
 // mm/zsmalloc.c, compiled unchanged in userspace (kernel/kernel.cmake, with
 // CONFIG_ZSMALLOC_STAT so that the kernel's debugfs "classes" table can be read), and zsm's
-// kernel path (ZS_POOL_NO_THREAD_CACHE, one shard, chain 4 as 6.1's ZS_MAX_PAGES_PER_ZSPAGE)
+// locked path (ZS_POOL_NO_THREAD_CACHE, one shard, chain 4 as 6.1's ZS_MAX_PAGES_PER_ZSPAGE)
 // run the same operation streams: fills at every size, random frees, zs_compact(), random
 // mixes, compaction again, everything freed. After each phase the class table (size, pages and
 // objects per zspage, which indices are merged), zs_get_total_pages(), each class's objects

@@ -88,7 +88,7 @@ TEST(Bookkeeping, ANewPoolCountsWhatItsCreationAllocated) {
 }
 
 // What one thread's cache may reserve in a pool, for every geometry, is the figure docs/design.md
-// and zsm/src/cache/thread_cache.h state: min(32, 4096 / size) slots of every class up to 4 KiB.
+// and zsm/src/tcache/thread_cache.h state: min(32, 4096 / size) slots of every class up to 4 KiB.
 TEST(Bookkeeping, TheCacheBoundOfEveryGeometryIsTheDocumentedOne) {
   const unsigned long k4[] = {244208, 301424, 327648, 379008, 408000, 463088, 478032,
                               515104, 533232, 576704, 593760, 616096, 635248};

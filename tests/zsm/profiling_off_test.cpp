@@ -25,12 +25,12 @@ TEST(ProfilingOff, SwitchReportsNotSupportedAndNothingIsCounted) {
   static zs_alloc_tag tag = {"off.c", "f", 1, 0, 0, 0, nullptr};
   core::ZsPool* pool = core::zs_create_pool("off", nullptr);
   ASSERT_NE(pool, nullptr);
-  unsigned long h = core::kernel_path::malloc_tagged(pool, 100, &tag);
+  unsigned long h = core::locked_path::malloc_tagged(pool, 100, &tag);
   ASSERT_NE(h, 0u);
   EXPECT_EQ(tag.calls, 0u);
   EXPECT_EQ(tag.registered, 0u);
   EXPECT_EQ(core::zs_alloc_info_read(nullptr, 0), 0u);
-  core::kernel_path::free(pool, h);
+  core::locked_path::free(pool, h);
   core::zs_destroy_pool(pool);
 
   char* text = nullptr;

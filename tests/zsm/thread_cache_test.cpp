@@ -1,4 +1,4 @@
-// tests/zsm/thread_cache_test.cpp: the per-thread caches (zsm/src/cache/thread_cache.h) through the C
+// tests/zsm/thread_cache_test.cpp: the per-thread caches (zsm/src/tcache/thread_cache.h) through the C
 // API. A free keeps its slot reserved in the freeing thread's cache and the next store into
 // the class reuses it; everything that needs the slots back (compaction, zs_check_pool,
 // zs_drain_thread_caches, the memory limit, thread exit, pool destruction) gets them, and

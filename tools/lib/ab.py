@@ -43,7 +43,7 @@ and named in the header): only the pool library and zsm_pair_count, linked stati
 compiler, instructions and code sizes (aarch64 binutils); no time, since emulated time means
 nothing. Output in build/ab-arm64/ unless --out says otherwise.
 
-The pool is the kernel path (POOL below); the same instruction counts are also taken on the
+The pool is the locked path (POOL below); the same instruction counts are also taken on the
 default pool, per-thread caches on (cached, cached_baseline), and reported apart: they show
 how much of the inlining question the caches leave.
 
@@ -90,10 +90,10 @@ class Compiler:
 COMPILERS = {"gcc": Compiler("gcc", "g++", ""),
              "clang": Compiler("clang-19", "clang++-19", "-gdwarf-4", "llvm-profdata-19"),
              "clang22": Compiler("clang-22", "clang++-22", "-gdwarf-4", "llvm-profdata-22")}
-# The pool the policies are compared on: the kernel path (bench/variants.h).
-POOL = ("the kernel path: pools with ZS_POOL_NO_THREAD_CACHE and nr_shards = 1 (one lock and "
+# The pool the policies are compared on: the locked path (bench/variants.h).
+POOL = ("the locked path: pools with ZS_POOL_NO_THREAD_CACHE and nr_shards = 1 (one lock and "
         "one set of fullness lists per class, as the kernel), 4 KiB pages, chain 8; the "
-        "kernel path's functions (kernel_path::store/malloc/free, zsm's zs_malloc/zs_free) "
+        "locked path's functions (locked_path::store/malloc/free, zsm's zs_malloc/zs_free) "
         "called directly")
 KINDS = ("combined", "patched", "baseline")
 JOBS = os.cpu_count() or 1
@@ -258,7 +258,7 @@ def compiler_of(d):
 # --- measuring --------------------------------------------------------------------------------
 
 def count_instructions(binary, sizes, pairs, out_json):
-    """Both policies on the kernel path, and on the default pool (per-thread caches on)."""
+    """Both policies on the locked path, and on the default pool (per-thread caches on)."""
     variants = (*ab_analysis.VARIANTS, *ab_analysis.CACHED_VARIANTS.values())
     results = count_pairs.count(binary, variants, sizes, pairs)
     count_pairs.save(out_json, pairs, results)
@@ -553,8 +553,8 @@ def parse_args(argv=None):
     ap.add_argument("--baseline-defs", action="append", default=[], metavar="NAME=VALUE",
                     help="a definition for the baseline variant only")
     ap.add_argument("--functions",
-                    default="kernel_path::store,kernel_path::malloc,kernel_path::free,zs_obj_write",
-                    help="functions whose code size is compared (zsm's kernel path; zs_store "
+                    default="locked_path::store,locked_path::malloc,locked_path::free,zs_obj_write",
+                    help="functions whose code size is compared (zsm's locked path; zs_store "
                          "and the other public names are the cached entry points)")
     ap.add_argument("--helpers", default="obj_malloc,obj_free,obj_write,alloc_zspage",
                     help="helpers reported when they have an out-of-line copy")

@@ -162,8 +162,8 @@ def mail_lines(config):
 
 def sized_as(sizes, kernel_name):
     """The key under which the kernel's `kernel_name` ("zs_store") was measured: itself in the
-    kernel's own A/B, kernel_path::store in zsm's (where zs_store is the cached entry)."""
-    ours = "kernel_path::" + kernel_name.removeprefix("zs_")
+    kernel's own A/B, locked_path::store in zsm's (where zs_store is the cached entry)."""
+    ours = "locked_path::" + kernel_name.removeprefix("zs_")
     return ours if ours in sizes else kernel_name
 
 

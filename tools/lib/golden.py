@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Golden fast-path counts (as tcmalloc's testing/fast_path.*.golden): the allocator-only
 retired instructions per steady-state pair (callgrind, tools/lib/count_pairs.py) of each variant
-(cached: the default pool, per-thread caches on; patched, baseline: the kernel path) x pair
+(cached: the default pool, per-thread caches on; patched, baseline: the locked path) x pair
 (store, write) x size, per compiler and flags, checked in at
 bench/golden/fast_path.json. tools/lib/ab.py --write-golden writes it; ctest runs `check` on the
 test build's zsm_pair_count, which fails when a figure moves by more than the tolerance.
@@ -30,7 +30,7 @@ import count_pairs  # noqa: E402
 
 TOLERANCE_PCT = 2.0
 PAIRS = 20000
-# zsm as users get it (per-thread caches) and the kernel path under both inline policies.
+# zsm as users get it (per-thread caches) and the locked path under both inline policies.
 VARIANTS = ("cached", "patched", "baseline")
 REGENERATE = "tools/run-ab.sh --write-golden"
 SKIP = 77

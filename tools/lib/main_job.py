@@ -11,7 +11,7 @@ then prints the machine (CPU model, the flags the copy depends on, glibc and the
 which its memcpy uses rep movsb, the load average), whether the timings were quiet enough
 to trust (the spread of each benchmark's repetitions, see NOISY, and the CPU share the runs
 had), and per size: ns per pair for zsm as users get it (cached: the default pool,
-per-thread caches on), zsm on the kernel path (no cache, one shard) under both inline
+per-thread caches on), zsm on the locked path (no cache, one shard) under both inline
 policies (patched, baseline), the kernel's own 6.1 mm/zsmalloc.c (kernel: gcc-12, the
 kernel's flags, Debian's config; its pair is zs_malloc + zs_map_object/memcpy/zs_unmap_object
 + zs_free, in the same binaries, where linux-source-6.1 is installed), and mimalloc, glibc,
@@ -47,7 +47,7 @@ import gbench  # noqa: E402
 
 SIZES = count_pairs.SIZES
 MALLOCS = count_pairs.MALLOCS
-# zsm as users get it, and on the kernel path under both inline policies (bench/variants.h).
+# zsm as users get it, and on the locked path under both inline policies (bench/variants.h).
 ZSM = ("cached", "patched", "baseline")
 # The kernel's own 6.1 zsmalloc (gcc-12, kernel flags, Debian's config), built into the same
 # binaries where linux-source-6.1 is installed: its pair is zs_malloc + zs_map_object, memcpy,
@@ -248,7 +248,7 @@ def print_summary(bench, copy, counts, memory, kernel=False, flags=None):
     print()
     print("Paired store/free, steady state (live set of 1024 objects per size); "
           "ns per pair = median over repetitions; cached = default pool (per-thread caches), "
-          "patched/baseline = kernel path (no cache, one shard); zsm/xx = cached over xx; "
+          "patched/baseline = locked path (no cache, one shard); zsm/xx = cached over xx; "
           "xx= = the baseline with zsm's copy in place of memcpy (the copy held equal: "
           "malloc+zs_memcpy+free), zsm/xx= = cached over it; "
           f"~ = repetitions spread by more than {100 * NOISY:.0f} %"

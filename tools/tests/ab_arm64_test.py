@@ -4,7 +4,7 @@ zsm_pair_count cross-compiled for arm64 with aarch64-linux-gnu-g++-12 and with c
 --target=aarch64-linux-gnu -fuse-ld=lld (tools/lib/ab.py --arch arm64 --quick, one size, few
 pairs), counted under qemu-aarch64 after the method's check on its known loop. The report
 must carry qemu counts of both policies on both pairs and of the cached pool, code sizes of
-the kernel-path functions, the known-loop check in its header, and no time; the same count
+the locked-path functions, the known-loop check in its header, and no time; the same count
 taken again must be identical (the counts are exact). Skipped (exit 77) with the missing tool
 named where the cross tools are not installed.
 
@@ -58,8 +58,8 @@ def check_config(config):
     for fn, sizes in config["summary"]["code_size"].items():
         if not all(sizes[v]["bytes"] > 0 for v in ("patched", "baseline")):
             fail(f"{label}: no code size for {fn}: {sizes}")
-    if "kernel_path::store" not in config["summary"]["code_size"]:
-        fail(f"{label}: kernel_path::store was not sized")
+    if "locked_path::store" not in config["summary"]["code_size"]:
+        fail(f"{label}: locked_path::store was not sized")
 
 
 def main():

@@ -151,7 +151,7 @@ class SymbolTest(unittest.TestCase):
 
 def synthetic_raw(sizes, memcpy=100.0):
     """Raw figures of one configuration: patched saves 20 instructions per pair at every
-    size on the kernel path (1 with caches on) and is 10 % faster in one binary (clearly
+    size on the locked path (1 with caches on) and is 10 % faster in one binary (clearly
     apart), the same across two binaries."""
     counts = []
     for fam in an.FAMILIES:

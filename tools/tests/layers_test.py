@@ -30,8 +30,8 @@ LAYERS = [
     ("zsm/src/classes", ["zsm/src/base"]),
     ("zsm/src/memory", ["zsm/src/base"]),
     ("zsm/src/zspage", ["zsm/src/classes", "zsm/src/memory"]),
-    ("zsm/src/cache", ["zsm/src/zspage"]),
-    ("zsm/src/pool", ["zsm/src/cache"]),
+    ("zsm/src/tcache", ["zsm/src/zspage"]),
+    ("zsm/src/pool", ["zsm/src/tcache"]),
     ("zsm/src/api", ["zsm/src/pool"]),
     # zsm/CMakeLists.txt's targets, the allocator: what links them sees its public headers.
     ("zsm", ["zsm/include"]),

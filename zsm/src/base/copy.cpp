@@ -19,8 +19,8 @@
 //                blocks. The trip count depends on n alone. zsm's payloads sit 8 bytes past
 //                a 16-byte boundary, and in classes of size 16 mod 32 neighbouring payloads
 //                alternate between 8 and 24 mod 32: a loop whose trip count followed the
-//                destination's alignment ran 5 or 6 times at 784 B, and its exit mispredicted
-//                0.46 times a pair (issue 35, AMD EPYC; 21.3 -> 16.9 ns a pair with this shape).
+//                destination's alignment ran 5 or 6 times at 784 B, and its exit
+//                mispredicted (docs/design.md, "The copy").
 //   n > 128, destination-aligned: the first vector unaligned, then blocks of four vectors
 //                stored at aligned addresses of dst while more than four vectors are left,
 //                then the last four vectors unaligned, overlapping the blocks. Above about

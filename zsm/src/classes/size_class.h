@@ -8,7 +8,7 @@
 //
 // Everything here is constexpr: the default tables are checked by static_assert below, and
 // the pool builds its own table at creation for its page and chain sizes. No dependency on
-// the rest of the allocator.
+// the rest of the allocator; the constants the public header states are taken from it.
 #pragma once
 
 #include <array>
@@ -16,15 +16,18 @@
 #include <cstdint>
 #include <cstdio>
 
+#include <zsm/zsmalloc.h>
+
 #include "base/compiler.h"
 
 namespace zsm {
 inline namespace ZSM_VARIANT_NS {
 
-inline constexpr unsigned kMinAllocSize = 32;      // ZS_MIN_ALLOC_SIZE
-inline constexpr unsigned kHandleSize = 8;         // ZS_HANDLE_SIZE: the in-object header
-inline constexpr unsigned kClassBits = 8;          // CLASS_BITS: delta = page_size >> 8
-inline constexpr unsigned kMinChain = 4, kMaxChain = 16, kDefaultChain = 8;
+inline constexpr unsigned kMinAllocSize = ZS_MIN_ALLOC_SIZE;
+inline constexpr unsigned kHandleSize = ZS_HANDLE_SIZE;  // the in-object header
+inline constexpr unsigned kClassBits = 8;                // CLASS_BITS: delta = page_size >> 8
+inline constexpr unsigned kMinChain = ZS_MIN_CHAIN_SIZE, kMaxChain = ZS_MAX_CHAIN_SIZE,
+                          kDefaultChain = ZS_DEFAULT_CHAIN_SIZE;
 inline constexpr unsigned kMinPageShift = 12, kMaxPageShift = 16;
 // DIV_ROUND_UP(page - 32, page >> 8) + 1 is 255 for 4 KiB pages and 257 for larger ones.
 inline constexpr unsigned kMaxClassIndices = 257;

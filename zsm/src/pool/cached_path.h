@@ -1,9 +1,9 @@
-// The store and free through the calling thread's cache (cache/thread_cache.h): what the C
+// The store and free through the calling thread's cache (tcache/thread_cache.h): what the C
 // API's zs_store(), zs_malloc() and zs_free() run. A load from the thread pointer, the
 // cache's in-fast-path flag set and one compare of its key with the pool find the thread's
 // cache for the pool and enter it (the key also says when the pool's caches are blocked);
 // a store pops a reserved slot of the class and writes its header and payload, a free
-// pushes the handle. The kernel's path (pool/kernel_path.h) takes over when the magazine is
+// pushes the handle. The locked path (pool/locked_path.h) takes over when the magazine is
 // empty or full, the pool's caches are blocked, the pool keeps none, or allocation
 // profiling is on. Part of the object paths' one
 // translation unit (object_api.cpp).
@@ -17,12 +17,12 @@
 #include <cstdint>
 
 #include "base/compiler.h"
-#include "cache/thread_cache.h"
-#include "pool/kernel_path.h"
+#include "pool/locked_path.h"
 #include "pool/lookups.h"
 #include "pool/payload.h"
 #include "pool/pool.h"
 #include "pool/profile.h"
+#include "tcache/thread_cache.h"
 #include "zspage/obj.h"
 #include "zspage/shard_placement.h"
 #include "zspage/types.h"
@@ -31,21 +31,21 @@ namespace zsm {
 inline namespace ZSM_VARIANT_NS {
 namespace {
 
-// The kernel's path as a function of its own (its entry, guard included), behind a cached
+// The locked path as a function of its own (its entry, guard included), behind a cached
 // store that cannot use the cache. The fill comes first, so that for zs_store(pool, src,
 // size) its source and size arrive in the registers they came in: the entry neither moves
-// them nor keeps copies for this call. (The cached store's guard failing and its miss share
-// this one way out: with two, the store keeps its source in another register, two
-// instructions more per call.)
+// them nor keeps copies for this call. The cached store's guard failing and its miss share
+// this one way out, so that the store keeps its source in the register it came in (the
+// golden counts, bench/golden/fast_path.json, guard the store's instructions).
 template <typename Fill>
 ZSM_OFF_FAST_PATH unsigned long alloc_behind_cache(ZsPool* pool, Fill fill, size_t size,
                                                    zs_alloc_tag* tag) {
-  return kernel_alloc(pool, size, tag, fill);
+  return locked_alloc(pool, size, tag, fill);
 }
 
 // The cached store into a zspage whose pages are not contiguous (a page source that hands
 // out pages one by one, at addresses of its choosing): the slot found and its header and
-// payload written as the kernel's path writes them (obj_write(), split at the page end), then
+// payload written as the locked path writes them (obj_write(), split at the page end), then
 // the fast path left (`in_fast` cleared) and the handle returned. A null `src` (zs_malloc())
 // writes the header only.
 ZSM_OFF_FAST_PATH unsigned long store_scattered_then_clear(const Magazine& magazine,
@@ -63,7 +63,7 @@ ZSM_OFF_FAST_PATH unsigned long store_scattered_then_clear(const Magazine& magaz
 
 // The store and the malloc inside the fast path of the pool's cache `tc` (entered): the
 // newest reserved slot of the class, its header and payload written (the cell already names
-// it); the kernel's path for a store its guard refuses (kernel_alloc() in pool/kernel_path.h
+// it); the locked path for a store its guard refuses (locked_alloc() in pool/locked_path.h
 // says what it guards) and when the magazine is empty.
 template <typename Fill>
 ZSM_ALWAYS_INLINE unsigned long alloc_in_cache(ZsPool* pool, ThreadCache* tc, size_t size,
@@ -92,7 +92,7 @@ ZSM_ALWAYS_INLINE unsigned long alloc_in_cache(ZsPool* pool, ThreadCache* tc, si
 }
 
 // A store whose thread's last cache could not take it: its cache for the pool, found or
-// made, entered if not blocked; or the kernel's path where the pool keeps none (a null
+// made, entered if not blocked; or the locked path where the pool keeps none (a null
 // pool, one without caches, profiling on) or its caches are blocked.
 template <typename Fill>
 ZSM_OFF_FAST_PATH unsigned long alloc_other_cache(ZsPool* pool, Fill fill, size_t size,
@@ -141,7 +141,7 @@ ZSM_OFF_FAST_PATH void free_other_cache(ZsPool* pool, unsigned long handle) {
     return free_reserved(pool, handle);
   }
   name_own_no_cache();
-  kernel_path::free(pool, handle);
+  locked_path::free(pool, handle);
 }
 
 }  // namespace

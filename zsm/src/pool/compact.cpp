@@ -4,7 +4,7 @@
 // emptied (its lock is taken for write with a try), and the shards' locks are dropped between
 // destinations whenever a store or free waits, so compaction never stalls the fast path for
 // long. zs_compact() runs one compaction at a time per pool. It first takes back every slot
-// the threads' caches reserve (cache/thread_cache.h), so that no slot it moves is reserved,
+// the threads' caches reserve (tcache/thread_cache.h), so that no slot it moves is reserved,
 // and keeps the caches blocked until it is done. Uses the zspage layer's helpers
 // (zspage/zspage.h) and the caches' drain; nothing else of pool/.
 #include "pool/pool.h"
@@ -14,7 +14,7 @@
 #include <algorithm>
 
 #include "base/copy.h"
-#include "cache/thread_cache.h"
+#include "tcache/thread_cache.h"
 #include "zspage/check.h"
 #include "zspage/zspage.h"
 

@@ -11,8 +11,8 @@
 #include <new>
 #include <thread>
 
-#include "cache/thread_cache.h"
 #include "memory/vm_source.h"
+#include "tcache/thread_cache.h"
 #include "zspage/obj.h"
 #include "zspage/zspage.h"
 

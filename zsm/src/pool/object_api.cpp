@@ -28,7 +28,7 @@
 // objects start on 16-byte boundaries. Free objects form a LIFO list from `freeobj`. Where
 // the page source hands out runs (the default source), a zspage's pages are one run, adjacent
 // in the address space (ZsPage::layout says so): the cached store then writes an object as one
-// range, with no page-span check; the kernel's path and reads keep the kernel's per-page
+// range, with no page-span check; the locked path and reads keep the kernel's per-page
 // arithmetic, which gives the same bytes either way.
 //
 // Fullness. Each shard sorts its zspages into 12 fullness groups (0 %, 0-9 % .. 90-99 %,
@@ -59,7 +59,7 @@
 // pool/hardened.h.
 //
 // One translation unit. The store, free, read and write paths are this file and the headers
-// it alone includes (pool/payload.h, hardened.h, lookups.h, kernel_path.h, cached_path.h;
+// it alone includes (pool/payload.h, hardened.h, lookups.h, locked_path.h, cached_path.h;
 // each refuses any other includer), so that their helpers have internal linkage and inline
 // into the entry points as the kernel's static helpers inline into zs_malloc(): the inline
 // policy (base/compiler.h) acts on them, and bench/golden counts the result.
@@ -72,7 +72,7 @@
 #include "base/copy.h"
 #include "pool/cached_path.h"
 #include "pool/hardened.h"
-#include "pool/kernel_path.h"
+#include "pool/locked_path.h"
 #include "pool/lookups.h"
 #include "pool/payload.h"
 #include "zspage/obj.h"
@@ -81,30 +81,30 @@
 namespace zsm {
 inline namespace ZSM_VARIANT_NS {
 
-// --- the kernel's path ----------------------------------------------------------------------
+// --- the locked path ----------------------------------------------------------------------
 
-unsigned long kernel_path::malloc(ZsPool* pool, size_t size) {
-  return kernel_alloc(pool, size, nullptr, NoFill{});
+unsigned long locked_path::malloc(ZsPool* pool, size_t size) {
+  return locked_alloc(pool, size, nullptr, NoFill{});
 }
 
-unsigned long kernel_path::malloc_tagged(ZsPool* pool, size_t size, zs_alloc_tag* tag) {
-  return kernel_alloc(pool, size, tag, NoFill{});
+unsigned long locked_path::malloc_tagged(ZsPool* pool, size_t size, zs_alloc_tag* tag) {
+  return locked_alloc(pool, size, tag, NoFill{});
 }
 
-unsigned long kernel_path::store(ZsPool* pool, const void* src, size_t size) {
-  return kernel_alloc(pool, size, nullptr, CopyFill{src, size});
+unsigned long locked_path::store(ZsPool* pool, const void* src, size_t size) {
+  return locked_alloc(pool, size, nullptr, CopyFill{src, size});
 }
 
-unsigned long kernel_path::store_tagged(ZsPool* pool, const void* src, size_t size,
+unsigned long locked_path::store_tagged(ZsPool* pool, const void* src, size_t size,
                                         zs_alloc_tag* tag) {
-  return kernel_alloc(pool, size, tag, CopyFill{src, size});
+  return locked_alloc(pool, size, tag, CopyFill{src, size});
 }
 
 ZSM_OFF_FAST_PATH void free_reserved(ZsPool* pool, unsigned long handle) {
   free_cell(pool, handle, TrustHandle{});
 }
 
-void kernel_path::free(ZsPool* pool, unsigned long handle) {
+void locked_path::free(ZsPool* pool, unsigned long handle) {
   if (ZSM_UNLIKELY(pool == nullptr || handle == 0)) return;
   if (ZSM_UNLIKELY(pool->hardened))
     free_checked(pool, handle);

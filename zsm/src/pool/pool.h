@@ -1,8 +1,8 @@
 // The allocator's own API: the kernel's zs_* calls on a ZsPool, in the namespace of one
 // compiled variant (see base/compiler.h and zsm/CMakeLists.txt). Each zsm::zs_* function is
 // what the public C function of the same name does (api/c_api.cpp forwards to it);
-// kernel_path:: holds the locked store, malloc and free without a per-thread cache, as
-// mm/zsmalloc.c runs them, which benchmarks call directly (zsm::<variant>::kernel_path::store).
+// locked_path:: holds the locked store, malloc and free without a per-thread cache, as
+// mm/zsmalloc.c runs them, which benchmarks call directly (zsm::<variant>::locked_path::store).
 // Argument checks that the C API promises (NULL pool, bad sizes) are done here. Every
 // function declared here is defined in pool/.
 //
@@ -32,7 +32,7 @@ void zs_destroy_pool(ZsPool* pool);
 const char* zs_pool_name(const ZsPool* pool);
 
 // Through the calling thread's cache when the pool has per-thread caches
-// (cache/thread_cache.h), the kernel's path otherwise.
+// (tcache/thread_cache.h), the locked path otherwise.
 unsigned long zs_malloc(ZsPool* pool, size_t size);
 unsigned long zs_store(ZsPool* pool, const void* src, size_t size);
 unsigned long zs_malloc_tagged(ZsPool* pool, size_t size, zs_alloc_tag* tag);
@@ -40,14 +40,14 @@ unsigned long zs_store_tagged(ZsPool* pool, const void* src, size_t size, zs_all
 void zs_free(ZsPool* pool, unsigned long handle);
 
 // The locked path on any pool, no cache: the kernel's functions, which the inline-policy A/B
-// measures (pool/kernel_path.h).
-namespace kernel_path {
+// measures (pool/locked_path.h).
+namespace locked_path {
 unsigned long malloc(ZsPool* pool, size_t size);
 unsigned long store(ZsPool* pool, const void* src, size_t size);
 unsigned long malloc_tagged(ZsPool* pool, size_t size, zs_alloc_tag* tag);
 unsigned long store_tagged(ZsPool* pool, const void* src, size_t size, zs_alloc_tag* tag);
 void free(ZsPool* pool, unsigned long handle);
-}  // namespace kernel_path
+}  // namespace locked_path
 
 void zs_obj_write(ZsPool* pool, unsigned long handle, const void* src, size_t size);
 void* zs_obj_read_begin(ZsPool* pool, unsigned long handle, size_t mem_len, void* local_copy);

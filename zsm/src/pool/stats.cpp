@@ -8,7 +8,7 @@
 
 #include <cerrno>
 
-#include "cache/thread_cache.h"
+#include "tcache/thread_cache.h"
 #include "zspage/check.h"
 #include "zspage/types.h"
 #include "zspage/zspage.h"

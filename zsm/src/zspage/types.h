@@ -155,19 +155,19 @@ struct ZsPool {
   // page size, so a shift and a load find the class with no division and no clamp.
   alignas(64) ClassShard** first_shard_by_granule = nullptr;  // page_size / 16 + 2 entries
   // Entry g: its first shard's magazine_offset. Shared by the pools of one geometry
-  // (cache/thread_cache.cpp), so not the pool's own to free.
+  // (tcache/thread_cache.cpp), so not the pool's own to free.
   const uint32_t* magazine_by_granule = nullptr;
   // What a store's size - 1 must be below to take the fast path: page_size in a default
   // pool; 0 in a hardened one, so that its stores take the path that tags handles.
   uint32_t store_size_limit = 0;
   uint32_t shard_mask = 0;                       // shards per class - 1
-  // Per-thread caches (cache/thread_cache.h). Off in hardened pools and with
+  // Per-thread caches (tcache/thread_cache.h). Off in hardened pools and with
   // ZS_POOL_NO_THREAD_CACHE.
   // > 0: stores and frees take the locked path (changed under the registry lock, with every
-  // cache's key: cache/thread_cache.h)
+  // cache's key: tcache/thread_cache.h)
   std::atomic<uint32_t> caches_blocked{0};
   uint32_t cache_slot = 0;                       // this pool's entry in each thread's table of
-                                                 // caches (cache/thread_cache.cpp, ThreadCaches)
+                                                 // caches (tcache/thread_cache.cpp, ThreadCaches)
   bool hardened = false;                         // ZS_POOL_HARDENED
   bool thread_caches = false;
 
@@ -191,16 +191,16 @@ struct ZsPool {
   // Frees a slot a thread's cache reserved, with the shard's lock (set by zs_create_pool():
   // the object paths above the caches do the freeing).
   void (*free_reserved_slot)(ZsPool* pool, unsigned long handle) = nullptr;
-  // Batches of reserved slots that exiting threads are freeing (cache/thread_cache.cpp,
+  // Batches of reserved slots that exiting threads are freeing (tcache/thread_cache.cpp,
   // give_back()); zs_destroy_pool() waits until there are none.
   std::atomic<uint32_t> exit_frees_in_flight{0};
 
-  // The process-wide registry of pools (cache/registry.h), which fork() handling walks.
+  // The process-wide registry of pools (tcache/registry.h), which fork() handling walks.
   ZsPool* prev_pool = nullptr;                   // registry lock
   ZsPool* next_pool = nullptr;
   bool registered = false;
   // Threads between charging pages for a new zspage and listing it (alloc_zspage() ..
-  // make_new_zspage_hot(), pool/kernel_path.h): a child forked while one is there recounts
+  // make_new_zspage_hot(), pool/locked_path.h): a child forked while one is there recounts
   // the pool's pages.
   std::atomic<uint32_t> zspages_being_added{0};
 

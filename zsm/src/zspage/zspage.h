@@ -10,7 +10,7 @@
 //   handle cells  the shard's cell stock ("The cell stock" below)
 // zspage.cpp holds what runs off the fast path: page charging against the pool's limit,
 // zspage metadata, the zspage's pages, freeing zspages and spares, counting zspages.
-// alloc_zspage() itself is in pool/kernel_path.h, in the translation unit of the store as in
+// alloc_zspage() itself is in pool/locked_path.h, in the translation unit of the store as in
 // the kernel. Every function here needs the shard's lock where it says ZSM_REQUIRES.
 #pragma once
 

@@ -1,5 +1,5 @@
-// The kernel's path: zs_malloc(), zs_store() and zs_free() under the shard's lock, with no
-// per-thread cache, as mm/zsmalloc.c runs them (kernel_path:: in pool/pool.h runs it on any
+// The locked path: zs_malloc(), zs_store() and zs_free() under the shard's lock, with no
+// per-thread cache, as mm/zsmalloc.c runs them (locked_path:: in pool/pool.h runs it on any
 // pool; the cached entries fall back on it). A store takes a cell from the shard's cell
 // stock and the first free slot of the shard's hot zspage (zspage/zspage.h, "Lazy
 // fullness"); alloc_object_slow() finds or makes a zspage when there is none. A free pins
@@ -9,7 +9,7 @@
 // translation unit (object_api.cpp).
 #pragma once
 #ifndef ZSM_OBJECT_PATHS_TU
-#error "pool/kernel_path.h belongs to pool/object_api.cpp's translation unit only"
+#error "pool/locked_path.h belongs to pool/object_api.cpp's translation unit only"
 #endif
 
 #include <cerrno>
@@ -18,11 +18,11 @@
 
 #include "base/compiler.h"
 #include "base/lock.h"
-#include "cache/thread_cache.h"
 #include "pool/hardened.h"
 #include "pool/lookups.h"
 #include "pool/open_reads.h"
 #include "pool/profile.h"
+#include "tcache/thread_cache.h"
 #include "zspage/check.h"
 #include "zspage/obj.h"
 #include "zspage/report.h"
@@ -188,7 +188,7 @@ ZSM_OFF_FAST_PATH unsigned long alloc_object_slow(ZsPool* pool, ClassShard* firs
 // shard and the first free slot of its hot zspage, under the shard's lock;
 // alloc_object_slow() when the shard is busy or either is missing. `fill` writes the object
 // (the store's copy) once it is placed, before the lock is dropped. The arguments are
-// valid and the pool a default one (see kernel_alloc()). Returns the cell, or 0 with errno
+// valid and the pool a default one (see locked_alloc()). Returns the cell, or 0 with errno
 // ENOMEM.
 template <typename Fill>
 ZSM_ALWAYS_INLINE unsigned long alloc_object(ZsPool* pool, size_t size, zs_alloc_tag* tag,
@@ -217,15 +217,15 @@ ZSM_OFF_FAST_PATH unsigned long alloc_checked(ZsPool* pool, size_t size, zs_allo
   return cell != 0 ? tag_handle(pool, cell) : 0;
 }
 
-// The kernel path's store and malloc, from their entry: the guard, then alloc_object(). The
+// The locked path's store and malloc, from their entry: the guard, then alloc_object(). The
 // guard sends a store off its fast path for a bad argument or because the pool is hardened
 // (whose stores tag their handles): the one compare of the size against
 // ZsPool::store_size_limit does both, so that a default pool's stores pay nothing for
 // hardened ones. The cached store's entry (pool/cached_path.h) has the same guard but for
-// the null pool, which no cache serves. (Written as one inline function for both, the guard
-// costs the cached store two instructions under g++ 12: its register allocation changes.)
+// the null pool, which no cache serves. The two are written apart so that each compiles to
+// its own register allocation (the golden counts guard both paths' instructions).
 template <typename Fill>
-ZSM_ALWAYS_INLINE unsigned long kernel_alloc(ZsPool* pool, size_t size, zs_alloc_tag* tag,
+ZSM_ALWAYS_INLINE unsigned long locked_alloc(ZsPool* pool, size_t size, zs_alloc_tag* tag,
                                              Fill fill) {
   if (ZSM_UNLIKELY(!fill.valid() || pool == nullptr || size - 1 >= pool->store_size_limit))
     return alloc_checked(pool, size, tag, fill);

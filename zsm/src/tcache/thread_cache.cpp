@@ -2,7 +2,7 @@
 // thread's cache, giving it back when the thread exits, the heavy half of the handshake, and
 // draining every cache of a pool for compaction, statistics, the memory limit and teardown.
 // fork() handling is in fork.cpp.
-#include "cache/thread_cache.h"
+#include "tcache/thread_cache.h"
 
 #include <linux/membarrier.h>
 #include <sys/mman.h>
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "base/lock.h"
-#include "cache/registry.h"
+#include "tcache/registry.h"
 #include "zspage/report.h"
 #include "zspage/shard_placement.h"
 #include "zspage/zspage.h"

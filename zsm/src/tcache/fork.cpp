@@ -16,7 +16,7 @@
 // A page source's callback runs under its pool's locks and may call into another pool,
 // whose locks the prepare may hold already. So the prepare never waits long for one lock
 // while it holds others: it gives them all back, sleeps a moment and starts again.
-#include "cache/registry.h"
+#include "tcache/registry.h"
 
 #include <pthread.h>
 
@@ -25,7 +25,7 @@
 #include <thread>
 
 #include "base/lock.h"
-#include "cache/thread_cache.h"
+#include "tcache/thread_cache.h"
 #include "zspage/shard_placement.h"
 #include "zspage/types.h"
 #include "zspage/zspage.h"

@@ -1,10 +1,10 @@
-// What thread_cache.cpp and fork.cpp share, inside cache/ only: the process-wide registry of
+// What thread_cache.cpp and fork.cpp share, inside tcache/ only: the process-wide registry of
 // pools and their caches, and the heavy half of the handshake (design: thread_cache.h).
 #pragma once
 
 #include "base/compiler.h"
 #include "base/lock.h"
-#include "cache/thread_cache.h"
+#include "tcache/thread_cache.h"
 #include "zspage/types.h"
 
 namespace zsm {

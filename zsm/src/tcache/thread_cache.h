@@ -49,7 +49,7 @@
 // use sequentially consistent atomics instead, the same protocol in the C++ model.
 //
 // Threads and pools. A thread's caches are registered with their pools under one process-
-// wide lock (registry_lock, cache/registry.h), and the thread keeps them in a table of its
+// wide lock (registry_lock, tcache/registry.h), and the thread keeps them in a table of its
 // own by pool slot (cache_table). `current_cache` (one load from the thread pointer) names
 // the one the thread used last; a call on another pool looks its cache up in the table
 // (switch_thread_cache(), inline) or makes one. When the thread exits, its
@@ -59,7 +59,7 @@
 // zs_destroy_pool() detaches the caches of other threads (their slots die with the pool;
 // the threads must not be using the pool, as for any call racing with destroy), and a
 // detached cache never matches a pool again. Every pool is also in a process-wide list
-// under the same lock, which the fork() handlers walk (cache/fork.cpp): in a child, a
+// under the same lock, which the fork() handlers walk (tcache/fork.cpp): in a child, a
 // cache whose thread the child does not have is orphaned, and the pool's next drain takes
 // its slots and frees it.
 //
@@ -277,7 +277,7 @@ void unblock_thread_caches(ZsPool* pool);
 // Both: afterwards the pool's figures count no reserved slot (until the next free).
 void drain_thread_caches(ZsPool* pool);
 // zs_create_pool(): enters the pool in the process-wide registry (false: no memory), which
-// fork() handling walks (cache/fork.cpp).
+// fork() handling walks (tcache/fork.cpp).
 bool register_pool(ZsPool* pool);
 // zs_destroy_pool(): detaches every thread's cache from the pool and takes it out of the
 // registry; then waits until no exiting thread is freeing slots into it.
