@@ -2,9 +2,10 @@
 // std::error_code values of CacheError (category "zsm.cache"). zsm::Cache (cache.cpp) wraps it
 // and throws; the C API (c_cache.cpp) and the RocksDB adapter call it and map the codes.
 //
-// Index (index.cpp). Shards of open-addressing tables with linear probing and backward-shift
-// deletion; the top bits of a key's 64-bit hash pick the shard, the low bits the slot. A Slot
-// (24 B) holds the record's handle and sizes, 32 more bits of the hash, and the CLOCK bit.
+// Index (index.cpp). Index shards, each an open-addressing table with linear probing and
+// backward-shift deletion; the top bits of a key's 64-bit hash pick the index shard, the low
+// bits the table slot. An Entry (24 B) holds the record's handle and sizes, 32 more bits of
+// the hash, and the CLOCK bit.
 //
 // Records (records.cpp). The pool object of an entry is [key][stored bytes], where the stored
 // bytes are the compressed value, the raw value, or the 8-byte word of a same-filled value. A
@@ -88,7 +89,7 @@ constexpr size_t kCompactAfterZspages = 2;
 // The index of an empty shard, in slots, when its first entry comes.
 constexpr size_t kFirstSlots = 16;
 
-struct Slot {
+struct Entry {
   unsigned long handle = 0;  // 0: an empty slot
   uint32_t hash = 0;         // bits 0..31 of the key's hash (bits above pick the shard)
   uint32_t value_size = 0;
@@ -99,11 +100,11 @@ struct Slot {
 
   [[nodiscard]] size_t record_size() const { return size_t{key_size} + stored_size; }
 };
-static_assert(sizeof(Slot) == 24, "the index costs 24 bytes an entry");
+static_assert(sizeof(Entry) == 24, "the index costs 24 bytes an entry");
 
-struct Shard {
+struct IndexShard {
   mutable std::shared_mutex lock;
-  std::vector<Slot> slots;  // a power of two long, or empty
+  std::vector<Entry> slots;  // a power of two long, or empty
   size_t used = 0;
   size_t hand = 0;          // CLOCK hand
 };
@@ -125,7 +126,7 @@ std::string mm_stat_line(const CacheStats& s);
 
 // A get's CLOCK marks on the entry it read (room.cpp); callers hold the shard's lock, for
 // reading at least.
-void note_read(Slot& s) noexcept;
+void note_read(Entry& s) noexcept;
 std::string bd_stat_line(const BackingFileStats& f);
 
 // Writes a put's value into the span it is given (exactly the size put() was given), e.g.
@@ -199,7 +200,9 @@ class CacheCore {
   [[nodiscard]] const CacheOptions& options() const noexcept { return options_; }
 
  private:
-  Shard& shard_of(uint64_t h) const { return shards_[shard_shift_ == 64 ? 0 : h >> shard_shift_]; }
+  IndexShard& shard_of(uint64_t h) const {
+    return shards_[shard_shift_ == 64 ? 0 : h >> shard_shift_];
+  }
   size_t pool_bytes() const noexcept { return zs_get_total_pages(pool_) * page_size_; }
   size_t bytes_held() const noexcept;
   std::error_code check_put(std::string_view key, size_t value_size) const noexcept;
@@ -209,8 +212,8 @@ class CacheCore {
                             std::span<std::byte> written) noexcept;
   std::error_code peek(std::string_view key, std::optional<size_t>& in_memory,
                        bool& on_file) const noexcept;
-  std::error_code get_locked(Shard& sh, uint64_t h, std::string_view key, std::span<std::byte> out,
-                             size_t& size) noexcept;
+  std::error_code get_locked(IndexShard& sh, uint64_t h, std::string_view key,
+                             std::span<std::byte> out, size_t& size) noexcept;
 
   // --- records (records.cpp) ---------------------------------------------------------
   bool split(size_t record_size) const { return record_size > page_size_; }
@@ -228,39 +231,39 @@ class CacheCore {
   // bytes]); `written`, when not empty, is [key][value] already and is returned for a raw
   // value. A null data() when the heap is short.
   std::span<std::byte> encode(std::string_view key, std::span<const std::byte> value,
-                              std::span<std::byte> written, Slot& s) const noexcept;
+                              std::span<std::byte> written, Entry& s) const noexcept;
   // Stores a record; returns the head handle, or 0 when the pool has no room. A chained
   // record's bytes are changed during the call and restored before it returns.
   unsigned long store_record(std::span<std::byte> record) noexcept;
-  void free_record(const Slot& s) noexcept;
+  void free_record(const Entry& s) noexcept;
   void free_chain(unsigned long handle, size_t size) noexcept;
   // Copies a record out of the pool into `out` (record_size() bytes); false when the heap is
   // short.
-  bool read_record(const Slot& s, std::span<std::byte> out) const noexcept;
+  bool read_record(const Entry& s, std::span<std::byte> out) const noexcept;
   // Calls fn(record bytes) with the record readable in one piece: straight from the pool when
   // it lies in one page, else from a copy; returns what fn returns, or `if_no_memory` when
   // the copy finds no heap.
   template <typename Fn, typename R>
-  R with_record(const Slot& s, R if_no_memory, Fn fn) const noexcept;
+  R with_record(const Entry& s, R if_no_memory, Fn fn) const noexcept;
   // Whether the slot's record starts with `key`; nothing when the heap is short.
-  std::optional<bool> key_matches(const Slot& s, std::string_view key) const noexcept;
+  std::optional<bool> key_matches(const Entry& s, std::string_view key) const noexcept;
   // Decodes a record's value into out (value_size bytes): CodecError::corrupt when it does not
   // decompress, another error when the codec could not run (no memory for its context).
-  std::error_code decode(const Slot& s, std::span<const std::byte> record,
+  std::error_code decode(const Entry& s, std::span<const std::byte> record,
                          std::span<std::byte> out) const noexcept;
 
   // --- index (index.cpp) -------------------------------------------------------------
   // The slot of `key`: nullptr when absent; no_memory in `ec` when a key could not be read.
-  Slot* find(Shard& sh, uint64_t h, std::string_view key, std::error_code& ec) const noexcept;
+  Entry* find(IndexShard& sh, uint64_t h, std::string_view key, std::error_code& ec) const noexcept;
   // Bytes the index of `sh` grows by when one more entry comes (0 while it has room).
-  size_t index_growth(const Shard& sh) const noexcept;
+  size_t index_growth(const IndexShard& sh) const noexcept;
   // Makes room in `sh` for one more entry (growing its table); false when the heap is short.
-  bool reserve_slot(Shard& sh) noexcept;
-  Slot* insert(Shard& sh, const Slot& s) noexcept;  // after reserve_slot()
-  void remove_at(Shard& sh, size_t i) noexcept;
-  bool resize(Shard& sh, size_t nr_slots) noexcept;
-  void account(const Slot& s, int sign) noexcept;
-  void drop(Shard& sh, Slot* s) noexcept;
+  bool reserve_slot(IndexShard& sh) noexcept;
+  Entry* insert(IndexShard& sh, const Entry& s) noexcept;  // after reserve_slot()
+  void remove_at(IndexShard& sh, size_t i) noexcept;
+  bool resize(IndexShard& sh, size_t nr_slots) noexcept;
+  void account(const Entry& s, int sign) noexcept;
+  void drop(IndexShard& sh, Entry* s) noexcept;
   // Drops the key's entry, in memory and on file; not_found when it had none.
   std::error_code erase_entry(std::string_view key) noexcept;
 
@@ -270,8 +273,9 @@ class CacheCore {
   // behind (with may_wait: the entry is kept, for the caller to wait and try again).
   enum class Evicted { one, none, writer_busy };
   Evicted evict_one_now(unsigned long keep, unsigned prefer_class, bool may_wait) noexcept;
-  Slot* clock_hand(Shard& sh, unsigned long keep) noexcept;
-  Slot* of_class_near_hand(Shard& sh, Slot* at_hand, unsigned long keep, unsigned cls) const noexcept;
+  Entry* clock_hand(IndexShard& sh, unsigned long keep) noexcept;
+  Entry* of_class_near_hand(IndexShard& sh, Entry* at_hand, unsigned long keep,
+                            unsigned cls) const noexcept;
   size_t holes() const noexcept;
   bool worth_compacting() const noexcept;
   unsigned long compact() noexcept;
@@ -291,7 +295,7 @@ class CacheCore {
   // Stages the entry's record for the file (shard lock held), unless the file holds it already
   // (`was_on_file`, when given, says so); with `release`, the entry is marked to be freed
   // from memory once its record is on file (release_written()).
-  Staged write_back(Slot& s, bool release, bool* was_on_file = nullptr) noexcept;
+  Staged write_back(Entry& s, bool release, bool* was_on_file = nullptr) noexcept;
   void release_written(uint64_t hash, uint64_t generation) noexcept;
   // A get that missed in memory: the value from the file into `out`, put back into the pool
   // with promote_on_read. not_found when the file does not have it.
@@ -299,14 +303,14 @@ class CacheCore {
                                 size_t& size) noexcept;
   void promote(std::string_view key, uint64_t h, const FileRecordInfo& info,
                std::span<const std::byte> stored) noexcept;
-  size_t writeback_idle_shard(Shard& sh, bool& queue_full) noexcept;
-  Staged stage_noexcept(uint64_t h, std::string_view key, const Slot& s,
+  size_t writeback_idle_shard(IndexShard& sh, bool& queue_full) noexcept;
+  Staged stage_noexcept(uint64_t h, std::string_view key, const Entry& s,
                         std::span<const std::byte> stored, bool release) noexcept;
   // Whether the file holds this entry's record: promoted, and not changed since (a put would
   // have made a new entry), so that evicting it costs no write.
-  bool on_file(uint64_t h, const Slot& s) const noexcept;
+  bool on_file(uint64_t h, const Entry& s) const noexcept;
   // Whether the slot's key has the full hash `h` (its record read from the pool).
-  bool has_hash(const Slot& s, uint64_t h) const noexcept;
+  bool has_hash(const Entry& s, uint64_t h) const noexcept;
 
   CacheOptions options_;
   std::unique_ptr<Codec> codec_, recodec_;
@@ -314,7 +318,7 @@ class CacheCore {
   size_t page_size_ = 0;
   size_t huge_class_size_ = 0;
   size_t zspage_bytes_ = 0;  // the largest zspage: the most one store can add to the pool
-  mutable std::vector<Shard> shards_;
+  mutable std::vector<IndexShard> shards_;
   unsigned shard_shift_ = 0;  // 64 - log2(shards)
 
   std::mutex compact_lock_;  // zs_compact() returns 0 while another runs: callers take turns
@@ -328,7 +332,7 @@ class CacheCore {
 };
 
 template <typename Fn, typename R>
-R CacheCore::with_record(const Slot& s, R if_no_memory, Fn fn) const noexcept {
+R CacheCore::with_record(const Entry& s, R if_no_memory, Fn fn) const noexcept {
   const size_t size = s.record_size();
   if (split(size)) {
     std::span<std::byte> whole = scratch(Scratch::joined_chain, size);

@@ -80,7 +80,7 @@ CacheCore::CacheCore(CacheOptions o, bool open_file) : options_(std::move(o)) {
   shard_shift_ = 64;
   while ((1u << (64 - shard_shift_)) < n) shard_shift_--;
   try {
-    shards_ = std::vector<Shard>(n);
+    shards_ = std::vector<IndexShard>(n);
     if (options_.backing_file && open_file) {
       try {
         file_ = BackingFile::open(*options_.backing_file, file_index_limit(), release_callback());
@@ -180,9 +180,9 @@ std::error_code CacheCore::put(std::string_view key, size_t value_size,
 std::error_code CacheCore::put_value(std::string_view key, std::span<const std::byte> value,
                                      std::span<std::byte> written) noexcept {
   const uint64_t h = hash_key(key);
-  Shard& sh = shard_of(h);
+  IndexShard& sh = shard_of(h);
   const size_t capacity = options_.capacity_bytes;
-  Slot s;
+  Entry s;
   s.hash = static_cast<uint32_t>(h);
   s.key_size = static_cast<uint16_t>(key.size());
   s.value_size = static_cast<uint32_t>(value.size());
@@ -210,13 +210,13 @@ std::error_code CacheCore::put_value(std::string_view key, std::span<const std::
   {
     std::unique_lock guard(sh.lock);
     std::error_code ec;
-    Slot* old = find(sh, h, key, ec);
+    Entry* old = find(sh, h, key, ec);
     if (ec || (old == nullptr && !reserve_slot(sh))) {
       guard.unlock();
       free_record(s);
       return refuse();
     }
-    Slot* placed = old;
+    Entry* placed = old;
     if (old != nullptr) {
       account(*old, -1);
       free_record(*old);
@@ -241,13 +241,13 @@ std::error_code CacheCore::put_value(std::string_view key, std::span<const std::
 }
 
 // One read of the record: compare the key, then decode from the same bytes.
-std::error_code CacheCore::get_locked(Shard& sh, uint64_t h, std::string_view key,
+std::error_code CacheCore::get_locked(IndexShard& sh, uint64_t h, std::string_view key,
                                       std::span<std::byte> out, size_t& size) noexcept {
   enum Found { other_key, found, too_small, corrupt, codec_no_memory };
   if (sh.slots.empty()) return make_error_code(CacheError::not_found);
   const size_t mask = sh.slots.size() - 1;
   for (size_t i = h & mask;; i = (i + 1) & mask) {
-    Slot& s = sh.slots[i];
+    Entry& s = sh.slots[i];
     if (s.handle == 0) return make_error_code(CacheError::not_found);
     if (s.hash != static_cast<uint32_t>(h) || s.key_size != key.size()) continue;
     Found r = with_record(s, codec_no_memory, [&](std::span<const std::byte> record) {
@@ -272,7 +272,7 @@ std::error_code CacheCore::get_locked(Shard& sh, uint64_t h, std::string_view ke
 std::error_code CacheCore::get(std::string_view key, std::span<std::byte> out,
                                size_t& size) noexcept {
   const uint64_t h = hash_key(key);
-  Shard& sh = shard_of(h);
+  IndexShard& sh = shard_of(h);
   std::error_code ec;
   {
     std::shared_lock guard(sh.lock);
@@ -301,10 +301,10 @@ std::error_code CacheCore::erase(std::string_view key) noexcept {
 std::error_code CacheCore::peek(std::string_view key, std::optional<size_t>& in_memory,
                                 bool& on_file) const noexcept {
   const uint64_t h = hash_key(key);
-  Shard& sh = shard_of(h);
+  IndexShard& sh = shard_of(h);
   std::shared_lock guard(sh.lock);
   std::error_code ec;
-  if (const Slot* s = find(sh, h, key, ec)) in_memory = s->value_size;
+  if (const Entry* s = find(sh, h, key, ec)) in_memory = s->value_size;
   on_file = file_ && file_->contains(h);
   return ec;
 }
@@ -327,9 +327,9 @@ std::error_code CacheCore::value_size(std::string_view key, size_t& size) const 
 }
 
 void CacheCore::for_each_key(const std::function<void(std::string_view)>& fn) const {
-  for (Shard& sh : shards_) {
+  for (IndexShard& sh : shards_) {
     std::shared_lock guard(sh.lock);
-    for (const Slot& s : sh.slots) {
+    for (const Entry& s : sh.slots) {
       if (s.handle == 0) continue;
       std::byte* copy = scratch(Scratch::object_copy, s.key_size).data();
       if (copy == nullptr) throw std::bad_alloc();
@@ -340,14 +340,14 @@ void CacheCore::for_each_key(const std::function<void(std::string_view)>& fn) co
 }
 
 void CacheCore::clear() noexcept {
-  for (Shard& sh : shards_) {
+  for (IndexShard& sh : shards_) {
     std::unique_lock guard(sh.lock);
-    for (Slot& s : sh.slots) {
+    for (Entry& s : sh.slots) {
       if (s.handle == 0) continue;
       account(s, -1);
       free_record(s);
     }
-    index_bytes_ -= sh.slots.size() * sizeof(Slot);
+    index_bytes_ -= sh.slots.size() * sizeof(Entry);
     sh.slots = {};
     sh.used = 0;
     sh.hand = 0;
@@ -363,9 +363,9 @@ std::error_code CacheCore::recompress(size_t max_entries, size_t& moved) noexcep
   auto class_of = [&](size_t record_size) {
     return zs_lookup_class_index(pool_, static_cast<unsigned>(record_size + ZS_HANDLE_SIZE));
   };
-  for (Shard& sh : shards_) {
+  for (IndexShard& sh : shards_) {
     std::unique_lock guard(sh.lock);
-    for (Slot& s : sh.slots) {
+    for (Entry& s : sh.slots) {
       if (tried == max_entries) break;
       bool candidate = s.kind == kCompressed || s.kind == kRaw;  // zram: type=huge too
       if (s.handle == 0 || !candidate || (s.flags & kRecompressTried)) continue;
@@ -415,9 +415,9 @@ void CacheCore::move_entries_to(CacheCore& to) noexcept {
   } catch (const std::bad_alloc&) {
     return;
   }
-  for (Shard& sh : shards_) {
+  for (IndexShard& sh : shards_) {
     std::shared_lock guard(sh.lock);
-    for (const Slot& s : sh.slots) {
+    for (const Entry& s : sh.slots) {
       if (s.handle == 0) continue;
       bool decoded = with_record(s, false, [&](std::span<const std::byte> record) {
         key.assign(reinterpret_cast<const char*>(record.data()), s.key_size);

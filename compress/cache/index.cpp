@@ -9,12 +9,12 @@
 
 namespace zsm::detail {
 
-Slot* CacheCore::find(Shard& sh, uint64_t h, std::string_view key,
+Entry* CacheCore::find(IndexShard& sh, uint64_t h, std::string_view key,
                       std::error_code& ec) const noexcept {
   if (sh.slots.empty()) return nullptr;
   size_t mask = sh.slots.size() - 1;
   for (size_t i = h & mask;; i = (i + 1) & mask) {
-    Slot& s = sh.slots[i];
+    Entry& s = sh.slots[i];
     if (s.handle == 0) return nullptr;
     if (s.hash != static_cast<uint32_t>(h)) continue;
     std::optional<bool> same = key_matches(s, key);
@@ -28,28 +28,28 @@ Slot* CacheCore::find(Shard& sh, uint64_t h, std::string_view key,
 
 // Linear probing with backward-shift deletion stays quick up to 7/8 full; growing later keeps
 // the index near 30 bytes an entry.
-size_t CacheCore::index_growth(const Shard& sh) const noexcept {
+size_t CacheCore::index_growth(const IndexShard& sh) const noexcept {
   if ((sh.used + 1) * 8 <= sh.slots.size() * 7) return 0;
-  return (sh.slots.empty() ? kFirstSlots : sh.slots.size()) * sizeof(Slot);
+  return (sh.slots.empty() ? kFirstSlots : sh.slots.size()) * sizeof(Entry);
 }
 
-bool CacheCore::reserve_slot(Shard& sh) noexcept {
+bool CacheCore::reserve_slot(IndexShard& sh) noexcept {
   if (index_growth(sh) == 0) return true;
   return resize(sh, sh.slots.empty() ? kFirstSlots : sh.slots.size() * 2);
 }
 
-bool CacheCore::resize(Shard& sh, size_t nr_slots) noexcept {
-  std::vector<Slot> bigger;
+bool CacheCore::resize(IndexShard& sh, size_t nr_slots) noexcept {
+  std::vector<Entry> bigger;
   try {
     bigger.resize(nr_slots);
   } catch (const std::bad_alloc&) {
     return false;
   }
-  std::vector<Slot> old = std::exchange(sh.slots, std::move(bigger));
-  index_bytes_ += sh.slots.size() * sizeof(Slot);
-  index_bytes_ -= old.size() * sizeof(Slot);
+  std::vector<Entry> old = std::exchange(sh.slots, std::move(bigger));
+  index_bytes_ += sh.slots.size() * sizeof(Entry);
+  index_bytes_ -= old.size() * sizeof(Entry);
   size_t mask = sh.slots.size() - 1;
-  for (const Slot& s : old) {
+  for (const Entry& s : old) {
     if (s.handle == 0) continue;
     size_t i = s.hash & mask;
     while (sh.slots[i].handle != 0) i = (i + 1) & mask;
@@ -59,7 +59,7 @@ bool CacheCore::resize(Shard& sh, size_t nr_slots) noexcept {
   return true;
 }
 
-Slot* CacheCore::insert(Shard& sh, const Slot& s) noexcept {
+Entry* CacheCore::insert(IndexShard& sh, const Entry& s) noexcept {
   size_t mask = sh.slots.size() - 1;
   size_t i = s.hash & mask;
   while (sh.slots[i].handle != 0) i = (i + 1) & mask;
@@ -68,7 +68,7 @@ Slot* CacheCore::insert(Shard& sh, const Slot& s) noexcept {
   return &sh.slots[i];
 }
 
-void CacheCore::remove_at(Shard& sh, size_t i) noexcept {
+void CacheCore::remove_at(IndexShard& sh, size_t i) noexcept {
   size_t mask = sh.slots.size() - 1;
   for (size_t j = (i + 1) & mask; sh.slots[j].handle != 0; j = (j + 1) & mask) {
     size_t home = sh.slots[j].hash & mask;
@@ -78,11 +78,11 @@ void CacheCore::remove_at(Shard& sh, size_t i) noexcept {
       i = j;
     }
   }
-  sh.slots[i] = Slot{};
+  sh.slots[i] = Entry{};
   sh.used--;
 }
 
-void CacheCore::account(const Slot& s, int sign) noexcept {
+void CacheCore::account(const Entry& s, int sign) noexcept {
   auto add = [sign](std::atomic<uint64_t>& counter, uint64_t v) {
     if (sign > 0)
       counter += v;
@@ -97,7 +97,7 @@ void CacheCore::account(const Slot& s, int sign) noexcept {
   if (s.kind == kRaw) add(huge_, 1);
 }
 
-void CacheCore::drop(Shard& sh, Slot* s) noexcept {
+void CacheCore::drop(IndexShard& sh, Entry* s) noexcept {
   account(*s, -1);
   free_record(*s);
   remove_at(sh, static_cast<size_t>(s - sh.slots.data()));
@@ -105,12 +105,12 @@ void CacheCore::drop(Shard& sh, Slot* s) noexcept {
 
 std::error_code CacheCore::erase_entry(std::string_view key) noexcept {
   uint64_t h = hash_key(key);
-  Shard& sh = shard_of(h);
+  IndexShard& sh = shard_of(h);
   std::unique_lock guard(sh.lock);
   const bool on_file = file_ && file_->contains(h);
   if (on_file) file_->erase(h);
   std::error_code ec;
-  Slot* s = find(sh, h, key, ec);
+  Entry* s = find(sh, h, key, ec);
   if (ec) return ec;
   if (s == nullptr) return on_file ? std::error_code{} : make_error_code(CacheError::not_found);
   drop(sh, s);

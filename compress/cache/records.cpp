@@ -63,7 +63,7 @@ unsigned CacheCore::class_of_record(size_t record_size) const {
 // memory: zram's rule (a compressed record in the huge class takes a page, as the raw one
 // does), for chains too.
 std::span<std::byte> CacheCore::encode(std::string_view key, std::span<const std::byte> value,
-                                       std::span<std::byte> written, Slot& s) const noexcept {
+                                       std::span<std::byte> written, Entry& s) const noexcept {
   std::span<std::byte> record =
       scratch(Scratch::record, key.size() + codec_->bound(value.size()) + 8);
   if (record.data() == nullptr) return {};
@@ -145,9 +145,9 @@ void CacheCore::free_chain(unsigned long handle, size_t size) noexcept {
   zs_free(pool_, handle);
 }
 
-void CacheCore::free_record(const Slot& s) noexcept { free_chain(s.handle, s.record_size()); }
+void CacheCore::free_record(const Entry& s) noexcept { free_chain(s.handle, s.record_size()); }
 
-bool CacheCore::read_record(const Slot& s, std::span<std::byte> out) const noexcept {
+bool CacheCore::read_record(const Entry& s, std::span<std::byte> out) const noexcept {
   std::span<std::byte> copy = scratch(Scratch::object_copy, page_size_);
   if (copy.data() == nullptr) return false;
   unsigned long handle = s.handle;
@@ -167,7 +167,7 @@ bool CacheCore::read_record(const Slot& s, std::span<std::byte> out) const noexc
   return true;
 }
 
-std::optional<bool> CacheCore::key_matches(const Slot& s, std::string_view key) const noexcept {
+std::optional<bool> CacheCore::key_matches(const Entry& s, std::string_view key) const noexcept {
   if (s.key_size != key.size()) return false;
   std::byte* copy = scratch(Scratch::object_copy, key.size()).data();
   if (copy == nullptr) return std::nullopt;
@@ -177,7 +177,7 @@ std::optional<bool> CacheCore::key_matches(const Slot& s, std::string_view key) 
   return same;
 }
 
-std::error_code CacheCore::decode(const Slot& s, std::span<const std::byte> record,
+std::error_code CacheCore::decode(const Entry& s, std::span<const std::byte> record,
                                   std::span<std::byte> out) const noexcept {
   auto stored = record.subspan(s.key_size, s.stored_size);
   switch (s.kind) {

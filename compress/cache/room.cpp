@@ -9,7 +9,7 @@ namespace zsm::detail {
 
 namespace {
 
-bool test_and_clear(Slot& s, uint8_t flag) {
+bool test_and_clear(Entry& s, uint8_t flag) {
   return std::atomic_ref<uint8_t>(s.flags).fetch_and(static_cast<uint8_t>(~flag),
                                                      std::memory_order_relaxed) & flag;
 }
@@ -19,7 +19,7 @@ bool test_and_clear(Slot& s, uint8_t flag) {
 // A get's mark: referenced, and referenced again if it was already (one pass of the hand
 // clears one mark), and no longer idle. Read by threads holding the shard's read lock only:
 // through std::atomic_ref.
-void note_read(Slot& s) noexcept {
+void note_read(Entry& s) noexcept {
   std::atomic_ref<uint8_t> flags(s.flags);
   uint8_t was = flags.fetch_or(kReferenced, std::memory_order_relaxed);
   if (was & kReferenced) was = flags.fetch_or(kReferencedAgain, std::memory_order_relaxed);
@@ -61,9 +61,9 @@ CacheCore::Evicted CacheCore::evict_one_now(unsigned long keep, unsigned prefer_
                                             bool may_wait) noexcept {
   size_t start = next_victim_.fetch_add(1, std::memory_order_relaxed);
   for (size_t tries = 0; tries < shards_.size(); tries++) {
-    Shard& sh = shards_[(start + tries) % shards_.size()];
+    IndexShard& sh = shards_[(start + tries) % shards_.size()];
     std::unique_lock guard(sh.lock);
-    Slot* victim = clock_hand(sh, keep);
+    Entry* victim = clock_hand(sh, keep);
     if (victim == nullptr) continue;
     if (prefer_class != kAnyClass) victim = of_class_near_hand(sh, victim, keep, prefer_class);
     if (file_) {
@@ -85,11 +85,11 @@ CacheCore::Evicted CacheCore::evict_one_now(unsigned long keep, unsigned prefer_
 // hand last passed, clearing one mark of each referenced one on the way (an entry read twice
 // since the hand passed survives two passes), and returns that entry; the hand stays on it.
 // Nullptr when the shard holds no other entry.
-Slot* CacheCore::clock_hand(Shard& sh, unsigned long keep) noexcept {
+Entry* CacheCore::clock_hand(IndexShard& sh, unsigned long keep) noexcept {
   if (sh.used == 0) return nullptr;
   size_t mask = sh.slots.size() - 1;
   for (size_t steps = 0; steps < 3 * sh.slots.size() + 1; steps++) {
-    Slot& s = sh.slots[sh.hand];
+    Entry& s = sh.slots[sh.hand];
     if (s.handle != 0 && s.handle != keep && !test_and_clear(s, kReferencedAgain) &&
         !test_and_clear(s, kReferenced))
       return &s;
@@ -101,11 +101,11 @@ Slot* CacheCore::clock_hand(Shard& sh, unsigned long keep) noexcept {
 // The first unreferenced entry of class `cls` (other than `keep`) in the kClassScan slots from
 // the hand, else `at_hand`. It only reads the bits, so the hand moves no faster than CLOCK's
 // and entries read since it last passed keep their standing.
-Slot* CacheCore::of_class_near_hand(Shard& sh, Slot* at_hand, unsigned long keep,
+Entry* CacheCore::of_class_near_hand(IndexShard& sh, Entry* at_hand, unsigned long keep,
                                     unsigned cls) const noexcept {
   size_t mask = sh.slots.size() - 1;
   for (size_t n = 0, i = sh.hand; n < kClassScan; n++, i = (i + 1) & mask) {
-    Slot& s = sh.slots[i];
+    Entry& s = sh.slots[i];
     if (s.handle == 0 || s.handle == keep ||
         (std::atomic_ref<uint8_t>(s.flags).load(std::memory_order_relaxed) & kReferenced))
       continue;

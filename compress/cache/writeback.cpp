@@ -23,7 +23,7 @@ BackingFile::Released CacheCore::release_callback() noexcept {
 
 // stage() grows the file's index and log: a heap too short for them makes the record one the
 // file does not take, as one larger than a batch.
-Staged CacheCore::stage_noexcept(uint64_t h, std::string_view key, const Slot& s,
+Staged CacheCore::stage_noexcept(uint64_t h, std::string_view key, const Entry& s,
                                  std::span<const std::byte> stored, bool release) noexcept {
   try {
     return file_->stage(h, key, {s.kind, s.value_size, 0}, stored, release);
@@ -34,17 +34,17 @@ Staged CacheCore::stage_noexcept(uint64_t h, std::string_view key, const Slot& s
 
 // A promoted entry keeps kOnFile until it is replaced (a put makes a new entry), and the file
 // holds no other record of its key meanwhile (only this entry could stage one).
-bool CacheCore::on_file(uint64_t h, const Slot& s) const noexcept {
+bool CacheCore::on_file(uint64_t h, const Entry& s) const noexcept {
   return (s.flags & kOnFile) && file_->contains(h);
 }
 
-bool CacheCore::has_hash(const Slot& s, uint64_t h) const noexcept {
+bool CacheCore::has_hash(const Entry& s, uint64_t h) const noexcept {
   return with_record(s, false, [&](std::span<const std::byte> record) {
     return hash_key({reinterpret_cast<const char*>(record.data()), s.key_size}) == h;
   });
 }
 
-Staged CacheCore::write_back(Slot& s, bool release, bool* was_on_file) noexcept {
+Staged CacheCore::write_back(Entry& s, bool release, bool* was_on_file) noexcept {
   Staged r = with_record(s, Staged::too_large, [&](std::span<const std::byte> record) {
     std::string_view key(reinterpret_cast<const char*>(record.data()), s.key_size);
     const uint64_t h = hash_key(key);
@@ -62,12 +62,12 @@ Staged CacheCore::write_back(Slot& s, bool release, bool* was_on_file) noexcept 
 // that generation, the key was neither put nor erased since it was staged, so the entry of
 // that key marked kReleasePending is the one written (or a promotion of that record): freed.
 void CacheCore::release_written(uint64_t hash, uint64_t generation) noexcept {
-  Shard& sh = shard_of(hash);
+  IndexShard& sh = shard_of(hash);
   std::unique_lock guard(sh.lock);
   if (sh.slots.empty() || !file_->holds(hash, generation)) return;
   const size_t mask = sh.slots.size() - 1;
   for (size_t i = hash & mask; sh.slots[i].handle != 0; i = (i + 1) & mask) {
-    Slot& s = sh.slots[i];
+    Entry& s = sh.slots[i];
     if (s.hash != static_cast<uint32_t>(hash) || !(s.flags & kReleasePending) ||
         !has_hash(s, hash))
       continue;
@@ -88,7 +88,7 @@ std::error_code CacheCore::get_from_file(std::string_view key, uint64_t h,
   }
   if (!info) return make_error_code(CacheError::not_found);
   if (out.size() < info->value_size) return make_error_code(CacheError::buffer_too_small);
-  Slot s;
+  Entry s;
   s.kind = info->kind;
   s.value_size = info->value_size;
   s.stored_size = static_cast<uint32_t>(stored.size());
@@ -112,7 +112,7 @@ void CacheCore::promote(std::string_view key, uint64_t h, const FileRecordInfo& 
   if (record.data() == nullptr) return;
   std::memcpy(record.data(), key.data(), key.size());
   if (!stored.empty()) std::memcpy(record.data() + key.size(), stored.data(), stored.size());
-  Slot s;
+  Entry s;
   s.hash = static_cast<uint32_t>(h);
   s.key_size = static_cast<uint16_t>(key.size());
   s.value_size = info.value_size;
@@ -122,7 +122,7 @@ void CacheCore::promote(std::string_view key, uint64_t h, const FileRecordInfo& 
   s.handle = store_making_room(record);
   if (s.handle == 0) return;
   {
-    Shard& sh = shard_of(h);
+    IndexShard& sh = shard_of(h);
     std::unique_lock guard(sh.lock);
     std::error_code ec;
     if (find(sh, h, key, ec) != nullptr || ec || !file_->holds(h, info.generation) ||
@@ -141,11 +141,11 @@ void CacheCore::promote(std::string_view key, uint64_t h, const FileRecordInfo& 
 // holds already; stops when the writer's queue is full (queue_full then says so) or the write
 // limit is reached. Returns how many it wrote back. A slot freed here takes in the entry the
 // index's backward shift moves there, so the walk looks at the same slot again.
-size_t CacheCore::writeback_idle_shard(Shard& sh, bool& queue_full) noexcept {
+size_t CacheCore::writeback_idle_shard(IndexShard& sh, bool& queue_full) noexcept {
   std::unique_lock guard(sh.lock);
   size_t staged = 0;
   for (size_t i = 0; i < sh.slots.size();) {
-    Slot& s = sh.slots[i];
+    Entry& s = sh.slots[i];
     if (s.handle == 0 || (s.flags & (kIdle | kReferenced)) != kIdle) {
       i++;
       continue;
@@ -176,7 +176,7 @@ size_t CacheCore::writeback_idle_shard(Shard& sh, bool& queue_full) noexcept {
 std::error_code CacheCore::writeback_idle(size_t& staged) noexcept {
   staged = 0;
   if (!file_) return {};
-  for (Shard& sh : shards_) {
+  for (IndexShard& sh : shards_) {
     for (bool queue_full = true; queue_full;) {
       queue_full = false;
       staged += writeback_idle_shard(sh, queue_full);
@@ -192,9 +192,9 @@ void CacheCore::flush_backing_file() noexcept {
 }
 
 void CacheCore::mark_idle() noexcept {
-  for (Shard& sh : shards_) {
+  for (IndexShard& sh : shards_) {
     std::unique_lock guard(sh.lock);
-    for (Slot& s : sh.slots)
+    for (Entry& s : sh.slots)
       if (s.handle != 0)
         s.flags = static_cast<uint8_t>((s.flags | kIdle) & ~(kReferenced | kReferencedAgain));
   }

@@ -1,6 +1,6 @@
 // A pool's life and its pool-wide figures: zs_create_pool() checks the configuration, builds
 // the class table (classes/size_class.h), lays out every class's lock shards side by side
-// with their fullness ranges, the lookup by 16-byte granule, the shards' record arenas and
+// with their fullness ranges, the lookup by 16-byte granule, the shards' metadata arenas and
 // the cell region, and takes the page source (the caller's, or a VmSource of its own);
 // zs_destroy_pool() gives every page back, live objects or not. Also here: the name, the
 // class lookup, total pages, bookkeeping bytes and the pool's statistics.
@@ -100,10 +100,10 @@ bool init_classes(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   if (pool->arenas == nullptr) return false;
   for (uint32_t s = 0; s <= pool->shard_mask; s++) {
     ShardArenas& arenas = pool->arenas[s];
-    arenas.cells = new (std::nothrow) RecordArena(sizeof(HandleCell), &pool->cells);
+    arenas.cells = new (std::nothrow) MetadataArena(sizeof(HandleCell), &pool->cells);
     if (arenas.cells == nullptr) return false;
     for (uint32_t n = 1; n <= t.chain; n++) {
-      arenas.meta[n] = new (std::nothrow) RecordArena(zspage_metadata_size(n));
+      arenas.meta[n] = new (std::nothrow) MetadataArena(zspage_metadata_size(n));
       if (arenas.meta[n] == nullptr) return false;
     }
   }
@@ -189,7 +189,7 @@ void zs_destroy_pool(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   if (pool->arenas != nullptr) {
     for (uint32_t s = 0; s <= pool->shard_mask; s++) {
       delete pool->arenas[s].cells;
-      for (RecordArena* arena : pool->arenas[s].meta) delete arena;
+      for (MetadataArena* arena : pool->arenas[s].meta) delete arena;
     }
     delete[] pool->arenas;
   }
@@ -219,12 +219,12 @@ size_t zs_pool_bookkeeping_bytes(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   size_t bytes = sizeof(ZsPool) + pool->nr_class_shards * sizeof(ClassShard) +
                  granules * sizeof(*pool->first_shard_by_granule) +
                  (pool->shard_mask + 1) *
-                     (sizeof(ShardArenas) + arenas_per_shard * sizeof(RecordArena));
+                     (sizeof(ShardArenas) + arenas_per_shard * sizeof(MetadataArena));
   for (uint32_t s = 0; s <= pool->shard_mask; s++) {
     ShardArenas& arenas = pool->arenas[s];
     MutexGuard guard(arenas.lock);
     bytes += arenas.cells->carved_bytes();
-    for (const RecordArena* arena : arenas.meta)
+    for (const MetadataArena* arena : arenas.meta)
       if (arena != nullptr) bytes += arena->carved_bytes();
   }
   return bytes;

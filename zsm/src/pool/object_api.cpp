@@ -10,7 +10,7 @@
 //
 // Object and handle encoding (helpers in zspage/obj.h).
 //   handle  = address of a HandleCell (8-aligned, nonzero). It never changes. Every cell of a
-//             pool lies in the pool's CellRegion (memory/records.h), one reserved range.
+//             pool lies in the pool's CellRegion (memory/metadata.h), one reserved range.
 //   obj     = *cell = (address of the ZsPage metadata << 16) | flags | object index.
 //             The index (15 bits) is zspage-wide (object i starts at byte i * size of the
 //             chain) and covers the largest zspage (16 x 64 KiB / 32 B = 32768 objects); bit

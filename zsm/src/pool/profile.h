@@ -3,7 +3,7 @@
 //
 // The switch is a relaxed atomic flag read with an unlikely hint, one per compiled variant.
 // A store checks it once under the shard lock; when it is on, profile_alloc() points the
-// handle's tag slot (the cell's mirror word, memory/records.h) at the call site's tag, adds to the
+// handle's tag slot (the cell's mirror word, memory/metadata.h) at the call site's tag, adds to the
 // site's counters (atomics: sites are shared by threads and pools) and to the shard's
 // (under its lock); the store then sets kObjProfiled in the obj it records.
 // The free tests that bit of the obj it reads anyway, so only counted objects are taken off,

@@ -4,7 +4,7 @@
 // parent's threads left it. So that the child can go on using its pools (zsmalloc.h,
 // "fork()"), the prepare handler brings every pool to a state no thread is inside: it takes
 // the registry, blocks every pool's caches and waits until no owner is inside its fast path,
-// then takes every lock of every pool (its shards', record arenas' and page source's) and
+// then takes every lock of every pool (its shards', metadata arenas' and page source's) and
 // the barrier's. Every change to a pool is made under those, so the child's copy is
 // consistent, but for what a vanished thread kept to itself: the slots its caches reserve
 // (they are orphaned, and the pool's next drain gives them back), a zspage it was adding

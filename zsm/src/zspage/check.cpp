@@ -185,11 +185,11 @@ void check_all_zspages(ZsPool* pool, Findings& f) ZSM_NO_THREAD_SAFETY_ANALYSIS 
   for (uint32_t s = 0; s <= pool->shard_mask; s++) {
     ShardArenas& arenas = pool->arenas[s];
     MutexGuard guard(arenas.lock);
-    for (RecordArena* arena : arenas.meta) {
+    for (MetadataArena* arena : arenas.meta) {
       if (arena == nullptr) continue;
       // Every shard's lock is held.
-      arena->for_each_record([&](void* record) ZSM_NO_THREAD_SAFETY_ANALYSIS {
-        auto* zspage = static_cast<ZsPage*>(record);
+      arena->for_each_block([&](void* block) ZSM_NO_THREAD_SAFETY_ANALYSIS {
+        auto* zspage = static_cast<ZsPage*>(block);
         ClassShard* shard = zspage->shard.load(std::memory_order_relaxed);
         if (shard == nullptr) return;
         pages += zspage->nr_pages;

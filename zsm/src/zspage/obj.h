@@ -22,17 +22,17 @@ inline constexpr unsigned long kObjIndexMask = 0x7fff;
 inline constexpr unsigned long kObjProfiled = 0x8000;
 static_assert((kMaxChain << kMaxPageShift) / kMinAllocSize <= kObjIndexMask + 1,
               "object index bits must cover the largest zspage");
-static_assert(kRecordAddressLimit == uintptr_t{1} << (64 - kObjIndexBits),
-              "records (ZsPage metadata, handle cells) must leave the top kObjIndexBits free");
+static_assert(kMetadataAddressLimit == uintptr_t{1} << (64 - kObjIndexBits),
+              "pool metadata (ZsPage blocks, handle cells) must leave the top kObjIndexBits free");
 
 // A hardened pool's handle = cell address ^ (generation << kHandleTagShift): cells lie below
-// kRecordAddressLimit, so the top bits are free to tell the pool (pool/hardened.h).
+// kMetadataAddressLimit, so the top bits are free to tell the pool (pool/hardened.h).
 // Generations run 1..kHandleGenerations; a default pool's handle is the cell address.
 inline constexpr unsigned kHandleTagShift = 64 - kObjIndexBits;
 inline constexpr unsigned long kHandleGenerations = (1UL << (64 - kHandleTagShift)) - 1;
 
 // header = cell | (object size - 1) << kHeaderSizeShift | OBJ_ALLOCATED_TAG. Cells are
-// addresses below kRecordAddressLimit, so the top 16 bits carry the size the object was
+// addresses below kMetadataAddressLimit, so the top 16 bits carry the size the object was
 // allocated with (checked in hardened pools, counted by profiling). A free object's first
 // word is a link instead, with the tag clear.
 inline constexpr unsigned long OBJ_ALLOCATED_TAG = 1;

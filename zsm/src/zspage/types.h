@@ -1,7 +1,7 @@
 // The pool's data structures: ZsPool, ClassShard, ZsPage and handle cells. The layout, the
 // encodings and the lock order are explained at the top of pool/object_api.cpp; this header
 // holds the types only (the helpers that work on them are in zspage.h and obj.h). Below it:
-// classes/ (the class table), memory/ (records, page sources) and base/.
+// classes/ (the class table), memory/ (pool metadata, page sources) and base/.
 #pragma once
 
 #include <zsm/zsmalloc.h>
@@ -13,7 +13,7 @@
 #include "base/compiler.h"
 #include "base/lock.h"
 #include "classes/size_class.h"
-#include "memory/records.h"
+#include "memory/metadata.h"
 
 namespace zsm {
 inline namespace ZSM_VARIANT_NS {
@@ -130,13 +130,13 @@ struct alignas(64) ClassShard {
   std::atomic<unsigned long> moves_in{0};
 };
 
-// The records of one shard: handle cells and zspage metadata (one arena per chain length).
-// Records go back to the shard that handed them out (a cell to its object's shard, metadata
-// to its zspage's), so records of different shards never share a cache line.
+// The pool metadata of one shard: handle cells and zspage metadata (one arena per chain
+// length). Blocks go back to the shard that handed them out (a cell to its object's shard,
+// metadata to its zspage's), so blocks of different shards never share a cache line.
 struct alignas(64) ShardArenas {
   Mutex lock;
-  RecordArena* cells ZSM_GUARDED_BY(lock) = nullptr;
-  RecordArena* meta[kMaxChain + 1] ZSM_GUARDED_BY(lock) = {};
+  MetadataArena* cells ZSM_GUARDED_BY(lock) = nullptr;
+  MetadataArena* meta[kMaxChain + 1] ZSM_GUARDED_BY(lock) = {};
 };
 
 inline constexpr unsigned kGranuleShift = 4;  // ZsPool::first_shard_by_granule: 16 bytes

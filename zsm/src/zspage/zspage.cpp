@@ -91,8 +91,8 @@ void uncharge_pages(ZsPool* pool, unsigned long pages) {
 ZsPage* alloc_zspage_metadata(ZsPool* pool, const ClassShard* shard) {
   ShardArenas& arenas = pool->arenas[shard->shard_index];
   MutexGuard guard(arenas.lock);
-  void* record = arenas.meta[shard->pages_per_zspage]->alloc();
-  return record != nullptr ? std::launder(static_cast<ZsPage*>(record)) : nullptr;
+  void* block = arenas.meta[shard->pages_per_zspage]->alloc();
+  return block != nullptr ? std::launder(static_cast<ZsPage*>(block)) : nullptr;
 }
 
 void free_zspage_metadata(ZsPool* pool, const ClassShard* shard, ZsPage* zspage) {

@@ -286,7 +286,7 @@ inline void free_handle(ZsPool* pool, ClassShard* shard, unsigned long handle)
 // Charges `pages` against the pool's memory limit; false when it would be exceeded.
 bool charge_pages(ZsPool* pool, unsigned long pages);
 void uncharge_pages(ZsPool* pool, unsigned long pages);
-// A metadata record for a zspage of the shard's chain length, or nullptr.
+// A metadata block for a zspage of the shard's chain length, or nullptr.
 ZsPage* alloc_zspage_metadata(ZsPool* pool, const ClassShard* shard);
 void free_zspage_metadata(ZsPool* pool, const ClassShard* shard, ZsPage* zspage);
 // Takes the `n` pages of a new zspage from the pool's page source (under its source lock):
@@ -311,23 +311,23 @@ unsigned long free_empty_zspages(ZsPool* pool, ClassShard* shard) ZSM_REQUIRES(s
 // Frees every shard's spare; for a pool at its memory limit. Takes each shard's lock.
 ZSM_COLD_PATH unsigned long free_all_spares(ZsPool* pool);
 
-// Calls `visit(zspage)` for every live zspage of the pool: a metadata record with a shard.
+// Calls `visit(zspage)` for every live zspage of the pool: a metadata block with a shard.
 // Call with every shard's arenas locked, or with no other thread in the pool.
 template <typename Visit>
 void for_each_zspage(ZsPool* pool, Visit visit) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   if (pool->arenas == nullptr) return;
   for (uint32_t s = 0; s <= pool->shard_mask; s++) {
-    for (RecordArena* arena : pool->arenas[s].meta) {
+    for (MetadataArena* arena : pool->arenas[s].meta) {
       if (arena == nullptr) continue;
-      arena->for_each_record([&visit](void* record) {
-        auto* zspage = static_cast<ZsPage*>(record);
+      arena->for_each_block([&visit](void* block) {
+        auto* zspage = static_cast<ZsPage*>(block);
         if (zspage->shard.load(std::memory_order_relaxed) != nullptr) visit(zspage);
       });
     }
   }
 }
 
-// The pages of every zspage the pool holds, counted from its metadata records.
+// The pages of every zspage the pool holds, counted from its metadata blocks.
 unsigned long count_zspage_pages(ZsPool* pool);
 
 }  // namespace ZSM_VARIANT_NS

@@ -1,5 +1,5 @@
-// Record arenas and the cell region (design: records.h).
-#include "memory/records.h"
+// Block arenas and the cell region (design: metadata.h).
+#include "memory/metadata.h"
 
 #include <sys/mman.h>
 
@@ -19,7 +19,7 @@ bool CellRegion::reserve(bool with_mirror) {
   size_t len = with_mirror ? 2 * kReserve : kReserve;
   void* map = mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (map == MAP_FAILED) return false;
-  if (reinterpret_cast<uintptr_t>(map) + len > kRecordAddressLimit) {
+  if (reinterpret_cast<uintptr_t>(map) + len > kMetadataAddressLimit) {
     munmap(map, len);
     return false;
   }
@@ -41,7 +41,7 @@ void* CellRegion::carve_chunk() {
   return chunk;
 }
 
-RecordArena::~RecordArena() {
+MetadataArena::~MetadataArena() {
   if (region_ != nullptr) return;  // the region unmaps its chunks
   while (chunks_ != nullptr) {
     Chunk* next = chunks_->next;
@@ -50,49 +50,49 @@ RecordArena::~RecordArena() {
   }
 }
 
-void* RecordArena::new_chunk() {
+void* MetadataArena::new_chunk() {
   if (region_ != nullptr) return region_->carve_chunk();
   void* map = mmap(nullptr, kChunkSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (map == MAP_FAILED) return nullptr;
-  if (reinterpret_cast<uintptr_t>(map) + kChunkSize > kRecordAddressLimit) {
+  if (reinterpret_cast<uintptr_t>(map) + kChunkSize > kMetadataAddressLimit) {
     munmap(map, kChunkSize);
     return nullptr;
   }
   return map;
 }
 
-// Records come zero-filled from the OS, which is a valid initial ZsPage and HandleCell, and
+// Blocks come zero-filled from the OS, which is a valid initial ZsPage and HandleCell, and
 // are never re-initialised here: a recycled ZsPage keeps its lock word (see pool/lookups.h).
-void* RecordArena::alloc_free() {
-  void* record = free_;
-  if (record != nullptr) std::memcpy(&free_, record, sizeof(free_));
-  return record;
+void* MetadataArena::alloc_free() {
+  void* block = free_;
+  if (block != nullptr) std::memcpy(&free_, block, sizeof(free_));
+  return block;
 }
 
-void* RecordArena::alloc() {
-  if (void* record = alloc_free()) return record;
-  if (chunks_ == nullptr || carved_ + record_size_ > kChunkSize) {
+void* MetadataArena::alloc() {
+  if (void* block = alloc_free()) return block;
+  if (chunks_ == nullptr || carved_ + block_size_ > kChunkSize) {
     auto* chunk = static_cast<Chunk*>(new_chunk());
     if (chunk == nullptr) return nullptr;
     chunk->next = chunks_;
     chunks_ = chunk;
     carved_ = kChunkHeader;
   }
-  void* record = reinterpret_cast<char*>(chunks_) + carved_;
-  carved_ += record_size_;
-  return record;
+  void* block = reinterpret_cast<char*>(chunks_) + carved_;
+  carved_ += block_size_;
+  return block;
 }
 
-size_t RecordArena::carved_bytes() const {
+size_t MetadataArena::carved_bytes() const {
   size_t bytes = 0;
   for (const Chunk* chunk = chunks_; chunk != nullptr; chunk = chunk->next)
     bytes += chunk == chunks_ ? carved_ : kChunkSize;
   return bytes;
 }
 
-void RecordArena::free(void* record) {
-  std::memcpy(record, &free_, sizeof(free_));
-  free_ = record;
+void MetadataArena::free(void* block) {
+  std::memcpy(block, &free_, sizeof(free_));
+  free_ = block;
 }
 
 }  // namespace ZSM_VARIANT_NS

@@ -1,8 +1,8 @@
-// Where the pool's own records live: handle cells and zspage metadata.
+// Where the pool metadata lives: handle cells and zspage metadata, in blocks.
 //
-// RecordArena hands out fixed-size records from 64 KiB chunks, carved on demand and recycled
-// through a free list linked through the records' first word; nothing is unmapped before the
-// pool dies, which is what makes the records type-stable (see pool/lookups.h, "Finding an
+// MetadataArena hands out fixed-size blocks from 64 KiB chunks, carved on demand and recycled
+// through a free list linked through the blocks' first word; nothing is unmapped before the
+// pool dies, which is what makes the blocks type-stable (see pool/lookups.h, "Finding an
 // object's shard without a pool lock"). Chunks come from mmap, or, for handle cells, from
 // the pool's CellRegion.
 //
@@ -28,9 +28,9 @@
 namespace zsm {
 inline namespace ZSM_VARIANT_NS {
 
-// Every record lies below 2^48, so that the encodings of zspage/obj.h can shift a record's address
+// Every block lies below 2^48, so that the encodings of zspage/obj.h can shift a block's address
 // up by 16 bits (an obj) or use the top 16 bits of one (handle tags, header sizes).
-inline constexpr uintptr_t kRecordAddressLimit = uintptr_t{1} << 48;
+inline constexpr uintptr_t kMetadataAddressLimit = uintptr_t{1} << 48;
 
 class CellRegion {
  public:
@@ -68,25 +68,25 @@ class CellRegion {
   std::atomic<size_t> carved_{0};       // bytes from base_ made read-write and handed out
 };
 
-class RecordArena {
+class MetadataArena {
  public:
   // Chunks from `region` when given (handle cells), else from mmap.
-  explicit RecordArena(size_t record_size, CellRegion* region = nullptr)
-      : record_size_(record_size), region_(region) {}
-  RecordArena(const RecordArena&) = delete;
-  RecordArena& operator=(const RecordArena&) = delete;
-  ~RecordArena();
+  explicit MetadataArena(size_t block_size, CellRegion* region = nullptr)
+      : block_size_(block_size), region_(region) {}
+  MetadataArena(const MetadataArena&) = delete;
+  MetadataArena& operator=(const MetadataArena&) = delete;
+  ~MetadataArena();
 
-  // nullptr when memory is short. Records are 8-aligned and below 2^48 (see obj encoding).
+  // nullptr when memory is short. Blocks are 8-aligned and below 2^48 (see obj encoding).
   void* alloc();
-  // A record of the free list, or nullptr when it is empty: never carves.
+  // A block of the free list, or nullptr when it is empty: never carves.
   void* alloc_free();
-  void free(void* record);
-  // Bytes of records ever handed out (touched memory), free or not.
+  void free(void* block);
+  // Bytes of blocks ever handed out (touched memory), free or not.
   [[nodiscard]] size_t carved_bytes() const;
-  // Calls fn(record) for every record ever handed out, free or not.
+  // Calls fn(block) for every block ever handed out, free or not.
   template <typename Fn>
-  void for_each_record(Fn fn) const;
+  void for_each_block(Fn fn) const;
 
  private:
   struct Chunk {
@@ -96,18 +96,18 @@ class RecordArena {
   static constexpr size_t kChunkHeader = 64;
   void* new_chunk();
 
-  const size_t record_size_;
+  const size_t block_size_;
   CellRegion* const region_;
   Chunk* chunks_ = nullptr;           // newest first; carving happens in the newest
   size_t carved_ = 0;                 // bytes carved from the newest chunk
-  void* free_ = nullptr;              // free records, linked through their first word
+  void* free_ = nullptr;              // free blocks, linked through their first word
 };
 
 template <typename Fn>
-void RecordArena::for_each_record(Fn fn) const {
+void MetadataArena::for_each_block(Fn fn) const {
   for (const Chunk* chunk = chunks_; chunk != nullptr; chunk = chunk->next) {
     size_t end = chunk == chunks_ ? carved_ : kChunkSize;
-    for (size_t off = kChunkHeader; off + record_size_ <= end; off += record_size_)
+    for (size_t off = kChunkHeader; off + block_size_ <= end; off += block_size_)
       fn(reinterpret_cast<char*>(const_cast<Chunk*>(chunk)) + off);
   }
 }
