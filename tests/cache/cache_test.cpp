@@ -702,6 +702,26 @@ TEST(Cache, MmStatHasNineColumns) {
   EXPECT_EQ(cols[5], 1u);                         // same_pages
 }
 
+// The cache on a hardened pool: everything it does stays within what the mode allows.
+TEST(Cache, RunsOnAHardenedPool) {
+  zsm::CacheOptions options;
+  options.capacity_bytes = 1 << 20;
+  options.pool.flags = ZS_POOL_HARDENED;
+  zsm::Cache cache(options);
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 5000; i++) {
+    std::string key = "k" + std::to_string(rng() % 700);
+    std::vector<std::byte> value(1 + rng() % 4096, std::byte{static_cast<unsigned char>(i)});
+    cache.put(key, value);
+    auto got = cache.get(key);
+    ASSERT_TRUE(got.has_value());
+    ASSERT_EQ(*got, value);
+    if (i % 7 == 0) cache.erase(key);
+  }
+  cache.recompress();
+  EXPECT_EQ(zs_check_pool(cache.pool(), stderr), 0);
+}
+
 }  // namespace
 
 // --- a secondary cache's pattern: hits erased, second-eviction admission, skewed keys --------

@@ -3,9 +3,8 @@
 // a double free, a handle this pool never returned, a handle of another pool, an address
 // that is no handle at all, reads and writes past an object's size, with huge objects too.
 // Outside the death tests, a hardened pool must behave exactly like a default one (stores,
-// reads, compaction, the cache on top of it), and a default pool must keep allowing reads up
-// to the object's capacity.
-#include <zsm/cache.hpp>
+// reads, compaction; the cache on a hardened pool is tests/cache/cache_test.cpp's), and a
+// default pool must keep allowing reads up to the object's capacity.
 #include <zsm/zsmalloc.h>
 
 #include <gtest/gtest.h>
@@ -345,26 +344,6 @@ TEST(Hardened, BehavesLikeADefaultPool) {
   zs_compact(pool);
   EXPECT_EQ(zs_get_total_pages(pool), 0u);
   zs_destroy_pool(pool);
-}
-
-// The cache on a hardened pool: everything it does stays within what the mode allows.
-TEST(Hardened, CacheRunsOnAHardenedPool) {
-  zsm::CacheOptions options;
-  options.capacity_bytes = 1 << 20;
-  options.pool.flags = ZS_POOL_HARDENED;
-  zsm::Cache cache(options);
-  std::mt19937_64 rng(3);
-  for (int i = 0; i < 5000; i++) {
-    std::string key = "k" + std::to_string(rng() % 700);
-    std::vector<std::byte> value(1 + rng() % 4096, std::byte{static_cast<unsigned char>(i)});
-    cache.put(key, value);
-    auto got = cache.get(key);
-    ASSERT_TRUE(got.has_value());
-    ASSERT_EQ(*got, value);
-    if (i % 7 == 0) cache.erase(key);
-  }
-  cache.recompress();
-  EXPECT_EQ(zs_check_pool(cache.pool(), stderr), 0);
 }
 
 // Without the flag a read may cover the object's whole capacity (the kernel's contract);
