@@ -138,10 +138,11 @@ TEST_P(BadInput, WritePastTheCapacityWritesNothing) {
     }
   }
   expect_untouched();
-  // A write of zero bytes changes nothing either, and is no error.
+  // A write of zero bytes changes nothing either, and is no error, with or without a source.
   auto [h, bytes] = any_object();
   errno = 0;
   zs_obj_write(pool_, h, junk.data(), 0);
+  zs_obj_write(pool_, h, nullptr, 0);
   EXPECT_EQ(errno, 0);
   EXPECT_TRUE(check_object(pool_, h, *bytes, page_size_));
 }
