@@ -27,12 +27,6 @@ namespace {
 
 using namespace zsm_test;
 
-// How page requests fail during a replay.
-struct FaultPlan {
-  enum Mode { none, once, until_phase_end } mode = none;
-  unsigned long k = 0;  // the first request that fails, 1-based
-};
-
 // ---- the cache script --------------------------------------------------------------------------
 
 // The value put under key `key` at `version`: compressible, incompressible (stored raw above
@@ -114,9 +108,7 @@ class CacheRun {
   }
 
   ::testing::AssertionResult replay(const std::vector<CacheStep>& script, FaultPlan plan) {
-    plan_ = plan;
-    if (plan.mode == FaultPlan::once) src_.fail_once_at(plan.k);
-    if (plan.mode == FaultPlan::until_phase_end) src_.fail_from(plan.k);
+    src_.start(plan);
     for (size_t i = 0; i < script.size(); ++i) {
       ::testing::AssertionResult r = apply(script[i]);
       if (!r) return r << " [cache step " << i << "]";
@@ -188,7 +180,7 @@ class CacheRun {
   // no_memory: everything else was evicted first, and the key holds nothing.
   ::testing::AssertionResult after_no_memory(const std::string& key) {
     ++no_memory_;
-    if (recovered_)
+    if (src_.recovered())
       return ::testing::AssertionFailure() << "no_memory for " << key << " after the source recovered";
     if (cache_->contains(key))
       return ::testing::AssertionFailure() << "a put that failed left " << key << " in the cache";
@@ -211,10 +203,7 @@ class CacheRun {
   }
 
   ::testing::AssertionResult end_phase() {
-    if (plan_.mode == FaultPlan::until_phase_end && src_.failures() > 0 && !recovered_) {
-      src_.recover();
-      recovered_ = true;
-    }
+    src_.end_phase();
     return all_consistent();
   }
 
@@ -265,8 +254,6 @@ class CacheRun {
   std::unique_ptr<zsm::Cache> cache_;
   std::map<std::string, Bytes> model_;
   Bytes buffer_ = Bytes(4096);  // a value of the largest size
-  FaultPlan plan_;
-  bool recovered_ = false;
   uint64_t vanished_ = 0;
   unsigned long no_memory_ = 0;
 };

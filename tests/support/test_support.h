@@ -193,7 +193,8 @@ class WrappedVmSource {
   size_t vm_in_use() const { return zs_vm_source_pages_in_use(vm_); }
 
  protected:
-  explicit WrappedVmSource(size_t page_size) : vm_(zs_vm_source_create(page_size, 0, 0)) {
+  explicit WrappedVmSource(size_t page_size)
+      : page_size_(page_size), vm_(zs_vm_source_create(page_size, 0, 0)) {
     if (vm_ != nullptr) inner_ = zs_vm_source_ops(vm_);
     ops_.alloc_page = &alloc_thunk;
     ops_.free_page = &free_thunk;
@@ -204,6 +205,8 @@ class WrappedVmSource {
   }
   void* inner_alloc() { return inner_.alloc_page(inner_.ctx); }
   void inner_free(void* page) { inner_.free_page(inner_.ctx, page); }
+
+  const size_t page_size_;
 
  private:
   virtual void* alloc() = 0;
@@ -216,6 +219,14 @@ class WrappedVmSource {
   zs_vm_source* vm_;
   zs_page_source inner_{};
   zs_page_source ops_{};
+};
+
+// How a scripted workload's page requests fail (FailingPageSource::start()): not at all, only
+// the k-th from the start (1-based), or the k-th and every later one until the phase that
+// met the first failure ends.
+struct FaultPlan {
+  enum Mode { none, once, until_phase_end } mode = none;
+  unsigned long k = 0;
 };
 
 // A page source that fails on demand. Counts pages in use on its own (independently of the
@@ -235,6 +246,23 @@ class FailingPageSource final : public WrappedVmSource {
     once_ = true;
   }
   void recover() { fail_at_ = 0; }
+
+  // Fails the requests from now as `plan` says.
+  void start(FaultPlan plan) {
+    plan_ = plan;
+    recovered_ = false;
+    if (plan.mode == FaultPlan::once) fail_once_at(plan.k);
+    if (plan.mode == FaultPlan::until_phase_end) fail_from(plan.k);
+  }
+  // A phase of the plan's workload ended: requests failing until then stop failing.
+  void end_phase() {
+    if (plan_.mode == FaultPlan::until_phase_end && failures() > 0 && !recovered_) {
+      recover();
+      recovered_ = true;
+    }
+  }
+  // end_phase() has stopped the plan's failures: no request fails from here on.
+  bool recovered() const { return recovered_; }
 
   unsigned long calls() const { return calls_.load(); }
   unsigned long failures() const { return failures_.load(); }
@@ -257,6 +285,8 @@ class FailingPageSource final : public WrappedVmSource {
     inner_free(page);
   }
 
+  FaultPlan plan_;
+  bool recovered_ = false;
   std::atomic<unsigned long> calls_{0};
   std::atomic<unsigned long> failures_{0};
   std::atomic<unsigned long> fail_at_{0};
@@ -270,8 +300,7 @@ class FailingPageSource final : public WrappedVmSource {
 // (ZsPage::layout, the cached store's scattered branch). Thread-safe.
 class ScatteredPageSource final : public WrappedVmSource {
  public:
-  explicit ScatteredPageSource(size_t page_size = 4096)
-      : WrappedVmSource(page_size), page_size_(page_size) {}
+  explicit ScatteredPageSource(size_t page_size = 4096) : WrappedVmSource(page_size) {}
   ~ScatteredPageSource() override {
     if (spare_ != nullptr) inner_free(spare_);
   }
@@ -299,7 +328,6 @@ class ScatteredPageSource final : public WrappedVmSource {
     inner_free(page);
   }
 
-  const size_t page_size_;
   std::mutex lock_;
   void* spare_ = nullptr;
   void* last_ = nullptr;

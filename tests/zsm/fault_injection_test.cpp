@@ -141,12 +141,6 @@ struct PoolShape {
 // GoogleTest prints a shape by its name (in the test's listing, and on failure).
 void PrintTo(const PoolShape& shape, std::ostream* os) { *os << shape.name; }
 
-// How page requests fail during a replay.
-struct FaultPlan {
-  enum Mode { none, once, until_phase_end } mode = none;
-  unsigned long k = 0;  // the first request that fails, 1-based
-};
-
 // The indices of the pool's distinct classes (merged indices left out).
 std::vector<unsigned> distinct_classes(zs_pool* pool) {
   std::vector<unsigned> out;
@@ -197,9 +191,7 @@ class PoolRun {
     if (pool_ == nullptr || !src_.ok())
       return ::testing::AssertionFailure() << "no pool, errno " << errno;
     objects_.assign(script.objects, {});
-    plan_ = plan;
-    if (plan.mode == FaultPlan::once) src_.fail_once_at(plan.k);
-    if (plan.mode == FaultPlan::until_phase_end) src_.fail_from(plan.k);
+    src_.start(plan);
     for (size_t i = 0; i < script.steps.size(); ++i) {
       ::testing::AssertionResult r = apply(script.steps[i]);
       if (!r) return r << " [step " << i << "]";
@@ -277,7 +269,7 @@ class PoolRun {
                                                 bool source_failed) {
     if (errno != ENOMEM)
       return ::testing::AssertionFailure() << "store of " << step.bytes.size() << " B failed with errno " << errno;
-    if (recovered_)
+    if (src_.recovered())
       return ::testing::AssertionFailure() << "store of " << step.bytes.size() << " B failed after the source recovered";
     ++failed_stores_;
     const unsigned long total = zs_get_total_pages(pool_);
@@ -334,10 +326,7 @@ class PoolRun {
 
   // Checks everything; where pages were failing until now, they come back.
   ::testing::AssertionResult end_phase() {
-    if (plan_.mode == FaultPlan::until_phase_end && src_.failures() > 0 && !recovered_) {
-      src_.recover();
-      recovered_ = true;
-    }
+    src_.end_phase();
     stats_checked_in_phase_ = false;
     ::testing::AssertionResult r = all_intact();
     return r ? check_stats_consistent(pool_, live_count()) : r;
@@ -385,8 +374,6 @@ class PoolRun {
   std::vector<unsigned> distinct_;  // class indices
   std::vector<Object> objects_;
   std::vector<uint8_t> scratch_;    // for reads of objects that span pages
-  FaultPlan plan_;
-  bool recovered_ = false;
   bool stats_checked_in_phase_ = false;
   unsigned long peak_pages_ = 0;
   unsigned long failed_stores_ = 0;

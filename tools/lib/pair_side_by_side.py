@@ -18,15 +18,16 @@ Usage: pair_side_by_side.py [--rounds N] [--cpu N] NAME=BINARY NAME=BINARY [...]
 """
 import argparse
 import collections
-import json
 import os
 import random
 import statistics
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cli_args  # noqa: E402
+import gbench  # noqa: E402
 
 FILTER = (r"^(zs_store\+zs_free/cached/([0-9]+|mixed)$"
           r"|malloc\+(zs_)?memcpy\+free/(tcmalloc|mimalloc)/([0-9]+|mixed)$)")
@@ -43,12 +44,11 @@ def binary_arg(text):
     return name, path
 
 
-def run_once(path, cpu):
-    """{benchmark name: real time in ns} of one run."""
-    out = subprocess.run(["taskset", "-c", str(cpu), path, f"--benchmark_filter={FILTER}",
-                          "--benchmark_min_time=0.05", "--benchmark_format=json"],
-                         capture_output=True, text=True, check=True).stdout
-    return {b["name"]: b["real_time"] for b in json.loads(out)["benchmarks"]}
+def run_once(path, cpu, out_json):
+    """{benchmark name: real time in ns} of one run (gbench.py runs and reads it)."""
+    data = gbench.run("taskset", ["-c", str(cpu), path, f"--benchmark_filter={FILTER}",
+                                  "--benchmark_min_time=0.05"], out_json)
+    return gbench.medians(data, "real")
 
 
 def figures_of(times):
@@ -82,13 +82,15 @@ def main():
         except cli_args.InputError as e:
             ap.exit(2, f"{ap.prog}: {e}\n")
     seen = collections.defaultdict(lambda: collections.defaultdict(list))
-    for r in range(args.rounds):
-        order = list(args.binaries)
-        random.shuffle(order)
-        for name, path in order:
-            for key, value in figures_of(run_once(path, args.cpu)).items():
-                seen[name][key].append(value)
-        print(f"round {r + 1}/{args.rounds}", file=sys.stderr)
+    with tempfile.TemporaryDirectory() as tmp:
+        out_json = os.path.join(tmp, "run.json")
+        for r in range(args.rounds):
+            order = list(args.binaries)
+            random.shuffle(order)
+            for name, path in order:
+                for key, value in figures_of(run_once(path, args.cpu, out_json)).items():
+                    seen[name][key].append(value)
+            print(f"round {r + 1}/{args.rounds}", file=sys.stderr)
     sizes = sorted({size for rows in seen.values() for _, size in rows},
                    key=lambda s: (not s.isdigit(), int(s) if s.isdigit() else 0))
     print("| binary | figure | " + " | ".join(sizes) + " |")

@@ -89,13 +89,13 @@ def layer_of(rel):
     return best
 
 
-def tree_files(root, suffixes=None, names=None):
+def tree_files(root, wanted):
+    """The files of the tree whose name `wanted` accepts, relative, '/'-separated."""
     for top in TOPS:
         for dirpath, dirnames, files in os.walk(os.path.join(root, top)):
             dirnames[:] = [d for d in dirnames if not d.startswith(".")]
             for f in files:
-                if (suffixes and f.endswith(suffixes)) or (names and f in names) or \
-                        (names and f.endswith(".cmake")):
+                if wanted(f):
                     yield os.path.relpath(os.path.join(dirpath, f), root).replace(os.sep, "/")
 
 
@@ -113,12 +113,10 @@ def resolve(root, rel, kind, name):
     return None
 
 
-checked = {"includes": 0, "links": 0}  # edges of the tree seen, for the last line
-
-
 def include_edges_up(root, closure):
-    bad = []
-    for rel in tree_files(root, suffixes=SOURCE):
+    """The includes that run back up, and how many includes of the tree were checked."""
+    bad, checked = [], 0
+    for rel in tree_files(root, lambda f: f.endswith(SOURCE)):
         source = layer_of(rel)
         with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as f:
             text = f.read()
@@ -127,12 +125,12 @@ def include_edges_up(root, closure):
             if target is None:
                 continue
             layer = layer_of(target)
-            checked["includes"] += 1
+            checked += 1
             if layer is not None and source is not None and layer not in closure[source]:
                 close = ">" if kind == "<" else '"'
                 bad.append(f"{rel}: #include {kind}{name}{close}: {source} includes {layer}, "
                            "a layer above it or beside it")
-    return bad
+    return bad, checked
 
 
 def cmake_text(root, rel):
@@ -141,7 +139,8 @@ def cmake_text(root, rel):
 
 
 def link_edges_up(root, closure):
-    files = list(tree_files(root, names={"CMakeLists.txt"}))
+    """The target_link_libraries() edges that run back up, and how many were checked."""
+    files = list(tree_files(root, lambda f: f == "CMakeLists.txt" or f.endswith(".cmake")))
     defined, alias = {}, {}
     for rel in files:
         folder = layer_of(os.path.dirname(rel))
@@ -152,7 +151,7 @@ def link_edges_up(root, closure):
                 defined[name] = "kernel"
             else:
                 defined.setdefault(name, folder)
-    bad = []
+    bad, checked = [], 0
     for rel in files:
         for m in LINK.finditer(cmake_text(root, rel)):
             words = m.group(1).split()
@@ -165,16 +164,19 @@ def link_edges_up(root, closure):
                 dep = alias.get(dep, dep)
                 if dep not in defined:
                     continue
-                checked["links"] += 1
+                checked += 1
                 if defined[dep] not in closure[defined[target]]:
                     bad.append(f"{rel}: {target} ({defined[target]}) links {dep} "
                                f"({defined[dep]}), a layer above it or beside it")
-    return bad
+    return bad, checked
 
 
 def check(root):
+    """Every edge back up in the tree at `root`, and the includes and links checked."""
     closure = allowed_below()
-    return include_edges_up(root, closure) + link_edges_up(root, closure)
+    bad_includes, includes = include_edges_up(root, closure)
+    bad_links, links = link_edges_up(root, closure)
+    return bad_includes + bad_links, includes, links
 
 
 def self_test():
@@ -195,7 +197,7 @@ def self_test():
             os.makedirs(os.path.dirname(os.path.join(tmp, rel)), exist_ok=True)
             with open(os.path.join(tmp, rel), "w", encoding="utf-8") as f:
                 f.write(text)
-        found = check(tmp)
+        found, _, _ = check(tmp)
         want = ["zsm/src/base/copy.h: #include \"pool/pool.h\"",
                 "zsm/stats/stats.cpp: #include <zsm/cache.hpp>",
                 "zsm/stats/CMakeLists.txt: zsm_stats (zsm/stats) links zsm_cache (compress)"]
@@ -210,14 +212,13 @@ def self_test():
 def main():
     if not self_test():
         return 1
-    checked.update(includes=0, links=0)
-    bad = check(ROOT)
+    bad, includes, links = check(ROOT)
     for line in bad:
         print(line)
     if bad:
         print(f"layers: {len(bad)} edge(s) back up; the order is LAYERS in {__file__}")
         return 1
-    print(f"layers: none of {checked['includes']} includes and {checked['links']} CMake links "
+    print(f"layers: none of {includes} includes and {links} CMake links "
           "runs back up (the checker found the made-up tree's 3 edges back up)")
     return 0
 
