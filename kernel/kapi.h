@@ -1,4 +1,4 @@
-// kapi.h: the kernel's zsmalloc, compiled by tools/lib/kernel_build.py and renamed per variant, as
+// kapi.h: the kernel's zsmalloc, compiled by kernel/kernel_build.py and renamed per variant, as
 // allocator traits with the interface of bench/variants.h (create, store, malloc, write, free,
 // read_begin/read_end, total_pages, compact), so that bench/live_set.h and the drivers run it
 // as they run zsm. kapi_symbols.h (generated) names each variant's symbols and the form of the

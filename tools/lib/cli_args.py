@@ -1,30 +1,22 @@
-"""The command lines of the A/B scripts (ab.py, kernel_ab.py, kernel_build.py): every bad
+"""The command lines of the A/B scripts (ab.py, kernel_ab.py, kernel_sizes.py): every bad
 argument ends the run in one line that names it and says what is wrong, with exit status 2,
 before anything is built; never a Python traceback.
 
-  OneLineParser          argparse whose errors are one line ("prog: --sizes abc: ..."), without
-                         the usage text (--help prints that)
   positive_int, positive_float
                          argparse types: a number above zero
   size_list(sizes)       an argparse type: a comma-separated subset of `sizes`
-  output_dir(path)       creates the output folder, or says why it cannot be
-  input_file(path, what) a file that can be read, or why not
-  read_text(path, what)  a text file's contents (UTF-8), or why not
 
-The last three raise InputError, whose message is the one line; the scripts turn it into their
-own error line.
+and, from the kernel builder below the scripts (kernel/build_inputs.py), OneLineParser,
+output_dir, input_file, read_text and their InputError, whose message is the one line; the
+scripts turn it into their own error line.
 """
 import argparse
 import os
+import sys
 
-
-class InputError(Exception):
-    """An input the run cannot use; the message is one line naming it."""
-
-
-class OneLineParser(argparse.ArgumentParser):
-    def error(self, message):
-        self.exit(2, f"{self.prog}: {message} (--help for usage)\n")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "kernel"))
+from build_inputs import InputError, OneLineParser, input_file, output_dir, read_text  # noqa: E402,F401
 
 
 def positive_int(text):
@@ -71,41 +63,3 @@ def size_list(sizes):
             raise argparse.ArgumentTypeError(f"{text!r}: a size given twice")
         return values
     return parse
-
-
-def output_dir(path, what="--out"):
-    """Creates the folder `path` (and its parents) if it is not there; its absolute path."""
-    path = os.path.abspath(path)
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as e:
-        raise InputError(f"{what} {path}: cannot create the folder: {e.strerror}") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise InputError(f"{what} {path}: the folder is not writable")
-    return path
-
-
-def input_file(path, what):
-    """`path` if it is a file this process can read."""
-    if not os.path.lexists(path):
-        raise InputError(f"{what} {path}: no such file")
-    if os.path.isdir(path):
-        raise InputError(f"{what} {path}: is a folder, not a file")
-    if not os.path.isfile(path):
-        raise InputError(f"{what} {path}: not a regular file (a broken link or a device)")
-    if not os.access(path, os.R_OK):
-        raise InputError(f"{what} {path}: not readable")
-    return path
-
-
-def read_text(path, what):
-    """The contents of the text file `path` (UTF-8)."""
-    input_file(path, what)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
-    except UnicodeDecodeError as e:
-        raise InputError(f"{what} {path}: not UTF-8 text (byte {e.start}: "
-                         f"{e.object[e.start:e.start + 1]!r})") from None
-    except OSError as e:
-        raise InputError(f"{what} {path}: cannot be read: {e.strerror}") from None

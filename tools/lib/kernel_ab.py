@@ -6,7 +6,7 @@ installs what is missing and runs this; docs/ab.md, "The A/B on the kernel's own
 how to read the result.
 
 Per compiler (gcc-12, clang-19, clang-22) it compiles the tree's file twice in userspace
-(tools/lib/kernel_build.py: kernel/'s shims, the kernel's flags and config): `baseline` unchanged,
+(kernel/kernel_build.py: kernel/'s shims, the kernel's flags and config): `baseline` unchanged,
 `patched` with the mail's change on a copy (or --patch FILE, applied with patch -p1 to a copy),
 links the drivers of kernel/ (kernel_pair_count for callgrind, kernel_pair_bench for Google
 Benchmark) with both variants in one binary and with each alone, and measures, per pair the
@@ -50,6 +50,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The kernel builder lives beside the shims it builds with.
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "kernel"))
 import ab  # noqa: E402
 import ab_analysis  # noqa: E402
 import ab_report  # noqa: E402
@@ -305,7 +308,7 @@ def header(built, args, method_check=None):
              f"config: {built['config']}; options zsmalloc.c, the shims and the flags test: "
              f"{', '.join(built['config_options']) or 'none'}",
              f"compiled as C in userspace against kernel/kshim.h ({KSHIM_ARCH[arch]}) with "
-             "the kernel's flags (tools/lib/kernel_build.py); instruction counts include the "
+             "the kernel's flags (kernel/kernel_build.py); instruction counts include the "
              "shims' out-of-line services (locks, slab, pages)"]
     if args.pgo:
         lines.append("PGO: each variant's zsmalloc.c instrumented (-fprofile-instr-generate), "

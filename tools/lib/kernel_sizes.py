@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Code sizes of the kernel's zsmalloc.c under configuration options, one build per option set,
 nothing run: which options grow zs_malloc() toward a given size (docs/ab.md, "What makes the
-mail's zs_malloc() twice ours"). Each set is built with tools/lib/kernel_build.py for the
+mail's zs_malloc() twice ours"). Each set is built with kernel/kernel_build.py for the
 chosen compiler and architecture, unchanged (the `baseline` variant), and the sizes of the
 named functions and of the helpers with an out-of-line copy are read with nm.
 
@@ -16,6 +16,9 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The kernel builder lives beside the shims it builds with.
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "kernel"))
 import cli_args  # noqa: E402
 import kernel_build  # noqa: E402
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Every bad input to the A/B scripts ends in one line (ctest ab_bad_inputs): lib/kernel_build.py,
+"""Every bad input to the A/B scripts ends in one line (ctest ab_bad_inputs): kernel/kernel_build.py,
 lib/kernel_ab.py and lib/ab.py, and the entry points that forward to them (run-kernel-ab.sh,
 run-ab.sh), given a bad tree, file, folder or value, must exit non-zero having printed exactly
 one line, which names the input and says what is wrong, and no Python traceback. The trees are
@@ -83,7 +83,7 @@ def cases(root):
     garbage_patch = os.path.join(root, "garbage.patch")
     write(garbage_patch, b"\xff\xfe\x00 no hunks here\n")
     missing = os.path.join(root, "missing")
-    kb = [PY, os.path.join(LIB, "kernel_build.py")]
+    kb = [PY, os.path.join(os.path.dirname(TOOLS), "kernel", "kernel_build.py")]
     ka = [PY, os.path.join(LIB, "kernel_ab.py"), "--compilers", "gcc"]
     ab = [PY, os.path.join(LIB, "ab.py")]
     out = lambda n: ["--out", os.path.join(root, "out", n)]  # noqa: E731

@@ -17,7 +17,8 @@ import sys
 import tempfile
 
 LIB = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib")
-sys.path.insert(0, LIB)
+KERNEL = os.path.join(os.path.dirname(os.path.dirname(LIB)), "kernel")
+sys.path[:0] = [LIB, KERNEL]
 import kernel_build  # noqa: E402
 import qemu_count  # noqa: E402
 

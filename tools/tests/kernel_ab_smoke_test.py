@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Smoke test of the kernel A/B (run by ctest where linux-source-6.1 is installed): a quick run
 of tools/lib/kernel_ab.py with gcc-12 on Debian's 6.1 tree, whose report must parse and carry both
-variants' counts, sizes and calls; then the one-line failures of tools/lib/kernel_build.py: a tree
+variants' counts, sizes and calls; then the one-line failures of kernel/kernel_build.py: a tree
 whose zsmalloc.c uses an interface the shims lack, and a config with an option they do not
 model, each fail with exactly one line that names it.
 
@@ -15,7 +15,8 @@ import sys
 import tempfile
 
 LIB = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib")
-sys.path.insert(0, LIB)
+KERNEL = os.path.join(os.path.dirname(os.path.dirname(LIB)), "kernel")
+sys.path[:0] = [LIB, KERNEL]
 import kernel_build  # noqa: E402
 
 
@@ -54,7 +55,7 @@ def quick_ab(out):
 
 
 def one_line_failure(args, must_name, what):
-    proc = subprocess.run(["/usr/bin/python3", os.path.join(LIB, "kernel_build.py"), *args],
+    proc = subprocess.run(["/usr/bin/python3", os.path.join(KERNEL, "kernel_build.py"), *args],
                           capture_output=True, text=True)
     lines = proc.stderr.strip().splitlines()
     if proc.returncode == 0 or len(lines) != 1 or must_name not in lines[0]:

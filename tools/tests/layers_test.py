@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The layers of the whole tree (ctest layers): no #include and no CMake link runs back up.
+"""The layers of the whole tree (ctest layers): no #include, CMake link or file a CMake rule runs
+or reads lies back up.
 
 LAYERS below is the include order, lowest first; it is the README's layer map ("Layers") and
 zsm/src/README.md's, written once as data. A folder may include (and its CMake targets may
@@ -12,6 +13,9 @@ else of the tree. Two checks:
   links     every target_link_libraries() in a CMakeLists.txt or *.cmake: the targets named
             (an alias like zsm::cache resolved) against the folder that defines each; a name
             the tree does not define (benchmark::benchmark, PkgConfig::LZ4) is not an edge
+  paths     every file or folder of the tree a CMakeLists.txt or *.cmake names through
+            ${PROJECT_SOURCE_DIR}/ or ${CMAKE_SOURCE_DIR}/ (a script a rule runs, a data file
+            a test reads, an include directory), against the folder of the CMake file
 Each edge back up prints one line (file, what it names, both folders); exit status 1 if any.
 Before it reads the tree, the checker is run on a made-up one with one edge of each kind
 back up, which it must report (a checker that finds nothing proves nothing).
@@ -64,6 +68,7 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
 DEFINE = re.compile(r"\b(add_library|add_executable|zsm_add_\w+)\(\s*"
                     r"([A-Za-z0-9_:.-]+)(\s+ALIAS\s+([A-Za-z0-9_:.-]+))?")
 LINK = re.compile(r"\btarget_link_libraries\(\s*([^)]*)\)", re.S)
+SOURCE_PATH = re.compile(r"\$\{(?:PROJECT|CMAKE)_SOURCE_DIR\}/([A-Za-z0-9_./-]+)")
 
 
 def allowed_below():
@@ -171,16 +176,36 @@ def link_edges_up(root, closure):
     return bad, checked
 
 
+def path_edges_up(root, closure):
+    """The tree paths CMake files name that lie back up, and how many were checked."""
+    bad, checked = [], 0
+    for rel in tree_files(root, lambda f: f == "CMakeLists.txt" or f.endswith(".cmake")):
+        source = layer_of(os.path.dirname(rel))
+        if source is None:  # the top CMakeLists.txt puts the layers together
+            continue
+        for name in SOURCE_PATH.findall(cmake_text(root, rel)):
+            name = name.rstrip("/")
+            if not os.path.exists(os.path.join(root, name)):
+                continue
+            layer = layer_of(name)
+            checked += 1
+            if layer is not None and layer not in closure[source]:
+                bad.append(f"{rel}: names {name}: {source} uses {layer}, "
+                           "a layer above it or beside it")
+    return bad, checked
+
+
 def check(root):
-    """Every edge back up in the tree at `root`, and the includes and links checked."""
+    """Every edge back up in the tree at `root`, and the includes, links and paths checked."""
     closure = allowed_below()
     bad_includes, includes = include_edges_up(root, closure)
     bad_links, links = link_edges_up(root, closure)
-    return bad_includes + bad_links, includes, links
+    bad_paths, paths = path_edges_up(root, closure)
+    return bad_includes + bad_links + bad_paths, includes, links, paths
 
 
 def self_test():
-    """A made-up tree with one include and one link back up: both must be reported."""
+    """A made-up tree with includes, a link and a path back up: each must be reported."""
     with tempfile.TemporaryDirectory() as tmp:
         files = {
             "zsm/src/base/copy.h": '#include "pool/pool.h"\n',
@@ -192,15 +217,19 @@ def self_test():
                                         "target_link_libraries(zsm_stats PUBLIC zsm::cache)\n",
             "compress/CMakeLists.txt": "zsm_add_cache(zsm_cache STATIC)\n"
                                        "add_library(zsm::cache ALIAS zsm_cache)\n",
+            "kernel/kernel.cmake": "add_custom_command(COMMAND "
+                                   "${PROJECT_SOURCE_DIR}/tools/lib/build.py)\n",
+            "tools/lib/build.py": "\n",
         }
         for rel, text in files.items():
             os.makedirs(os.path.dirname(os.path.join(tmp, rel)), exist_ok=True)
             with open(os.path.join(tmp, rel), "w", encoding="utf-8") as f:
                 f.write(text)
-        found, _, _ = check(tmp)
+        found = check(tmp)[0]
         want = ["zsm/src/base/copy.h: #include \"pool/pool.h\"",
                 "zsm/stats/stats.cpp: #include <zsm/cache.hpp>",
-                "zsm/stats/CMakeLists.txt: zsm_stats (zsm/stats) links zsm_cache (compress)"]
+                "zsm/stats/CMakeLists.txt: zsm_stats (zsm/stats) links zsm_cache (compress)",
+                "kernel/kernel.cmake: names tools/lib/build.py"]
         missed = [w for w in want if not any(f.startswith(w) for f in found)]
         if missed or len(found) != len(want):
             print("layers: the checker is wrong on its made-up tree; it reported:", *found,
@@ -212,14 +241,14 @@ def self_test():
 def main():
     if not self_test():
         return 1
-    bad, includes, links = check(ROOT)
+    bad, includes, links, paths = check(ROOT)
     for line in bad:
         print(line)
     if bad:
         print(f"layers: {len(bad)} edge(s) back up; the order is LAYERS in {__file__}")
         return 1
-    print(f"layers: none of {includes} includes and {links} CMake links "
-          "runs back up (the checker found the made-up tree's 3 edges back up)")
+    print(f"layers: none of {includes} includes, {links} CMake links and {paths} paths CMake "
+          "names runs back up (the checker found the made-up tree's 4 edges back up)")
     return 0
 
 
