@@ -65,7 +65,7 @@ Staged CacheCore::write_back(Entry& s, bool release, bool* was_on_file) noexcept
 void CacheCore::release_written(uint64_t hash, uint64_t generation) noexcept {
   IndexShard& sh = index_.shard_of(hash);
   std::unique_lock guard(sh.lock());
-  if (!file_->holds(hash, generation)) return;
+  if (sh.size() == 0 || !file_->holds(hash, generation)) return;
   Entry* written = sh.find_if(hash, [&](const Entry& s) {
     return (s.flags & kReleasePending) && has_hash(s, hash);
   });
