@@ -2,17 +2,14 @@
 // std::error_code values of CacheError (category "zsm.cache"). zsm::Cache (cache.cpp) wraps it
 // and throws; the C API (c_cache.cpp) and the RocksDB adapter call it and map the codes.
 //
-// Index (index.cpp). Index shards, each an open-addressing table with linear probing and
-// backward-shift deletion; the top bits of a key's 64-bit hash pick the index shard, the low
-// bits the table slot. An Entry (24 B) holds the record's handle and sizes, 32 more bits of
-// the hash, and the CLOCK bit.
-//
-// Records (records.cpp). The pool object of an entry is [key][stored bytes], where the stored
-// bytes are the compressed value, the raw value, or the 8-byte word of a same-filled value. A
-// record longer than a page is a chain: objects of exactly one page, each ending with the
-// handle of the next, then one object that holds the rest (at most a page). A page-sized
-// object takes a page of its own (the huge class), so a chain wastes only its links and its
-// last piece's class rounding.
+// Parts. The core composes an Index (index.h: the index shards and their entries, entry.h) and
+// a RecordStore (record_store.h: the pool, the codecs, the records), and calls each through
+// its public functions only; neither part knows the other. What is the core's own: the
+// options, the Counters, the backing file, and the policies that join the two parts: the
+// operations (core.cpp), room (room.cpp) and writeback (writeback.cpp). Every entry in the
+// index names a record in the store: an entry's record is freed only under the shard's write
+// lock, in the same hold that takes the entry out (drop()) or gives it another record (a put
+// replacing a value, recompress()). A put's record is stored before its entry goes in.
 //
 // Room (room.cpp). bytes_held() = pool pages + pool bookkeeping + index slots + the backing
 // file's index and buffers. The pool's page limit is the capacity, so its pages never exceed
@@ -39,20 +36,23 @@
 // frees only an entry marked kReleasePending whose key has the record's full hash: while the
 // file holds that generation, the key was neither put nor erased since it was staged).
 //
-// Locks. A shard's std::shared_mutex: get, contains and for_each_key read; put, erase and
-// eviction write. No call holds two shard locks: a put stores its objects before it takes its
-// shard's lock, and makes room (eviction, compaction) while it holds none, one shard at a
-// time. The pool has its own locks (no pool-wide one on store, free or read).
+// Locks. A shard's std::shared_mutex (IndexShard::lock()): get, contains and for_each_key
+// read; put, erase and eviction write. No call holds two shard locks: a put stores its
+// objects before it takes its shard's lock, and makes room (eviction, compaction) while it
+// holds none, one shard at a time. The pool has its own locks (record_store.h).
 //
 // Allocation. The core's own heap use (the index, per-thread buffers, the backing file's
 // lists) is the only thing that can throw inside it; each such place catches std::bad_alloc
-// and returns CacheError::no_memory. Depends on zsm's public C API, the codecs and
-// backing_file.h.
+// and returns CacheError::no_memory. Depends on zsm's public C API, the codecs, the two parts
+// and backing_file.h.
 #pragma once
 
 #include <zsm/cache.hpp>
 
 #include "backing_file.h"
+#include "entry.h"
+#include "index.h"
+#include "record_store.h"
 
 #include <atomic>
 #include <cstddef>
@@ -61,24 +61,14 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <shared_mutex>
 #include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <type_traits>
-#include <vector>
 
 namespace zsm::detail {
 
-enum Kind : uint8_t { kCompressed, kRecompressed, kRaw, kSame };
-constexpr uint8_t kReferenced = 1;       // CLOCK: used since the hand last passed
-constexpr uint8_t kRecompressTried = 2;  // recompress() has looked at it
-constexpr uint8_t kIdle = 4;             // not read or written since mark_idle()
-constexpr uint8_t kOnFile = 8;           // promoted from the backing file, which still has it
-constexpr uint8_t kReleasePending = 16;  // staged to be freed from memory once on file
-constexpr uint8_t kReferencedAgain = 32; // CLOCK: used again, while kReferenced was set
-constexpr size_t kTailLink = sizeof(unsigned long);
 constexpr size_t kLargestValue = size_t{1} << 20;  // CacheOptions::max_value_size's bound
 constexpr unsigned kAnyClass = UINT32_MAX;  // evict_one(): no class preferred
 // evict_one() looks at up to this many slots from the hand for an entry of the class it prefers.
@@ -86,48 +76,25 @@ constexpr unsigned kClassScan = 64;
 // The pool is compacted once its holes have grown by this many zspages since the last
 // compaction (see "Density" above); in a 32 MiB pool, two 32 KiB zspages are 0.2 %.
 constexpr size_t kCompactAfterZspages = 2;
-// The index of an empty shard, in slots, when its first entry comes.
-constexpr size_t kFirstSlots = 16;
-
-struct Entry {
-  unsigned long handle = 0;  // 0: an empty slot
-  uint32_t hash = 0;         // bits 0..31 of the key's hash (bits above pick the shard)
-  uint32_t value_size = 0;
-  uint32_t stored_size = 0;  // bytes after the key
-  uint16_t key_size = 0;
-  uint8_t kind = 0;
-  uint8_t flags = 0;         // set by readers too: through std::atomic_ref
-
-  [[nodiscard]] size_t record_size() const { return size_t{key_size} + stored_size; }
-};
-static_assert(sizeof(Entry) == 24, "the index costs 24 bytes an entry");
-
-struct IndexShard {
-  mutable std::shared_mutex lock;
-  std::vector<Entry> slots;  // a power of two long, or empty
-  size_t used = 0;
-  size_t hand = 0;          // CLOCK hand
-};
-
-// The per-thread buffers of the core (scratch()).
-enum class Scratch {
-  record,         // a record being encoded: [key][stored bytes]
-  written_value,  // [key][value], the value written by a put's ValueWriter
-  object_copy,    // a copy of an object that spans pages (zs_obj_read_begin's local copy)
-  joined_chain,   // a chained record put back together
-};
-// The calling thread's buffer `which`, `size` bytes long; a null data() when the heap is short.
-std::span<std::byte> scratch(Scratch which, size_t size) noexcept;
-
-uint64_t hash_key(std::string_view key) noexcept;
 
 // zram's mm_stat line of `s` (Cache::mm_stat()) and bd_stat line of `f` (Cache::bd_stat()).
 std::string mm_stat_line(const CacheStats& s);
+std::string bd_stat_line(const BackingFileStats& f);
 
 // A get's CLOCK marks on the entry it read (room.cpp); callers hold the shard's lock, for
 // reading at least.
 void note_read(Entry& s) noexcept;
-std::string bd_stat_line(const BackingFileStats& f);
+
+// The core's statistics (CacheStats' counters), read without a lock. account() keeps the
+// first six the sums over the entries in the index.
+struct Counters {
+  std::atomic<uint64_t> orig{0}, compr{0}, record_bytes{0}, same{0}, huge{0}, entries{0};
+  std::atomic<uint64_t> huge_since{0}, hits{0}, misses{0}, evictions{0}, recompressed{0},
+      mem_used_max{0}, written_back{0};
+
+  // Adds (sign > 0) or takes off (sign < 0) an entry going into or out of the index.
+  void account(const Entry& s, int sign) noexcept;
+};
 
 // Writes a put's value into the span it is given (exactly the size put() was given), e.g.
 // serialising an object there; a non-empty error_code stops the put, which returns it.
@@ -196,14 +163,14 @@ class CacheCore {
   static std::unique_ptr<CacheCore> resized(CacheCore& from, size_t capacity,
                                             std::error_code& ec, std::string& why) noexcept;
   [[nodiscard]] CacheStats stats() const noexcept;
-  [[nodiscard]] zs_pool* pool() const noexcept { return pool_; }
+  [[nodiscard]] zs_pool* pool() const noexcept { return records_.pool(); }
   [[nodiscard]] const CacheOptions& options() const noexcept { return options_; }
 
  private:
-  IndexShard& shard_of(uint64_t h) const {
-    return shards_[shard_shift_ == 64 ? 0 : h >> shard_shift_];
-  }
-  size_t pool_bytes() const noexcept { return zs_get_total_pages(pool_) * page_size_; }
+  // The options checked, then the parts made from them: the codecs first, so that their
+  // errors come before those of the options and of the pool.
+  CacheCore(Codecs codecs, CacheOptions&& options, bool open_file);
+
   size_t bytes_held() const noexcept;
   std::error_code check_put(std::string_view key, size_t value_size) const noexcept;
   // The rest of a put, once the value is in memory: `written` is [key][value] when a
@@ -214,55 +181,10 @@ class CacheCore {
                        bool& on_file) const noexcept;
   std::error_code get_locked(IndexShard& sh, uint64_t h, std::string_view key,
                              std::span<std::byte> out, size_t& size) noexcept;
-
-  // --- records (records.cpp) ---------------------------------------------------------
-  bool split(size_t record_size) const { return record_size > page_size_; }
-  size_t head_payload() const { return page_size_ - kTailLink; }
-  // The page-sized pieces before the last one of a split record.
-  size_t heads_of(size_t record_size) const {
-    return (record_size - page_size_ + head_payload() - 1) / head_payload();
-  }
-  // The pool bytes a record of this size takes: its pieces' slots (a page for those in the
-  // huge class), bookkeeping aside.
-  size_t footprint(size_t record_size) const;
-  // The pool's size class of a record: the class a store of it needs a slot in.
-  unsigned class_of_record(size_t record_size) const;
-  // Encodes `value` for `s` (kind, stored_size set) into the record it returns ([key][stored
-  // bytes]); `written`, when not empty, is [key][value] already and is returned for a raw
-  // value. A null data() when the heap is short.
-  std::span<std::byte> encode(std::string_view key, std::span<const std::byte> value,
-                              std::span<std::byte> written, Entry& s) const noexcept;
-  // Stores a record; returns the head handle, or 0 when the pool has no room. A chained
-  // record's bytes are changed during the call and restored before it returns.
-  unsigned long store_record(std::span<std::byte> record) noexcept;
-  void free_record(const Entry& s) noexcept;
-  void free_chain(unsigned long handle, size_t size) noexcept;
-  // Copies a record out of the pool into `out` (record_size() bytes); false when the heap is
-  // short.
-  bool read_record(const Entry& s, std::span<std::byte> out) const noexcept;
-  // Calls fn(record bytes) with the record readable in one piece: straight from the pool when
-  // it lies in one page, else from a copy; returns what fn returns, or `if_no_memory` when
-  // the copy finds no heap.
-  template <typename Fn, typename R>
-  R with_record(const Entry& s, R if_no_memory, Fn fn) const noexcept;
-  // Whether the slot's record starts with `key`; nothing when the heap is short.
-  std::optional<bool> key_matches(const Entry& s, std::string_view key) const noexcept;
-  // Decodes a record's value into out (value_size bytes): CodecError::corrupt when it does not
-  // decompress, another error when the codec could not run (no memory for its context).
-  std::error_code decode(const Entry& s, std::span<const std::byte> record,
-                         std::span<std::byte> out) const noexcept;
-
-  // --- index (index.cpp) -------------------------------------------------------------
-  // The slot of `key`: nullptr when absent; no_memory in `ec` when a key could not be read.
+  // The entry of `key` in `sh` (its shard's lock held): nullptr when absent; no_memory in
+  // `ec` when a key could not be read.
   Entry* find(IndexShard& sh, uint64_t h, std::string_view key, std::error_code& ec) const noexcept;
-  // Bytes the index of `sh` grows by when one more entry comes (0 while it has room).
-  size_t index_growth(const IndexShard& sh) const noexcept;
-  // Makes room in `sh` for one more entry (growing its table); false when the heap is short.
-  bool reserve_slot(IndexShard& sh) noexcept;
-  Entry* insert(IndexShard& sh, const Entry& s) noexcept;  // after reserve_slot()
-  void remove_at(IndexShard& sh, size_t i) noexcept;
-  bool resize(IndexShard& sh, size_t nr_slots) noexcept;
-  void account(const Entry& s, int sign) noexcept;
+  // Takes the entry out of the index and its record out of the pool (shard write lock held).
   void drop(IndexShard& sh, Entry* s) noexcept;
   // Drops the key's entry, in memory and on file; not_found when it had none.
   std::error_code erase_entry(std::string_view key) noexcept;
@@ -309,46 +231,17 @@ class CacheCore {
   // Whether the file holds this entry's record: promoted, and not changed since (a put would
   // have made a new entry), so that evicting it costs no write.
   bool on_file(uint64_t h, const Entry& s) const noexcept;
-  // Whether the slot's key has the full hash `h` (its record read from the pool).
+  // Whether the entry's key has the full hash `h` (its record read from the pool).
   bool has_hash(const Entry& s, uint64_t h) const noexcept;
 
   CacheOptions options_;
-  std::unique_ptr<Codec> codec_, recodec_;
-  zs_pool* pool_ = nullptr;
-  size_t page_size_ = 0;
-  size_t huge_class_size_ = 0;
-  size_t zspage_bytes_ = 0;  // the largest zspage: the most one store can add to the pool
-  mutable std::vector<IndexShard> shards_;
-  unsigned shard_shift_ = 0;  // 64 - log2(shards)
-
+  RecordStore records_;
+  mutable Index index_;  // const calls lock its shards and read their entries
+  Counters counters_;
   std::mutex compact_lock_;  // zs_compact() returns 0 while another runs: callers take turns
-  std::atomic<size_t> index_bytes_{0};
   std::atomic<size_t> holes_left_{0};  // holes() after the last compaction
-  std::atomic<size_t> next_victim_{0};
-  std::atomic<uint64_t> orig_{0}, compr_{0}, record_bytes_{0}, same_{0}, huge_{0},
-      huge_since_{0}, entries_{0}, hits_{0}, misses_{0}, evictions_{0}, recompressed_{0},
-      mem_used_max_{0}, written_back_{0};
+  std::atomic<size_t> next_victim_{0};  // the shard evict_one() starts from
   BackingFilePtr file_;  // with CacheOptions::backing_file
 };
-
-template <typename Fn, typename R>
-R CacheCore::with_record(const Entry& s, R if_no_memory, Fn fn) const noexcept {
-  const size_t size = s.record_size();
-  if (split(size)) {
-    std::span<std::byte> whole = scratch(Scratch::joined_chain, size);
-    if (whole.data() == nullptr || !read_record(s, whole)) return if_no_memory;
-    return fn(std::span<const std::byte>(whole.data(), size));
-  }
-  std::span<std::byte> copy = scratch(Scratch::object_copy, size);
-  if (copy.data() == nullptr) return if_no_memory;
-  struct ReadGuard {
-    zs_pool* pool;
-    unsigned long handle;
-    size_t size;
-    void* mem;
-    ~ReadGuard() { zs_obj_read_end(pool, handle, size, mem); }
-  } read{pool_, s.handle, size, zs_obj_read_begin(pool_, s.handle, size, copy.data())};
-  return fn(std::span<const std::byte>(static_cast<const std::byte*>(read.mem), size));
-}
 
 }  // namespace zsm::detail

@@ -1,14 +1,15 @@
 // The cache core's operations (cache_core.h): making a core from its options, then put, get,
-// erase and the calls over every entry. Each returns its error as a CacheError code; see
-// cache.hpp for what each promises. Locks as cache_core.h says: one shard lock at a time, none
-// while making room.
+// erase and the calls over every entry, on the index (index.h) and the record store
+// (record_store.h). Each returns its error as a CacheError code; see cache.hpp for what each
+// promises. Locks as cache_core.h says: one shard lock at a time, none while making room.
 #include "cache_core.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <new>
+#include <shared_mutex>
 #include <stdexcept>
+#include <vector>
 
 namespace zsm::detail {
 
@@ -47,50 +48,53 @@ std::string options_problem(const CacheOptions& o, size_t page_size) {
   throw std::system_error(make_error_code(CacheError::bad_options), why);
 }
 
-// The bytes of one record readable in place while the object stays open (for_each_key()).
-struct KeyRead {
-  zs_pool* pool;
-  unsigned long handle;
-  size_t size;
-  void* mem;
-  ~KeyRead() { zs_obj_read_end(pool, handle, size, mem); }
-};
+// The options with max_value_size 0 resolved to the page size, checked.
+CacheOptions checked(CacheOptions&& o) {
+  const size_t page_size = RecordStore::page_size_of(o.pool);
+  if (o.max_value_size == 0) o.max_value_size = page_size;
+  if (std::string why = options_problem(o, page_size); !why.empty()) throw_bad_options(why);
+  return std::move(o);
+}
+
+// The pool's configuration: the options', with the capacity as its page limit.
+zs_pool_config pool_config(const CacheOptions& o) {
+  zs_pool_config pc = o.pool;
+  pc.max_pages = o.capacity_bytes / RecordStore::page_size_of(pc);
+  return pc;
+}
 
 }  // namespace
 
+void Counters::account(const Entry& s, int sign) noexcept {
+  auto add = [sign](std::atomic<uint64_t>& counter, uint64_t v) {
+    if (sign > 0)
+      counter += v;
+    else
+      counter -= v;
+  };
+  add(orig, s.value_size);
+  add(compr, s.kind == kSame ? 0 : s.stored_size);
+  add(record_bytes, s.record_size());
+  add(entries, 1);
+  if (s.kind == kSame) add(same, 1);
+  if (s.kind == kRaw) add(huge, 1);
+}
+
 CacheCore::CacheCore(CacheOptions o) : CacheCore(std::move(o), true) {}
 
-CacheCore::CacheCore(CacheOptions o, bool open_file) : options_(std::move(o)) {
-  codec_ = Codec::create(options_.codec);
-  if (options_.recompress_codec) recodec_ = Codec::create(*options_.recompress_codec);
-  const unsigned n = options_.shards;
-  zs_pool_config pc = options_.pool;
-  page_size_ = pc.page_size != 0 ? pc.page_size : 4096;
-  if (options_.max_value_size == 0) options_.max_value_size = page_size_;
-  if (std::string why = options_problem(options_, page_size_); !why.empty())
-    throw_bad_options(why);
-  pc.max_pages = options_.capacity_bytes / page_size_;
-  pool_ = zs_create_pool_ex("zsm-cache", &pc);
-  if (pool_ == nullptr && errno == ENOMEM) throw std::system_error(no_memory());
-  if (pool_ == nullptr)
-    throw_bad_options("pool: zs_create_pool_ex() refused its page_size, chain_size, nr_shards "
-                      "or flags");
-  huge_class_size_ = zs_huge_class_size(pool_);
-  zspage_bytes_ = (pc.chain_size != 0 ? pc.chain_size : 8) * page_size_;
-  shard_shift_ = 64;
-  while ((1u << (64 - shard_shift_)) < n) shard_shift_--;
-  try {
-    shards_ = std::vector<IndexShard>(n);
-    if (options_.backing_file && open_file) {
-      try {
-        file_ = BackingFile::open(*options_.backing_file, file_index_limit(), release_callback());
-      } catch (const std::invalid_argument& e) {
-        throw_bad_options(e.what());
-      }
+CacheCore::CacheCore(CacheOptions o, bool open_file)
+    : CacheCore(Codecs(o.codec, o.recompress_codec), std::move(o), open_file) {}
+
+CacheCore::CacheCore(Codecs codecs, CacheOptions&& o, bool open_file)
+    : options_(checked(std::move(o))),
+      records_(std::move(codecs), pool_config(options_)),
+      index_(options_.shards) {
+  if (options_.backing_file && open_file) {
+    try {
+      file_ = BackingFile::open(*options_.backing_file, file_index_limit(), release_callback());
+    } catch (const std::invalid_argument& e) {
+      throw_bad_options(e.what());
     }
-  } catch (...) {
-    zs_destroy_pool(pool_);
-    throw;
   }
 }
 
@@ -147,10 +151,7 @@ std::unique_ptr<CacheCore> CacheCore::resized(CacheCore& from, size_t capacity,
 }
 
 // The file first: its writer may still be freeing written entries from the pool.
-CacheCore::~CacheCore() {
-  file_.reset();
-  zs_destroy_pool(pool_);
-}
+CacheCore::~CacheCore() { file_.reset(); }
 
 std::error_code CacheCore::check_put(std::string_view key, size_t value_size) const noexcept {
   if (key.empty() || key.size() > options_.max_key_size)
@@ -180,14 +181,14 @@ std::error_code CacheCore::put(std::string_view key, size_t value_size,
 std::error_code CacheCore::put_value(std::string_view key, std::span<const std::byte> value,
                                      std::span<std::byte> written) noexcept {
   const uint64_t h = hash_key(key);
-  IndexShard& sh = shard_of(h);
+  IndexShard& sh = index_.shard_of(h);
   const size_t capacity = options_.capacity_bytes;
   Entry s;
   s.hash = static_cast<uint32_t>(h);
   s.key_size = static_cast<uint16_t>(key.size());
   s.value_size = static_cast<uint32_t>(value.size());
   s.flags = options_.insert_referenced ? kReferenced : 0;
-  std::span<std::byte> record = encode(key, value, written, s);
+  std::span<std::byte> record = records_.encode(key, value, written, s);
   if (record.data() == nullptr) return no_memory();
   // A put that fails leaves its key without a value: the one it replaced is gone.
   auto refuse = [&] {
@@ -199,33 +200,33 @@ std::error_code CacheCore::put_value(std::string_view key, std::span<const std::
   if (s.handle == 0) return refuse();
   size_t growth;
   {
-    std::shared_lock guard(sh.lock);
+    std::shared_lock guard(sh.lock());
     std::error_code ec;
-    growth = find(sh, h, key, ec) != nullptr ? 0 : index_growth(sh);
+    growth = find(sh, h, key, ec) != nullptr ? 0 : sh.growth();
   }
   if (growth >= capacity || !make_room(capacity - growth, s.handle)) {
-    free_record(s);
+    records_.free_record(s);
     return refuse();
   }
   {
-    std::unique_lock guard(sh.lock);
+    std::unique_lock guard(sh.lock());
     std::error_code ec;
     Entry* old = find(sh, h, key, ec);
-    if (ec || (old == nullptr && !reserve_slot(sh))) {
+    if (ec || (old == nullptr && !sh.reserve_slot())) {
       guard.unlock();
-      free_record(s);
+      records_.free_record(s);
       return refuse();
     }
     Entry* placed = old;
     if (old != nullptr) {
-      account(*old, -1);
-      free_record(*old);
+      counters_.account(*old, -1);
+      records_.free_record(*old);
       *old = s;
     } else {
-      placed = insert(sh, s);
+      placed = sh.insert(s);
     }
-    account(s, +1);
-    if (s.kind == kRaw) huge_since_++;
+    counters_.account(s, +1);
+    if (s.kind == kRaw) counters_.huge_since++;
     if (file_) {
       file_->erase(h);  // an older value on file must not come back
       if (s.kind == kRaw && options_.backing_file->write_huge &&
@@ -244,38 +245,33 @@ std::error_code CacheCore::put_value(std::string_view key, std::span<const std::
 std::error_code CacheCore::get_locked(IndexShard& sh, uint64_t h, std::string_view key,
                                       std::span<std::byte> out, size_t& size) noexcept {
   enum Found { other_key, found, too_small, corrupt, codec_no_memory };
-  if (sh.slots.empty()) return make_error_code(CacheError::not_found);
-  const size_t mask = sh.slots.size() - 1;
-  for (size_t i = h & mask;; i = (i + 1) & mask) {
-    Entry& s = sh.slots[i];
-    if (s.handle == 0) return make_error_code(CacheError::not_found);
-    if (s.hash != static_cast<uint32_t>(h) || s.key_size != key.size()) continue;
-    Found r = with_record(s, codec_no_memory, [&](std::span<const std::byte> record) {
+  Found r = other_key;
+  Entry* s = sh.find_if(h, [&](const Entry& e) {
+    if (e.key_size != key.size()) return false;
+    r = records_.with_record(e, codec_no_memory, [&](std::span<const std::byte> record) {
       if (std::memcmp(record.data(), key.data(), key.size()) != 0) return other_key;
-      if (out.size() < s.value_size) return too_small;
-      std::error_code ec = decode(s, record, out.first(s.value_size));
+      if (out.size() < e.value_size) return too_small;
+      std::error_code ec = records_.decode(e, record, out.first(e.value_size));
       return !ec ? found : ec == CodecError::corrupt ? corrupt : codec_no_memory;
     });
-    switch (r) {
-      case other_key: continue;
-      case too_small: return make_error_code(CacheError::buffer_too_small);
-      case codec_no_memory: return no_memory();  // the value is fine: keep it
-      case corrupt: return make_error_code(CacheError::corrupt);
-      case found: break;
-    }
-    note_read(s);
-    size = s.value_size;
-    return {};
-  }
+    return r != other_key;
+  });
+  if (s == nullptr) return make_error_code(CacheError::not_found);
+  if (r == too_small) return make_error_code(CacheError::buffer_too_small);
+  if (r == codec_no_memory) return no_memory();  // the value is fine: keep it
+  if (r == corrupt) return make_error_code(CacheError::corrupt);
+  note_read(*s);
+  size = s->value_size;
+  return {};
 }
 
 std::error_code CacheCore::get(std::string_view key, std::span<std::byte> out,
                                size_t& size) noexcept {
   const uint64_t h = hash_key(key);
-  IndexShard& sh = shard_of(h);
+  IndexShard& sh = index_.shard_of(h);
   std::error_code ec;
   {
-    std::shared_lock guard(sh.lock);
+    std::shared_lock guard(sh.lock());
     ec = get_locked(sh, h, key, out, size);
   }
   if (ec == CacheError::corrupt) {
@@ -285,9 +281,40 @@ std::error_code CacheCore::get(std::string_view key, std::span<std::byte> out,
     return ec;
   }
   if (ec == CacheError::not_found && file_) ec = get_from_file(key, h, out, size);
-  if (!ec) hits_++;
-  if (ec == CacheError::not_found) misses_++;
+  if (!ec) counters_.hits++;
+  if (ec == CacheError::not_found) counters_.misses++;
   return ec;
+}
+
+Entry* CacheCore::find(IndexShard& sh, uint64_t h, std::string_view key,
+                       std::error_code& ec) const noexcept {
+  Entry* s = sh.find_if(h, [&](const Entry& e) {
+    std::optional<bool> same = records_.key_matches(e, key);
+    if (same) return *same;
+    ec = no_memory();
+    return true;  // no further: this key could not be read
+  });
+  return ec ? nullptr : s;
+}
+
+void CacheCore::drop(IndexShard& sh, Entry* s) noexcept {
+  counters_.account(*s, -1);
+  records_.free_record(*s);
+  sh.remove(s);
+}
+
+std::error_code CacheCore::erase_entry(std::string_view key) noexcept {
+  uint64_t h = hash_key(key);
+  IndexShard& sh = index_.shard_of(h);
+  std::unique_lock guard(sh.lock());
+  const bool on_file = file_ && file_->contains(h);
+  if (on_file) file_->erase(h);
+  std::error_code ec;
+  Entry* s = find(sh, h, key, ec);
+  if (ec) return ec;
+  if (s == nullptr) return on_file ? std::error_code{} : make_error_code(CacheError::not_found);
+  drop(sh, s);
+  return {};
 }
 
 std::error_code CacheCore::erase(std::string_view key) noexcept {
@@ -301,8 +328,8 @@ std::error_code CacheCore::erase(std::string_view key) noexcept {
 std::error_code CacheCore::peek(std::string_view key, std::optional<size_t>& in_memory,
                                 bool& on_file) const noexcept {
   const uint64_t h = hash_key(key);
-  IndexShard& sh = shard_of(h);
-  std::shared_lock guard(sh.lock);
+  IndexShard& sh = index_.shard_of(h);
+  std::shared_lock guard(sh.lock());
   std::error_code ec;
   if (const Entry* s = find(sh, h, key, ec)) in_memory = s->value_size;
   on_file = file_ && file_->contains(h);
@@ -327,30 +354,22 @@ std::error_code CacheCore::value_size(std::string_view key, size_t& size) const 
 }
 
 void CacheCore::for_each_key(const std::function<void(std::string_view)>& fn) const {
-  for (IndexShard& sh : shards_) {
-    std::shared_lock guard(sh.lock);
-    for (const Entry& s : sh.slots) {
-      if (s.handle == 0) continue;
-      std::byte* copy = scratch(Scratch::object_copy, s.key_size).data();
-      if (copy == nullptr) throw std::bad_alloc();
-      KeyRead read{pool_, s.handle, s.key_size, zs_obj_read_begin(pool_, s.handle, s.key_size, copy)};
-      fn(std::string_view(static_cast<const char*>(read.mem), s.key_size));
-    }
+  for (IndexShard& sh : index_) {
+    std::shared_lock guard(sh.lock());
+    sh.for_each([&](const Entry& s) {
+      if (!records_.with_key(s, fn)) throw std::bad_alloc();
+    });
   }
 }
 
 void CacheCore::clear() noexcept {
-  for (IndexShard& sh : shards_) {
-    std::unique_lock guard(sh.lock);
-    for (Entry& s : sh.slots) {
-      if (s.handle == 0) continue;
-      account(s, -1);
-      free_record(s);
-    }
-    index_bytes_ -= sh.slots.size() * sizeof(Entry);
-    sh.slots = {};
-    sh.used = 0;
-    sh.hand = 0;
+  for (IndexShard& sh : index_) {
+    std::unique_lock guard(sh.lock());
+    sh.for_each([&](const Entry& s) {
+      counters_.account(s, -1);
+      records_.free_record(s);
+    });
+    sh.clear();
   }
   if (file_) file_->clear();
   compact();
@@ -358,46 +377,33 @@ void CacheCore::clear() noexcept {
 
 std::error_code CacheCore::recompress(size_t max_entries, size_t& moved) noexcept {
   moved = 0;
-  if (!recodec_) return {};
+  if (!records_.can_recompress()) return {};
   size_t tried = 0;
-  auto class_of = [&](size_t record_size) {
-    return zs_lookup_class_index(pool_, static_cast<unsigned>(record_size + ZS_HANDLE_SIZE));
-  };
-  for (IndexShard& sh : shards_) {
-    std::unique_lock guard(sh.lock);
-    for (Entry& s : sh.slots) {
-      if (tried == max_entries) break;
+  std::error_code ec;
+  for (IndexShard& sh : index_) {
+    std::unique_lock guard(sh.lock());
+    sh.for_each([&](Entry& s) {
+      if (tried == max_entries) return false;
       bool candidate = s.kind == kCompressed || s.kind == kRaw;  // zram: type=huge too
-      if (s.handle == 0 || !candidate || (s.flags & kRecompressTried)) continue;
+      if (!candidate || (s.flags & kRecompressTried)) return true;
       tried++;
       s.flags |= kRecompressTried;
-      std::span<std::byte> value = scratch(Scratch::written_value, s.value_size);
-      std::span<std::byte> record =
-          scratch(Scratch::record, s.key_size + recodec_->bound(s.value_size));
-      if (value.data() == nullptr || record.data() == nullptr) return no_memory();
-      bool decoded = with_record(s, false, [&](std::span<const std::byte> old) {
-        zs_memcpy(record.data(), old.data(), s.key_size);
-        return !decode(s, old, value);
-      });
-      if (!decoded) continue;
-      std::optional<size_t> n;
-      try {
-        n = recodec_->compress(value, record.subspan(s.key_size));
-      } catch (const std::bad_alloc&) {
-        return no_memory();
-      }
-      if (!n || class_of(s.key_size + *n) >= class_of(s.record_size())) continue;
-      unsigned long h = store_record(record.first(s.key_size + *n));
-      if (h == 0) continue;
-      account(s, -1);
-      free_record(s);
+      std::span<std::byte> record = records_.recompressed(s, ec);
+      if (ec) return false;
+      if (record.empty()) return true;
+      unsigned long h = records_.store_record(record);
+      if (h == 0) return true;
+      counters_.account(s, -1);
+      records_.free_record(s);
       s.handle = h;
-      s.stored_size = static_cast<uint32_t>(*n);
+      s.stored_size = static_cast<uint32_t>(record.size() - s.key_size);
       s.kind = kRecompressed;
-      account(s, +1);
+      counters_.account(s, +1);
       moved++;
-      recompressed_++;
-    }
+      counters_.recompressed++;
+      return true;
+    });
+    if (ec) return ec;
   }
   if (moved > 0) compact();  // the old records left holes
   make_room(options_.capacity_bytes);  // new records may have opened zspages
@@ -415,39 +421,39 @@ void CacheCore::move_entries_to(CacheCore& to) noexcept {
   } catch (const std::bad_alloc&) {
     return;
   }
-  for (IndexShard& sh : shards_) {
-    std::shared_lock guard(sh.lock);
-    for (const Entry& s : sh.slots) {
-      if (s.handle == 0) continue;
-      bool decoded = with_record(s, false, [&](std::span<const std::byte> record) {
+  for (IndexShard& sh : index_) {
+    std::shared_lock guard(sh.lock());
+    sh.for_each([&](const Entry& s) {
+      bool decoded = records_.with_record(s, false, [&](std::span<const std::byte> record) {
         key.assign(reinterpret_cast<const char*>(record.data()), s.key_size);
-        return !decode(s, record, std::span(value).first(s.value_size));
+        return !records_.decode(s, record, std::span(value).first(s.value_size));
       });
       if (decoded) (void)to.put(key, std::span(value).first(s.value_size));
-    }
+    });
   }
 }
 
 CacheStats CacheCore::stats() const noexcept {
   struct zs_pool_stats ps{};
-  zs_pool_stats(pool_, &ps);
+  zs_pool_stats(records_.pool(), &ps);
+  const Counters& c = counters_;
   CacheStats s;
-  s.orig_data_size = orig_.load();
-  s.compr_data_size = compr_.load();
-  s.mem_used_total = pool_bytes();
+  s.orig_data_size = c.orig.load();
+  s.compr_data_size = c.compr.load();
+  s.mem_used_total = records_.pool_bytes();
   s.mem_limit = options_.capacity_bytes;
-  s.mem_used_max = std::max<uint64_t>(mem_used_max_.load(), s.mem_used_total);
-  s.same_pages = same_.load();
+  s.mem_used_max = std::max<uint64_t>(c.mem_used_max.load(), s.mem_used_total);
+  s.same_pages = c.same.load();
   s.pages_compacted = ps.pages_compacted;
-  s.huge_pages = huge_.load();
-  s.huge_pages_since = huge_since_.load();
-  s.entries = entries_.load();
+  s.huge_pages = c.huge.load();
+  s.huge_pages_since = c.huge_since.load();
+  s.entries = c.entries.load();
   s.bytes_held = bytes_held();
-  s.hits = hits_.load();
-  s.misses = misses_.load();
-  s.evictions = evictions_.load();
-  s.recompressed = recompressed_.load();
-  s.written_back = written_back_.load();
+  s.hits = c.hits.load();
+  s.misses = c.misses.load();
+  s.evictions = c.evictions.load();
+  s.recompressed = c.recompressed.load();
+  s.written_back = c.written_back.load();
   if (file_) s.backing_file = file_->stats();
   return s;
 }

@@ -1,5 +1,6 @@
 // Room in the cache (cache_core.h, "Room" and "Density"): CLOCK eviction, compaction, and the
-// loop that stores a record while the pool has no room for it. Called with no shard lock held;
+// loop that stores a record while the pool has no room for it: a policy over the index's CLOCK
+// hands (IndexShard::turn_hand()) and the record store's pool. Called with no shard lock held;
 // evict_one() takes one shard's write lock at a time.
 #include "cache_core.h"
 
@@ -27,7 +28,7 @@ void note_read(Entry& s) noexcept {
 }
 
 size_t CacheCore::bytes_held() const noexcept {
-  return pool_bytes() + zs_pool_bookkeeping_bytes(pool_) + index_bytes_.load() +
+  return records_.pool_bytes() + zs_pool_bookkeeping_bytes(records_.pool()) + index_.bytes() +
          (file_ ? file_->memory_bytes() : 0);
 }
 
@@ -60,9 +61,9 @@ bool CacheCore::evict_one(unsigned long keep, unsigned prefer_class) noexcept {
 CacheCore::Evicted CacheCore::evict_one_now(unsigned long keep, unsigned prefer_class,
                                             bool may_wait) noexcept {
   size_t start = next_victim_.fetch_add(1, std::memory_order_relaxed);
-  for (size_t tries = 0; tries < shards_.size(); tries++) {
-    IndexShard& sh = shards_[(start + tries) % shards_.size()];
-    std::unique_lock guard(sh.lock);
+  for (size_t tries = 0; tries < index_.nr_shards(); tries++) {
+    IndexShard& sh = index_.shard((start + tries) % index_.nr_shards());
+    std::unique_lock guard(sh.lock());
     Entry* victim = clock_hand(sh, keep);
     if (victim == nullptr) continue;
     if (prefer_class != kAnyClass) victim = of_class_near_hand(sh, victim, keep, prefer_class);
@@ -70,12 +71,12 @@ CacheCore::Evicted CacheCore::evict_one_now(unsigned long keep, unsigned prefer_
       Staged r = write_back(*victim, false);
       if (r == Staged::queue_full && may_wait) return Evicted::writer_busy;
       if (r == Staged::taken)
-        written_back_++;
+        counters_.written_back++;
       else
         file_->count_dropped(r);
     }
     drop(sh, victim);
-    evictions_++;
+    counters_.evictions++;
     return Evicted::one;
   }
   return Evicted::none;
@@ -84,18 +85,12 @@ CacheCore::Evicted CacheCore::evict_one_now(unsigned long keep, unsigned prefer_
 // Moves the shard's hand to the next entry other than `keep` that is not referenced since the
 // hand last passed, clearing one mark of each referenced one on the way (an entry read twice
 // since the hand passed survives two passes), and returns that entry; the hand stays on it.
-// Nullptr when the shard holds no other entry.
+// Nullptr when the shard holds no other entry: three turns clear every mark.
 Entry* CacheCore::clock_hand(IndexShard& sh, unsigned long keep) noexcept {
-  if (sh.used == 0) return nullptr;
-  size_t mask = sh.slots.size() - 1;
-  for (size_t steps = 0; steps < 3 * sh.slots.size() + 1; steps++) {
-    Entry& s = sh.slots[sh.hand];
-    if (s.handle != 0 && s.handle != keep && !test_and_clear(s, kReferencedAgain) &&
-        !test_and_clear(s, kReferenced))
-      return &s;
-    sh.hand = (sh.hand + 1) & mask;
-  }
-  return nullptr;
+  return sh.turn_hand(3 * sh.table_slots() + 1, [keep](Entry& s) {
+    return s.handle != keep && !test_and_clear(s, kReferencedAgain) &&
+           !test_and_clear(s, kReferenced);
+  });
 }
 
 // The first unreferenced entry of class `cls` (other than `keep`) in the kClassScan slots from
@@ -103,21 +98,19 @@ Entry* CacheCore::clock_hand(IndexShard& sh, unsigned long keep) noexcept {
 // and entries read since it last passed keep their standing.
 Entry* CacheCore::of_class_near_hand(IndexShard& sh, Entry* at_hand, unsigned long keep,
                                     unsigned cls) const noexcept {
-  size_t mask = sh.slots.size() - 1;
-  for (size_t n = 0, i = sh.hand; n < kClassScan; n++, i = (i + 1) & mask) {
-    Entry& s = sh.slots[i];
-    if (s.handle == 0 || s.handle == keep ||
-        (std::atomic_ref<uint8_t>(s.flags).load(std::memory_order_relaxed) & kReferenced))
-      continue;
-    if (class_of_record(s.record_size()) == cls) return &s;
-  }
-  return at_hand;
+  Entry* near = sh.near_hand(kClassScan, [&](Entry& s) {
+    return s.handle != keep &&
+           !(std::atomic_ref<uint8_t>(s.flags).load(std::memory_order_relaxed) & kReferenced) &&
+           records_.class_of_record(s.record_size()) == cls;
+  });
+  return near != nullptr ? near : at_hand;
 }
 
 // Pool bytes outside live objects: free slots inside zspages, and the rounding of objects up
 // to their class's slot size (an estimate: each object counted at its size with its header).
 size_t CacheCore::holes() const noexcept {
-  size_t held = pool_bytes(), live = record_bytes_.load() + entries_.load() * ZS_HANDLE_SIZE;
+  size_t held = records_.pool_bytes(),
+         live = counters_.record_bytes.load() + counters_.entries.load() * ZS_HANDLE_SIZE;
   return held > live ? held - live : 0;
 }
 
@@ -126,8 +119,8 @@ size_t CacheCore::holes() const noexcept {
 // them no compaction frees (each class's last, partly filled zspage, and class rounding), and
 // a pool held with those above a threshold would compact for nothing at every call.
 bool CacheCore::worth_compacting() const noexcept {
-  return pool_bytes() > 4 * page_size_ &&
-         holes() > holes_left_.load() + kCompactAfterZspages * zspage_bytes_;
+  return records_.pool_bytes() > 4 * records_.page_size() &&
+         holes() > holes_left_.load() + kCompactAfterZspages * records_.zspage_bytes();
 }
 
 // Frees some pool memory, and says what counts as progress: an entry evicted, or the pool
@@ -137,11 +130,11 @@ bool CacheCore::worth_compacting() const noexcept {
 // last resort.
 CacheCore::Room CacheCore::free_some(size_t floor, unsigned long keep,
                                      unsigned prefer_class) noexcept {
-  if (worth_compacting() && compact() > 0 && zs_get_total_pages(pool_) < floor)
+  if (worth_compacting() && compact() > 0 && records_.pool_pages() < floor)
     return Room::compacted;
   if (evict_one(keep, prefer_class)) return Room::evicted;
   compact();
-  return zs_get_total_pages(pool_) < floor ? Room::compacted : Room::none;
+  return records_.pool_pages() < floor ? Room::compacted : Room::none;
 }
 
 // Compacts when worth_compacting(), unless another thread is compacting already: that one
@@ -150,13 +143,13 @@ void CacheCore::compact_if_worth() noexcept {
   if (!worth_compacting()) return;
   std::unique_lock guard(compact_lock_, std::try_to_lock);
   if (!guard.owns_lock() || !worth_compacting()) return;
-  zs_compact(pool_);
+  zs_compact(records_.pool());
   holes_left_ = holes();
 }
 
 unsigned long CacheCore::compact() noexcept {
   std::lock_guard guard(compact_lock_);
-  unsigned long freed = zs_compact(pool_);
+  unsigned long freed = zs_compact(records_.pool());
   holes_left_ = holes();
   return freed;
 }
@@ -165,7 +158,7 @@ unsigned long CacheCore::compact() noexcept {
 // False when everything else is gone and it still does not fit.
 bool CacheCore::make_room(size_t limit, unsigned long keep) noexcept {
   while (bytes_held() > limit)
-    if (free_some(zs_get_total_pages(pool_), keep) == Room::none) return false;
+    if (free_some(records_.pool_pages(), keep) == Room::none) return false;
   return true;
 }
 
@@ -193,13 +186,13 @@ bool CacheCore::make_room(size_t limit, unsigned long keep) noexcept {
 // moving objects, frees them.
 unsigned long CacheCore::store_making_room(std::span<std::byte> record) noexcept {
   constexpr unsigned kCompactionRetries = 4;
-  if (bytes_held() + zspage_bytes_ > options_.capacity_bytes)
-    evict_one(0, class_of_record(record.size()));
+  if (bytes_held() + records_.zspage_bytes() > options_.capacity_bytes)
+    evict_one(0, records_.class_of_record(record.size()));
   for (unsigned compactions = 0;;) {
-    size_t pages_before = zs_get_total_pages(pool_);
-    if (unsigned long handle = store_record(record)) return handle;
+    size_t pages_before = records_.pool_pages();
+    if (unsigned long handle = records_.store_record(record)) return handle;
     Room room = free_some(compactions < kCompactionRetries ? pages_before : 0, 0,
-                          class_of_record(record.size()));
+                          records_.class_of_record(record.size()));
     if (room == Room::none) return 0;
     if (room == Room::compacted) compactions++;
   }
@@ -207,8 +200,8 @@ unsigned long CacheCore::store_making_room(std::span<std::byte> record) noexcept
 
 // mem_used_max: the most pool bytes seen after a put.
 void CacheCore::note_mem_used() noexcept {
-  uint64_t used = pool_bytes(), max = mem_used_max_.load();
-  while (used > max && !mem_used_max_.compare_exchange_weak(max, used)) {
+  uint64_t used = records_.pool_bytes(), max = counters_.mem_used_max.load();
+  while (used > max && !counters_.mem_used_max.compare_exchange_weak(max, used)) {
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <new>
+#include <vector>
 
 namespace zsm::detail {
 
@@ -39,13 +40,13 @@ bool CacheCore::on_file(uint64_t h, const Entry& s) const noexcept {
 }
 
 bool CacheCore::has_hash(const Entry& s, uint64_t h) const noexcept {
-  return with_record(s, false, [&](std::span<const std::byte> record) {
+  return records_.with_record(s, false, [&](std::span<const std::byte> record) {
     return hash_key({reinterpret_cast<const char*>(record.data()), s.key_size}) == h;
   });
 }
 
 Staged CacheCore::write_back(Entry& s, bool release, bool* was_on_file) noexcept {
-  Staged r = with_record(s, Staged::too_large, [&](std::span<const std::byte> record) {
+  Staged r = records_.with_record(s, Staged::too_large, [&](std::span<const std::byte> record) {
     std::string_view key(reinterpret_cast<const char*>(record.data()), s.key_size);
     const uint64_t h = hash_key(key);
     if (on_file(h, s)) {
@@ -62,19 +63,15 @@ Staged CacheCore::write_back(Entry& s, bool release, bool* was_on_file) noexcept
 // that generation, the key was neither put nor erased since it was staged, so the entry of
 // that key marked kReleasePending is the one written (or a promotion of that record): freed.
 void CacheCore::release_written(uint64_t hash, uint64_t generation) noexcept {
-  IndexShard& sh = shard_of(hash);
-  std::unique_lock guard(sh.lock);
-  if (sh.slots.empty() || !file_->holds(hash, generation)) return;
-  const size_t mask = sh.slots.size() - 1;
-  for (size_t i = hash & mask; sh.slots[i].handle != 0; i = (i + 1) & mask) {
-    Entry& s = sh.slots[i];
-    if (s.hash != static_cast<uint32_t>(hash) || !(s.flags & kReleasePending) ||
-        !has_hash(s, hash))
-      continue;
-    drop(sh, &s);
-    written_back_++;
-    return;
-  }
+  IndexShard& sh = index_.shard_of(hash);
+  std::unique_lock guard(sh.lock());
+  if (sh.size() == 0 || !file_->holds(hash, generation)) return;
+  Entry* written = sh.find_if(hash, [&](const Entry& s) {
+    return (s.flags & kReleasePending) && has_hash(s, hash);
+  });
+  if (written == nullptr) return;
+  drop(sh, written);
+  counters_.written_back++;
 }
 
 std::error_code CacheCore::get_from_file(std::string_view key, uint64_t h,
@@ -92,7 +89,7 @@ std::error_code CacheCore::get_from_file(std::string_view key, uint64_t h,
   s.kind = info->kind;
   s.value_size = info->value_size;
   s.stored_size = static_cast<uint32_t>(stored.size());
-  if (std::error_code ec = decode(s, stored, out.first(s.value_size))) {
+  if (std::error_code ec = records_.decode(s, stored, out.first(s.value_size))) {
     file_->erase(h, info->generation);
     return make_error_code(ec == CodecError::corrupt ? CacheError::corrupt : CacheError::no_memory);
   }
@@ -122,16 +119,16 @@ void CacheCore::promote(std::string_view key, uint64_t h, const FileRecordInfo& 
   s.handle = store_making_room(record);
   if (s.handle == 0) return;
   {
-    IndexShard& sh = shard_of(h);
-    std::unique_lock guard(sh.lock);
+    IndexShard& sh = index_.shard_of(h);
+    std::unique_lock guard(sh.lock());
     std::error_code ec;
     if (find(sh, h, key, ec) != nullptr || ec || !file_->holds(h, info.generation) ||
-        !reserve_slot(sh)) {
-      free_record(s);
+        !sh.reserve_slot()) {
+      records_.free_record(s);
       return;
     }
-    insert(sh, s);
-    account(s, +1);
+    sh.insert(s);
+    counters_.account(s, +1);
   }
   file_->count_promoted();
   make_room(options_.capacity_bytes, s.handle);
@@ -139,44 +136,36 @@ void CacheCore::promote(std::string_view key, uint64_t h, const FileRecordInfo& 
 
 // Stages the shard's idle entries, clearing their mark, and frees at once those the file
 // holds already; stops when the writer's queue is full (queue_full then says so) or the write
-// limit is reached. Returns how many it wrote back. A slot freed here takes in the entry the
-// index's backward shift moves there, so the walk looks at the same slot again.
+// limit is reached. Returns how many it wrote back.
 size_t CacheCore::writeback_idle_shard(IndexShard& sh, bool& queue_full) noexcept {
-  std::unique_lock guard(sh.lock);
+  std::unique_lock guard(sh.lock());
   size_t staged = 0;
-  for (size_t i = 0; i < sh.slots.size();) {
-    Entry& s = sh.slots[i];
-    if (s.handle == 0 || (s.flags & (kIdle | kReferenced)) != kIdle) {
-      i++;
-      continue;
-    }
+  sh.sweep([&](Entry& s) {
+    if ((s.flags & (kIdle | kReferenced)) != kIdle) return Sweep::next;
     bool was_on_file = false;
     Staged r = write_back(s, true, &was_on_file);
     if (r == Staged::queue_full) {
       queue_full = true;
-      return staged;
+      return Sweep::stop;
     }
-    if (r == Staged::write_limit) return staged;
-    if (r != Staged::taken) {
-      i++;
-      continue;
-    }
+    if (r == Staged::write_limit) return Sweep::stop;
+    if (r != Staged::taken) return Sweep::next;
     staged++;
     if (was_on_file) {
       drop(sh, &s);
-      written_back_++;
-      continue;
+      counters_.written_back++;
+      return Sweep::again;
     }
     s.flags &= static_cast<uint8_t>(~kIdle);
-    i++;
-  }
+    return Sweep::next;
+  });
   return staged;
 }
 
 std::error_code CacheCore::writeback_idle(size_t& staged) noexcept {
   staged = 0;
   if (!file_) return {};
-  for (IndexShard& sh : shards_) {
+  for (IndexShard& sh : index_) {
     for (bool queue_full = true; queue_full;) {
       queue_full = false;
       staged += writeback_idle_shard(sh, queue_full);
@@ -192,11 +181,11 @@ void CacheCore::flush_backing_file() noexcept {
 }
 
 void CacheCore::mark_idle() noexcept {
-  for (IndexShard& sh : shards_) {
-    std::unique_lock guard(sh.lock);
-    for (Entry& s : sh.slots)
-      if (s.handle != 0)
-        s.flags = static_cast<uint8_t>((s.flags | kIdle) & ~(kReferenced | kReferencedAgain));
+  for (IndexShard& sh : index_) {
+    std::unique_lock guard(sh.lock());
+    sh.for_each([](Entry& s) {
+      s.flags = static_cast<uint8_t>((s.flags | kIdle) & ~(kReferenced | kReferencedAgain));
+    });
   }
 }
 

@@ -638,7 +638,7 @@ TEST(Cache, RecordsAreStoredByStoreRecordPieceByPiece) {
     unsigned long calls = 0;
     for (const zs_alloc_info& site : sites)
       if (std::string_view(site.func) == "store_record" &&
-          std::string_view(site.file) == "compress/cache/records.cpp")
+          std::string_view(site.file) == "compress/cache/record_store.cpp")
         calls += site.calls;
     return calls;
   };

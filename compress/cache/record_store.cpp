@@ -1,10 +1,16 @@
-// Records in the pool (cache_core.h has the layout): encoding a value into a record, storing
-// it as one object or a chain, reading it back, freeing it, decoding its value. Every store goes
-// through zs_store(); no shard lock is needed here (the caller holds what the slot needs).
-#include "cache_core.h"
+// The record store (record_store.h has the layout): its pool, encoding a value into a record,
+// storing it as one object or a chain, reading it back, freeing it, decoding its value. No
+// shard lock is needed here (the caller holds what the entry needs).
+#include "record_store.h"
 
+#include <zsm/cache.hpp>
+
+#include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <utility>
+#include <vector>
 
 namespace zsm::detail {
 
@@ -46,15 +52,36 @@ std::span<std::byte> scratch(Scratch which, size_t size) noexcept {
   return {b.data(), size};
 }
 
-uint64_t hash_key(std::string_view key) noexcept { return std::hash<std::string_view>{}(key); }
+Codecs::Codecs(const CodecOptions& codec_options,
+               const std::optional<CodecOptions>& recompress_codec)
+    : codec(Codec::create(codec_options)) {
+  if (recompress_codec) recodec = Codec::create(*recompress_codec);
+}
 
-size_t CacheCore::footprint(size_t record_size) const {
+RecordStore::RecordStore(Codecs codecs, const zs_pool_config& config)
+    : codec_(std::move(codecs.codec)),
+      recodec_(std::move(codecs.recodec)),
+      pool_(zs_create_pool_ex("zsm-cache", &config)),
+      page_size_(page_size_of(config)) {
+  if (pool_ == nullptr && errno == ENOMEM)
+    throw std::system_error(make_error_code(CacheError::no_memory));
+  if (pool_ == nullptr)
+    throw std::system_error(make_error_code(CacheError::bad_options),
+                            "pool: zs_create_pool_ex() refused its page_size, chain_size, "
+                            "nr_shards or flags");
+  huge_class_size_ = zs_huge_class_size(pool_);
+  zspage_bytes_ = (config.chain_size != 0 ? config.chain_size : 8) * page_size_;
+}
+
+RecordStore::~RecordStore() { zs_destroy_pool(pool_); }
+
+size_t RecordStore::footprint(size_t record_size) const {
   size_t heads = split(record_size) ? heads_of(record_size) : 0;
   size_t last = record_size - heads * head_payload();
   return heads * page_size_ + (last >= huge_class_size_ ? page_size_ : last + ZS_HANDLE_SIZE);
 }
 
-unsigned CacheCore::class_of_record(size_t record_size) const {
+unsigned RecordStore::class_of_record(size_t record_size) const {
   size_t first_object = split(record_size) ? page_size_ : record_size;
   return zs_lookup_class_index(pool_, static_cast<unsigned>(first_object + ZS_HANDLE_SIZE));
 }
@@ -62,7 +89,7 @@ unsigned CacheCore::class_of_record(size_t record_size) const {
 // Same-filled values keep their word; a value is stored raw when compression saves no pool
 // memory: zram's rule (a compressed record in the huge class takes a page, as the raw one
 // does), for chains too.
-std::span<std::byte> CacheCore::encode(std::string_view key, std::span<const std::byte> value,
+std::span<std::byte> RecordStore::encode(std::string_view key, std::span<const std::byte> value,
                                        std::span<std::byte> written, Entry& s) const noexcept {
   std::span<std::byte> record =
       scratch(Scratch::record, key.size() + codec_->bound(value.size()) + 8);
@@ -94,11 +121,36 @@ std::span<std::byte> CacheCore::encode(std::string_view key, std::span<const std
   return record.first(s.record_size());
 }
 
+std::span<std::byte> RecordStore::recompressed(const Entry& s,
+                                               std::error_code& ec) const noexcept {
+  std::span<std::byte> value = scratch(Scratch::written_value, s.value_size);
+  std::span<std::byte> record =
+      scratch(Scratch::record, s.key_size + recodec_->bound(s.value_size));
+  if (value.data() == nullptr || record.data() == nullptr) {
+    ec = make_error_code(CacheError::no_memory);
+    return {};
+  }
+  bool decoded = with_record(s, false, [&](std::span<const std::byte> old) {
+    zs_memcpy(record.data(), old.data(), s.key_size);
+    return !decode(s, old, value);
+  });
+  if (!decoded) return {};
+  std::optional<size_t> n;
+  try {
+    n = recodec_->compress(value, record.subspan(s.key_size));
+  } catch (const std::bad_alloc&) {
+    ec = make_error_code(CacheError::no_memory);
+    return {};
+  }
+  if (!n || class_of_record(s.key_size + *n) >= class_of_record(s.record_size())) return {};
+  return record.first(s.key_size + *n);
+}
+
 // A chain is stored from its last piece back, so that each head piece is stored with the
 // handle of the next. A head piece is head_payload() bytes of the record then that handle:
 // the handle is written over the record's next kTailLink bytes (the start of the piece after
 // it, stored already) for the zs_store(), and those bytes are put back after it.
-unsigned long CacheCore::store_record(std::span<std::byte> record) noexcept {
+unsigned long RecordStore::store_record(std::span<std::byte> record) noexcept {
   if (!split(record.size())) return zs_store(pool_, record.data(), record.size());
   const size_t heads = heads_of(record.size());
   const size_t last_at = heads * head_payload();
@@ -121,8 +173,7 @@ unsigned long CacheCore::store_record(std::span<std::byte> record) noexcept {
   return next;
 }
 
-// Frees the chain of pieces from `handle` that holds the last `size` bytes of a record.
-void CacheCore::free_chain(unsigned long handle, size_t size) noexcept {
+void RecordStore::free_chain(unsigned long handle, size_t size) noexcept {
   auto next_of = [&](std::byte* copy) {
     void* mem = zs_obj_read_begin(pool_, handle, page_size_, copy);
     unsigned long next;
@@ -145,9 +196,9 @@ void CacheCore::free_chain(unsigned long handle, size_t size) noexcept {
   zs_free(pool_, handle);
 }
 
-void CacheCore::free_record(const Entry& s) noexcept { free_chain(s.handle, s.record_size()); }
+void RecordStore::free_record(const Entry& s) noexcept { free_chain(s.handle, s.record_size()); }
 
-bool CacheCore::read_record(const Entry& s, std::span<std::byte> out) const noexcept {
+bool RecordStore::read_record(const Entry& s, std::span<std::byte> out) const noexcept {
   std::span<std::byte> copy = scratch(Scratch::object_copy, page_size_);
   if (copy.data() == nullptr) return false;
   unsigned long handle = s.handle;
@@ -167,7 +218,7 @@ bool CacheCore::read_record(const Entry& s, std::span<std::byte> out) const noex
   return true;
 }
 
-std::optional<bool> CacheCore::key_matches(const Entry& s, std::string_view key) const noexcept {
+std::optional<bool> RecordStore::key_matches(const Entry& s, std::string_view key) const noexcept {
   if (s.key_size != key.size()) return false;
   std::byte* copy = scratch(Scratch::object_copy, key.size()).data();
   if (copy == nullptr) return std::nullopt;
@@ -177,7 +228,7 @@ std::optional<bool> CacheCore::key_matches(const Entry& s, std::string_view key)
   return same;
 }
 
-std::error_code CacheCore::decode(const Entry& s, std::span<const std::byte> record,
+std::error_code RecordStore::decode(const Entry& s, std::span<const std::byte> record,
                                   std::span<std::byte> out) const noexcept {
   auto stored = record.subspan(s.key_size, s.stored_size);
   switch (s.kind) {
