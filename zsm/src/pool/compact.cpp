@@ -69,7 +69,7 @@ unsigned long shards_can_compact(ClassShards shards) ZSM_NO_THREAD_SAFETY_ANALYS
 ZsPage* isolate_dst_zspage(ClassShards shards) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   for (int fg = ZS_INUSE_RATIO_99; fg >= ZS_INUSE_RATIO_10; fg--) {
     for (ClassShard& shard : shards) {
-      if (ZsPage* zspage = shard.fullness_list[fg]) {
+      if (ZsPage* zspage = shard.fullness_list[fg].front()) {
         remove_zspage(&shard, zspage);
         return zspage;
       }
@@ -82,7 +82,7 @@ ZsPage* isolate_dst_zspage(ClassShards shards) ZSM_NO_THREAD_SAFETY_ANALYSIS {
 ZsPage* isolate_src_zspage(ClassShards shards) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   for (int fg = ZS_INUSE_RATIO_10; fg <= ZS_INUSE_RATIO_99; fg++) {
     for (ClassShard& shard : shards) {
-      if (ZsPage* zspage = shard.fullness_list[fg]) {
+      if (ZsPage* zspage = shard.fullness_list[fg].front()) {
         remove_zspage(&shard, zspage);
         return zspage;
       }

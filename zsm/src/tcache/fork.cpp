@@ -56,27 +56,29 @@ void for_each_pool_lock(ZsPool* pool, Visit visit) ZSM_NO_THREAD_SAFETY_ANALYSIS
 
 // Blocks every pool's caches and waits until no owner is inside its fast path.
 void block_all_caches() ZSM_REQUIRES(registry_lock) {
-  for (ZsPool* pool = all_pools; pool != nullptr; pool = pool->next_pool) block_caches(pool);
+  for (ZsPool* pool : all_pools) block_caches(pool);
   heavy_barrier();
-  for (ZsPool* pool = all_pools; pool != nullptr; pool = pool->next_pool)
-    for (const ThreadCache* tc = pool->caches; tc != nullptr; tc = tc->next) wait_for_owner(tc);
+  for (ZsPool* pool : all_pools)
+    for (const ThreadCache* tc : pool->caches) wait_for_owner(tc);
 }
 
 void unblock_all_caches() ZSM_REQUIRES(registry_lock) {
-  for (ZsPool* pool = all_pools; pool != nullptr; pool = pool->next_pool) unblock_caches(pool);
+  for (ZsPool* pool : all_pools) unblock_caches(pool);
 }
 
 // Takes every lock of every pool; false, with none of them held, when one stays busy.
 bool lock_all_pools() ZSM_REQUIRES(registry_lock) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   size_t taken = 0;
   bool ok = true;
-  for (ZsPool* pool = all_pools; ok && pool != nullptr; pool = pool->next_pool) {
+  for (ZsPool* pool : all_pools) {
+    if (!ok) break;
     for_each_pool_lock(pool, [&](Mutex& m) ZSM_NO_THREAD_SAFETY_ANALYSIS {
       if (ok && (ok = lock_patiently(m))) taken++;
     });
   }
   if (ok) return true;
-  for (ZsPool* pool = all_pools; taken > 0; pool = pool->next_pool) {
+  for (ZsPool* pool : all_pools) {
+    if (taken == 0) break;
     for_each_pool_lock(pool, [&](Mutex& m) ZSM_NO_THREAD_SAFETY_ANALYSIS {
       if (taken > 0 && taken--) m.unlock();
     });
@@ -100,7 +102,7 @@ void prepare_fork() ZSM_NO_THREAD_SAFETY_ANALYSIS {
 
 void after_fork_in_parent() ZSM_NO_THREAD_SAFETY_ANALYSIS {
   barrier_lock.unlock();
-  for (ZsPool* pool = all_pools; pool != nullptr; pool = pool->next_pool)
+  for (ZsPool* pool : all_pools)
     for_each_pool_lock(pool, [](Mutex& m) ZSM_NO_THREAD_SAFETY_ANALYSIS { m.unlock(); });
   unblock_all_caches();
   registry_lock.unlock();
@@ -112,7 +114,7 @@ void forget_vanished_threads(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   key_caches(pool);
   pool->compaction_in_progress.store(false, std::memory_order_relaxed);
   pool->exit_frees_in_flight.store(0, std::memory_order_relaxed);
-  for (ThreadCache* tc = pool->caches; tc != nullptr; tc = tc->next) {
+  for (ThreadCache* tc : pool->caches) {
     tc->in_fast.store(0, std::memory_order_relaxed);
     if (!owned_by_this_thread(tc)) tc->orphaned = true;
   }
@@ -129,7 +131,7 @@ void forget_vanished_threads(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
 void after_fork_in_child() ZSM_NO_THREAD_SAFETY_ANALYSIS {
   barrier_lock.forget_waiters();
   barrier_lock.unlock();
-  for (ZsPool* pool = all_pools; pool != nullptr; pool = pool->next_pool)
+  for (ZsPool* pool : all_pools)
     forget_vanished_threads(pool);
   forget_other_threads_shard_hints();
   registry_lock.forget_waiters();

@@ -25,7 +25,7 @@ namespace zsm {
 inline namespace ZSM_VARIANT_NS {
 
 Mutex registry_lock;
-ZsPool* all_pools = nullptr;
+constinit IntrusiveList<ZsPool> all_pools;
 Mutex barrier_lock;
 
 namespace {
@@ -74,21 +74,6 @@ void destroy_cache(ThreadCache* tc) {
   std::free(tc);
 }
 
-void link_cache(ZsPool* pool, ThreadCache* tc) ZSM_REQUIRES(registry_lock) {
-  tc->next = pool->caches;
-  if (pool->caches != nullptr) pool->caches->prev = tc;
-  pool->caches = tc;
-}
-
-void unlink_cache(ZsPool* pool, ThreadCache* tc) ZSM_REQUIRES(registry_lock) {
-  if (tc->prev != nullptr)
-    tc->prev->next = tc->next;
-  else
-    pool->caches = tc->next;
-  if (tc->next != nullptr) tc->next->prev = tc->prev;
-  tc->prev = tc->next = nullptr;
-}
-
 // Handles a drain takes out of caches under the registry lock, to free once it has dropped
 // the lock: no page source is called with a process-wide lock held (zsmalloc.h, "struct
 // zs_page_source").
@@ -112,7 +97,7 @@ void free_handles(ZsPool* pool, const unsigned long* handles, uint32_t n) {
 // A drain has taken an orphaned cache's slots (see ThreadCache::orphaned): nothing else will.
 void release_if_orphaned(ZsPool* pool, ThreadCache* tc) ZSM_REQUIRES(registry_lock) {
   if (!tc->orphaned) return;
-  unlink_cache(pool, tc);
+  pool->caches.remove(tc);
   destroy_cache(tc);
 }
 
@@ -120,8 +105,8 @@ void release_if_orphaned(ZsPool* pool, ThreadCache* tc) ZSM_REQUIRES(registry_lo
 // caches are blocked); frees the orphaned caches it leaves empty. Returns how many.
 uint32_t take_reserved(ZsPool* pool, unsigned long* batch) ZSM_REQUIRES(registry_lock) {
   uint32_t taken = 0;
-  for (ThreadCache *tc = pool->caches, *next; tc != nullptr && taken < kDrainBatch; tc = next) {
-    next = tc->next;
+  for (ThreadCache* tc : pool->caches) {  // release_if_orphaned() may free tc
+    if (taken == kDrainBatch) break;
     wait_for_owner(tc);
     taken += take_handles(tc, batch + taken, kDrainBatch - taken);
     if (taken < kDrainBatch) release_if_orphaned(pool, tc);
@@ -143,7 +128,7 @@ void give_back(ThreadCache* tc) {
       if (pool == nullptr) return;
       n = take_handles(tc, batch, kDrainBatch);
       if (n == 0) {
-        unlink_cache(pool, tc);
+        pool->caches.remove(tc);
         return;
       }
       pool->exit_frees_in_flight.fetch_add(1, std::memory_order_relaxed);
@@ -177,7 +162,7 @@ class ThreadCaches {
     if (tc == nullptr) return nullptr;
     tc->owner = this;
     MutexGuard guard(registry_lock);
-    link_cache(pool, tc);
+    pool->caches.push_front(tc);
     tc->pool_key.store(pool_key_now(pool), std::memory_order_release);
     by_slot_[slot] = tc;
     return tc;
@@ -341,7 +326,7 @@ uintptr_t pool_key_now(const ZsPool* pool) {
 
 void key_caches(ZsPool* pool) {
   const uintptr_t key = pool_key_now(pool);
-  for (ThreadCache* tc = pool->caches; tc != nullptr; tc = tc->next)
+  for (ThreadCache* tc : pool->caches)
     tc->pool_key.store(key, ZSM_TSAN ? std::memory_order_seq_cst : std::memory_order_release);
 }
 
@@ -399,28 +384,22 @@ bool register_pool(ZsPool* pool) {
     }
     pool->cache_slot = next_slot++;
   }
-  pool->next_pool = all_pools;
-  if (all_pools != nullptr) all_pools->prev_pool = pool;
-  all_pools = pool;
+  all_pools.push_front(pool);
   pool->registered = true;
   return true;
 }
 
 void unregister_pool(ZsPool* pool) {
   MutexGuard guard(registry_lock);
-  while (ThreadCache* tc = pool->caches) {
-    unlink_cache(pool, tc);
+  while (ThreadCache* tc = pool->caches.front()) {
+    pool->caches.remove(tc);
     if (tc->orphaned)
       destroy_cache(tc);
     else
       tc->pool_key.store(kNoPool, std::memory_order_relaxed);
   }
   if (pool->registered) {
-    if (pool->prev_pool != nullptr)
-      pool->prev_pool->next_pool = pool->next_pool;
-    else
-      all_pools = pool->next_pool;
-    if (pool->next_pool != nullptr) pool->next_pool->prev_pool = pool->prev_pool;
+    all_pools.remove(pool);
     pool->registered = false;
     free_slots->push_back(pool->cache_slot);
   }
@@ -434,7 +413,7 @@ void wait_for_exiting_threads(const ZsPool* pool) {
 ThreadCacheFigures thread_cache_figures(const ZsPool* pool) {
   ThreadCacheFigures figures;
   MutexGuard guard(registry_lock);
-  for (const ThreadCache* tc = pool->caches; tc != nullptr; tc = tc->next) {
+  for (const ThreadCache* tc : pool->caches) {
     figures.own_bytes += tc->bytes;
     Magazine* m = const_cast<ThreadCache*>(tc)->first_magazine();
     for (uint32_t i = 0; i < tc->nr_magazines; i++, m = m->next()) {

@@ -74,6 +74,7 @@
 
 #include "base/compiler.h"
 #include "base/copy.h"
+#include "base/list.h"
 #include "zspage/obj.h"
 #include "zspage/types.h"
 
@@ -163,14 +164,14 @@ struct ThreadCache {
   // of no pool.
   std::atomic<uintptr_t> pool_key{kNoPool};
   std::atomic<uint32_t> in_fast{0};    // the owner is inside its fast path
-  ThreadCache* prev = nullptr;         // the pool's caches (registry lock)
-  ThreadCache* next = nullptr;
+  ListLinks<ThreadCache> links;        // on its pool's list of caches (registry lock)
   const void* owner = nullptr;         // the owning thread's list of caches (ThreadCaches)
   // The owner vanished: the cache was inherited by a child of fork() from a thread that the
   // child does not have. The pool's next drain takes its slots and frees it (registry lock).
   bool orphaned = false;
   size_t bytes = 0;                    // this allocation, magazines and handle arrays included
   uint32_t nr_magazines = 0;
+  ListLinks<ThreadCache>& list_links() { return links; }
   // The magazines follow the struct in the same allocation, each with its handles.
   Magazine* first_magazine() { return reinterpret_cast<Magazine*>(this + 1); }
   // The magazine `offset` bytes from the cache (ClassShard::magazine_offset): a byte offset, so

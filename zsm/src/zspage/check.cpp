@@ -116,16 +116,16 @@ ListTotals check_lists(const ZsPool* pool, ClassShard* shard, bool deep, Finding
   ListTotals totals;
   for (int fg = ZS_INUSE_RATIO_0; fg < ZS_INUSE_RATIO_100; fg++) {
     const ZsPage* prev = nullptr;
-    for (const ZsPage* zspage = shard->fullness_list[fg]; zspage != nullptr;
-         zspage = zspage->next) {
+    for (const ZsPage* zspage : shard->fullness_list[fg]) {
       if (totals.zspages[fg] > shard->stats[fg]) {
         f.add("class %u: list %d longer than its count %lu", shard->index, fg, shard->stats[fg]);
         break;
       }
       if (zspage == shard->hot) f.add("class %u: the hot zspage is on list %d", shard->index, fg);
-      if (zspage->prev != prev || zspage->fullness != fg || get_fullness_group(shard, zspage) != fg)
+      if (zspage->links.prev != prev || zspage->fullness != fg ||
+          get_fullness_group(shard, zspage) != fg)
         f.add("class %u: zspage in list %d has prev %p, group %u, in use %u", shard->index, fg,
-              static_cast<const void*>(zspage->prev), zspage->fullness, zspage->inuse);
+              static_cast<const void*>(zspage->links.prev), zspage->fullness, zspage->inuse);
       if (deep) check_zspage(pool, shard, zspage, f);
       totals.zspages[fg]++;
       totals.inuse += zspage->inuse;
@@ -134,7 +134,7 @@ ListTotals check_lists(const ZsPool* pool, ClassShard* shard, bool deep, Finding
     if (totals.zspages[fg] != shard->stats[fg])
       f.add("class %u: list %d holds %lu zspages, counted %lu", shard->index, fg,
             totals.zspages[fg], shard->stats[fg]);
-    if (((shard->nonempty >> fg) & 1) != (shard->fullness_list[fg] != nullptr ? 1 : 0))
+    if (((shard->nonempty >> fg) & 1) != (shard->fullness_list[fg].empty() ? 0 : 1))
       f.add("class %u: nonempty bit %d wrong", shard->index, fg);
   }
   return totals;

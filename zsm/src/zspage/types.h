@@ -11,6 +11,7 @@
 #include <string>
 
 #include "base/compiler.h"
+#include "base/list.h"
 #include "base/lock.h"
 #include "classes/size_class.h"
 #include "memory/metadata.h"
@@ -41,8 +42,7 @@ using HandleCell = std::atomic<unsigned long>;
 // until the pool dies, so a thread holding a stale pointer may still read `shard` and touch
 // `lock` (pool/lookups.h, "Finding an object's shard without a pool lock").
 struct ZsPage {
-  ZsPage* prev;                       // fullness list links (shard lock)
-  ZsPage* next;
+  ListLinks<ZsPage> links;            // on its shard's fullness list (shard lock)
   std::atomic<ClassShard*> shard;     // owning shard; nullptr while free (written under its lock)
   ZspageLock lock;                    // readers vs. compaction
   uint32_t inuse;                     // live objects (shard lock)
@@ -60,6 +60,7 @@ struct ZsPage {
   uint8_t layout;
   // char* pages[nr_pages] follows the struct.
 
+  ListLinks<ZsPage>& list_links() { return links; }
   [[nodiscard]] char** pages() { return reinterpret_cast<char**>(this + 1); }
   [[nodiscard]] char* const* pages() const { return reinterpret_cast<char* const*>(this + 1); }
 };
@@ -111,7 +112,7 @@ struct alignas(64) ClassShard {
   ZsPage* hot ZSM_GUARDED_BY(lock) = nullptr;
   // Zspages by fullness group, newest first. Full zspages (group 100 %) are on no list: no
   // allocation or compaction looks for them. stats[ZS_INUSE_RATIO_100] still counts them.
-  ZsPage* fullness_list[ZS_INUSE_RATIO_100] ZSM_GUARDED_BY(lock) = {};
+  IntrusiveList<ZsPage> fullness_list[ZS_INUSE_RATIO_100] ZSM_GUARDED_BY(lock);
   unsigned long stats[NR_CLASS_STAT_TYPES] ZSM_GUARDED_BY(lock) = {};
   // Free handle cells kept by the shard for its stores, linked through the cells
   // (zspage.h, "The cell stock").
@@ -187,7 +188,7 @@ struct ZsPool {
   uint32_t nr_magazines = 0;                     // distinct classes
   size_t thread_cache_size = 0;                  // a ThreadCache with its magazines, in bytes
   size_t cache_bytes_per_thread = 0;             // the most one thread's cache reserves
-  ThreadCache* caches = nullptr;                 // every thread's cache for this pool (registry lock)
+  IntrusiveList<ThreadCache> caches;             // every thread's cache of the pool (registry lock)
   // Frees a slot a thread's cache reserved, with the shard's lock (set by zs_create_pool():
   // the object paths above the caches do the freeing).
   void (*free_reserved_slot)(ZsPool* pool, unsigned long handle) = nullptr;
@@ -196,8 +197,7 @@ struct ZsPool {
   std::atomic<uint32_t> exit_frees_in_flight{0};
 
   // The process-wide registry of pools (tcache/registry.h), which fork() handling walks.
-  ZsPool* prev_pool = nullptr;                   // registry lock
-  ZsPool* next_pool = nullptr;
+  ListLinks<ZsPool> registry_links;              // registry lock
   bool registered = false;
   // Threads between charging pages for a new zspage and listing it (alloc_zspage() ..
   // make_new_zspage_hot(), pool/locked_path.h): a child forked while one is there recounts
@@ -210,6 +210,8 @@ struct ZsPool {
   std::atomic<unsigned long> pages_allocated{0};
   std::atomic<unsigned long> pages_compacted{0};
   std::atomic<bool> compaction_in_progress{false};
+
+  ListLinks<ZsPool>& list_links() { return registry_links; }
 };
 
 }  // namespace ZSM_VARIANT_NS

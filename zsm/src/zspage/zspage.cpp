@@ -23,11 +23,12 @@ void put_back_hot(ClassShard* shard) ZSM_REQUIRES(shard->lock) {
 }
 
 void regroup_after_free(ZsPool* pool, ClassShard* shard, ZsPage* zspage) ZSM_REQUIRES(shard->lock) {
+  int fg = zspage->fullness;  // its group, or the hot zspage's floor
   if (zspage == shard->hot)
     shard->hot = nullptr;  // below its floor: back on the lists
   else
     remove_zspage(shard, zspage);
-  int fg = regroup(shard, zspage->fullness, zspage->inuse);
+  fg = regroup(shard, fg, zspage->inuse);
   insert_zspage(shard, zspage, fg);
   if (fg == ZS_INUSE_RATIO_0) release_empty_zspage(pool, shard, zspage);
 }
@@ -183,7 +184,7 @@ void release_empty_zspage(ZsPool* pool, ClassShard* shard, ZsPage* zspage)
 
 unsigned long free_empty_zspages(ZsPool* pool, ClassShard* shard) ZSM_REQUIRES(shard->lock) {
   unsigned long freed = 0;
-  while (ZsPage* zspage = shard->fullness_list[ZS_INUSE_RATIO_0]) {
+  while (ZsPage* zspage = shard->fullness_list[ZS_INUSE_RATIO_0].front()) {
     remove_zspage(shard, zspage);
     free_zspage(pool, shard, zspage);
     freed += shard->pages_per_zspage;
