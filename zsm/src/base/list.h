@@ -2,7 +2,7 @@
 // linking and unlinking never allocate and take O(1), and the list itself is one pointer
 // to its first element. The pool's three lists are made of it: a shard's fullness lists of
 // zspages (zspage/types.h, ClassShard::fullness_list), a pool's thread caches
-// (ZsPool::caches) and the process-wide registry of pools (tcache/registry.h).
+// (ZsPool::tcache.caches) and the process-wide registry of pools (tcache/registry.h).
 //
 // An element type T names its links with a member function `ListLinks<T>& list_links()`,
 // so that the list needs T complete only where an operation is used: a list of thread

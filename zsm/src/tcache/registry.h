@@ -16,7 +16,7 @@ inline namespace ZSM_VARIANT_NS {
 // every pool. Taken off the fast path only, never under a shard lock (a drain takes shard
 // locks under it).
 extern Mutex registry_lock;
-// Every registered pool, newest first (ZsPool::registry_links).
+// Every registered pool, newest first (ZsPool::registry.links).
 extern IntrusiveList<ZsPool> all_pools ZSM_GUARDED_BY(registry_lock);
 // Serialises the mprotect() barrier (a leaf: nothing is taken under it).
 extern Mutex barrier_lock;

@@ -307,9 +307,9 @@ ZSM_COLD_PATH unsigned long free_all_spares(ZsPool* pool);
 // Call with every shard's arenas locked, or with no other thread in the pool.
 template <typename Visit>
 void for_each_zspage(ZsPool* pool, Visit visit) ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  if (pool->arenas == nullptr) return;
-  for (uint32_t s = 0; s <= pool->shard_mask; s++) {
-    for (MetadataArena* arena : pool->arenas[s].meta) {
+  if (pool->metadata.arenas == nullptr) return;
+  for (uint32_t s = 0; s <= pool->fast.shard_mask; s++) {
+    for (MetadataArena* arena : pool->metadata.arenas[s].meta) {
       if (arena == nullptr) continue;
       arena->for_each_block([&visit](void* block) {
         auto* zspage = static_cast<ZsPage*>(block);
