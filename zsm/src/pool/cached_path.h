@@ -68,7 +68,7 @@ ZSM_OFF_FAST_PATH unsigned long store_scattered_then_clear(const Magazine& magaz
 template <typename Fill>
 ZSM_ALWAYS_INLINE unsigned long alloc_in_cache(ZsPool* pool, ThreadCache* tc, size_t size,
                                                zs_alloc_tag* tag, Fill fill) {
-  if (ZSM_UNLIKELY(!fill.valid() || size - 1 >= pool->store_size_limit)) {
+  if (ZSM_UNLIKELY(!fill.valid() || size - 1 >= pool->fast.store_size_limit)) {
     leave_fast_path(tc);
     return alloc_behind_cache(pool, fill, size, tag);
   }
@@ -98,7 +98,7 @@ template <typename Fill>
 ZSM_OFF_FAST_PATH unsigned long alloc_other_cache(ZsPool* pool, Fill fill, size_t size,
                                                   zs_alloc_tag* tag) {
   ThreadCache* tc;
-  if (pool != nullptr && pool->thread_caches && !profiling_enabled() &&
+  if (pool != nullptr && pool->fast.thread_caches && !profiling_enabled() &&
       (tc = switch_thread_cache(pool)) != nullptr) {
     place_thread();
     if (enter_fast_path(pool, tc)) return alloc_in_cache(pool, tc, size, tag, fill);
@@ -136,7 +136,7 @@ ZSM_ALWAYS_INLINE void free_in_cache(ZsPool* pool, ThreadCache* tc, unsigned lon
 // A free whose thread's last cache could not take it (see alloc_other_cache()).
 ZSM_OFF_FAST_PATH void free_other_cache(ZsPool* pool, unsigned long handle) {
   ThreadCache* tc;
-  if (pool != nullptr && pool->thread_caches && (tc = switch_thread_cache(pool)) != nullptr) {
+  if (pool != nullptr && pool->fast.thread_caches && (tc = switch_thread_cache(pool)) != nullptr) {
     if (enter_fast_path(pool, tc)) return free_in_cache(pool, tc, handle);
     return free_reserved(pool, handle);
   }

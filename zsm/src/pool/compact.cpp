@@ -69,7 +69,7 @@ unsigned long shards_can_compact(ClassShards shards) ZSM_NO_THREAD_SAFETY_ANALYS
 ZsPage* isolate_dst_zspage(ClassShards shards) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   for (int fg = ZS_INUSE_RATIO_99; fg >= ZS_INUSE_RATIO_10; fg--) {
     for (ClassShard& shard : shards) {
-      if (ZsPage* zspage = shard.fullness_list[fg]) {
+      if (ZsPage* zspage = shard.fullness_list[fg].front()) {
         remove_zspage(&shard, zspage);
         return zspage;
       }
@@ -82,7 +82,7 @@ ZsPage* isolate_dst_zspage(ClassShards shards) ZSM_NO_THREAD_SAFETY_ANALYSIS {
 ZsPage* isolate_src_zspage(ClassShards shards) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   for (int fg = ZS_INUSE_RATIO_10; fg <= ZS_INUSE_RATIO_99; fg++) {
     for (ClassShard& shard : shards) {
-      if (ZsPage* zspage = shard.fullness_list[fg]) {
+      if (ZsPage* zspage = shard.fullness_list[fg].front()) {
         remove_zspage(&shard, zspage);
         return zspage;
       }
@@ -182,16 +182,16 @@ unsigned long compact_class(ZsPool* pool, ClassShards shards) ZSM_NO_THREAD_SAFE
 }  // namespace
 
 unsigned long zs_compact(ZsPool* pool) {
-  if (pool == nullptr || pool->compaction_in_progress.exchange(true, std::memory_order_acquire))
+  if (pool == nullptr || pool->compaction.in_progress.exchange(true, std::memory_order_acquire))
     return 0;
   unsigned long freed = 0;
-  const uint32_t nr_shards = pool->shard_mask + 1;
+  const uint32_t nr_shards = pool->fast.shard_mask + 1;
   freed += block_and_drain_thread_caches(pool);  // no slot it moves may be reserved
-  for (uint32_t c = 0; c < pool->nr_class_shards; c += nr_shards)
-    freed += compact_class(pool, {&pool->class_shards[c], nr_shards});
+  for (uint32_t c = 0; c < pool->classes.nr_class_shards; c += nr_shards)
+    freed += compact_class(pool, {&pool->classes.class_shards[c], nr_shards});
   unblock_thread_caches(pool);
-  pool->pages_compacted.fetch_add(freed, std::memory_order_relaxed);
-  pool->compaction_in_progress.store(false, std::memory_order_release);
+  pool->compaction.pages_compacted.fetch_add(freed, std::memory_order_relaxed);
+  pool->compaction.in_progress.store(false, std::memory_order_release);
   return freed;
 }
 

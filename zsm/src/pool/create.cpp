@@ -69,19 +69,19 @@ void init_fullness_ranges(ClassShard* shard) {
 }
 
 bool init_classes(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  const ClassTable& t = pool->table;
-  pool->nr_class_shards = t.nr_distinct * (pool->shard_mask + 1);
-  pool->class_shards = new (std::nothrow) ClassShard[pool->nr_class_shards];
-  if (pool->class_shards == nullptr) return false;
-  ClassShard* next = pool->class_shards;
+  const ClassTable& t = pool->classes.table;
+  pool->classes.nr_class_shards = t.nr_distinct * (pool->fast.shard_mask + 1);
+  pool->classes.class_shards = new (std::nothrow) ClassShard[pool->classes.nr_class_shards];
+  if (pool->classes.class_shards == nullptr) return false;
+  ClassShard* next = pool->classes.class_shards;
   for (uint32_t i = t.nr_indices; i-- > 0;) {
     const ClassRow& row = t.rows[i];
     if (!t.distinct(i)) {
-      pool->first_shard[i] = pool->first_shard[row.resolve];
+      pool->classes.first_shard[i] = pool->classes.first_shard[row.resolve];
       continue;
     }
-    pool->first_shard[i] = next;
-    for (uint32_t s = 0; s <= pool->shard_mask; s++) {
+    pool->classes.first_shard[i] = next;
+    for (uint32_t s = 0; s <= pool->fast.shard_mask; s++) {
       ClassShard* shard = next++;
       shard->geom = {row.size, t.page_shift, t.page_size - 1, row.huge() ? 0 : kHandleSize};
       shard->objs_per_zspage = row.objs;
@@ -92,15 +92,16 @@ bool init_classes(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
     }
   }
   size_t granules = (t.page_size >> kGranuleShift) + 2;
-  pool->first_shard_by_granule = new (std::nothrow) ClassShard*[granules];
-  if (pool->first_shard_by_granule == nullptr) return false;
+  pool->fast.first_shard_by_granule = new (std::nothrow) ClassShard*[granules];
+  if (pool->fast.first_shard_by_granule == nullptr) return false;
   for (size_t g = 0; g < granules; g++)
-    pool->first_shard_by_granule[g] = pool->first_shard[t.index_of(g << kGranuleShift)];
-  pool->arenas = new (std::nothrow) ShardArenas[pool->shard_mask + 1];
-  if (pool->arenas == nullptr) return false;
-  for (uint32_t s = 0; s <= pool->shard_mask; s++) {
-    ShardArenas& arenas = pool->arenas[s];
-    arenas.cells = new (std::nothrow) MetadataArena(sizeof(HandleCell), &pool->cells);
+    pool->fast.first_shard_by_granule[g] =
+        pool->classes.first_shard[t.index_of(g << kGranuleShift)];
+  pool->metadata.arenas = new (std::nothrow) ShardArenas[pool->fast.shard_mask + 1];
+  if (pool->metadata.arenas == nullptr) return false;
+  for (uint32_t s = 0; s <= pool->fast.shard_mask; s++) {
+    ShardArenas& arenas = pool->metadata.arenas[s];
+    arenas.cells = new (std::nothrow) MetadataArena(sizeof(HandleCell), &pool->metadata.cells);
     if (arenas.cells == nullptr) return false;
     for (uint32_t n = 1; n <= t.chain; n++) {
       arenas.meta[n] = new (std::nothrow) MetadataArena(zspage_metadata_size(n));
@@ -135,36 +136,37 @@ ZsPool* zs_create_pool(const char* name, const zs_pool_config* cfg) ZSM_NO_THREA
     return nullptr;
   }
   try {
-    pool->name = name != nullptr ? name : "";
+    pool->id.name = name != nullptr ? name : "";
   } catch (const std::bad_alloc&) {
     delete pool;
     errno = ENOMEM;
     return nullptr;
   }
-  pool->page_size = static_cast<uint32_t>(page_size);
-  pool->shard_mask = shards - 1;
-  pool->table = build_class_table(pool->page_size, chain);
-  pool->max_pages = cfg->max_pages;
-  pool->hardened = (cfg->flags & ZS_POOL_HARDENED) != 0;
-  pool->thread_caches = !pool->hardened && (cfg->flags & ZS_POOL_NO_THREAD_CACHE) == 0;
-  pool->store_size_limit = pool->hardened ? 0 : pool->page_size;
-  pool->free_reserved_slot = free_reserved;
-  if (pool->hardened) pool->handle_tag = next_handle_tag();
+  pool->classes.page_size = static_cast<uint32_t>(page_size);
+  pool->fast.shard_mask = shards - 1;
+  pool->classes.table = build_class_table(pool->classes.page_size, chain);
+  pool->pages.limit = cfg->max_pages;
+  pool->fast.hardened = (cfg->flags & ZS_POOL_HARDENED) != 0;
+  pool->fast.thread_caches = !pool->fast.hardened && (cfg->flags & ZS_POOL_NO_THREAD_CACHE) == 0;
+  pool->fast.store_size_limit = pool->fast.hardened ? 0 : pool->classes.page_size;
+  pool->tcache.free_reserved_slot = free_reserved;
+  if (pool->fast.hardened) pool->id.handle_tag = next_handle_tag();
   if (cfg->page_source != nullptr) {
-    pool->source = *cfg->page_source;
+    pool->source.ops = *cfg->page_source;
   } else {
     size_t reserve = reserve_for_limit(cfg->max_pages, page_size);
-    pool->own_source = VmSource::create(page_size, reserve, 0, VmSource::kDefaultRetain);
-    if (pool->own_source != nullptr)
-      pool->source = {VmSource::alloc_page_cb, VmSource::free_page_cb, pool->own_source};
+    pool->source.own = VmSource::create(page_size, reserve, 0, VmSource::kDefaultRetain);
+    if (pool->source.own != nullptr)
+      pool->source.ops = {VmSource::alloc_page_cb, VmSource::free_page_cb, pool->source.own};
   }
-  if (pool->source.alloc_page == VmSource::alloc_page_cb &&
-      pool->source.free_page == VmSource::free_page_cb)
-    pool->run_source = static_cast<VmSource*>(pool->source.ctx);
+  if (pool->source.ops.alloc_page == VmSource::alloc_page_cb &&
+      pool->source.ops.free_page == VmSource::free_page_cb)
+    pool->source.runs = static_cast<VmSource*>(pool->source.ops.ctx);
   int err = 0;
-  if (pool->source.alloc_page == nullptr || pool->source.free_page == nullptr)
+  if (pool->source.ops.alloc_page == nullptr || pool->source.ops.free_page == nullptr)
     err = cfg->page_source != nullptr ? EINVAL : ENOMEM;  // a bad source, or no default one
-  else if (!pool->cells.reserve(ZSM_PROFILING) || !init_classes(pool) || !init_thread_caches(pool))
+  else if (!pool->metadata.cells.reserve(ZSM_PROFILING) || !init_classes(pool) ||
+           !init_thread_caches(pool))
     err = ENOMEM;
   if (err != 0) {
     zs_destroy_pool(pool);
@@ -184,44 +186,47 @@ void zs_destroy_pool(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   unregister_pool(pool);
   wait_for_exiting_threads(pool);
   free_all_zspages(pool);
-  delete[] pool->class_shards;
-  delete[] pool->first_shard_by_granule;
-  if (pool->arenas != nullptr) {
-    for (uint32_t s = 0; s <= pool->shard_mask; s++) {
-      delete pool->arenas[s].cells;
-      for (MetadataArena* arena : pool->arenas[s].meta) delete arena;
+  delete[] pool->classes.class_shards;
+  delete[] pool->fast.first_shard_by_granule;
+  if (pool->metadata.arenas != nullptr) {
+    for (uint32_t s = 0; s <= pool->fast.shard_mask; s++) {
+      delete pool->metadata.arenas[s].cells;
+      for (MetadataArena* arena : pool->metadata.arenas[s].meta) delete arena;
     }
-    delete[] pool->arenas;
+    delete[] pool->metadata.arenas;
   }
-  delete pool->own_source;
+  delete pool->source.own;
   delete pool;
 }
 
-const char* zs_pool_name(const ZsPool* pool) { return pool != nullptr ? pool->name.c_str() : ""; }
+const char* zs_pool_name(const ZsPool* pool) {
+  return pool != nullptr ? pool->id.name.c_str() : "";
+}
 
 size_t zs_huge_class_size(const ZsPool* pool) {
-  return pool != nullptr ? pool->table.huge_class_size : 0;
+  return pool != nullptr ? pool->classes.table.huge_class_size : 0;
 }
 
 unsigned zs_lookup_class_index(const ZsPool* pool, unsigned size) {
   if (pool == nullptr) return 0;
-  return pool->first_shard[pool->table.index_of(size)]->index;
+  return pool->classes.first_shard[pool->classes.table.index_of(size)]->index;
 }
 
 unsigned long zs_get_total_pages(const ZsPool* pool) {
-  return pool != nullptr ? pool->pages_allocated.load(std::memory_order_relaxed) : 0;
+  return pool != nullptr ? pool->pages.allocated.load(std::memory_order_relaxed) : 0;
 }
 
 size_t zs_pool_bookkeeping_bytes(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   if (pool == nullptr) return 0;
-  const size_t granules = (pool->page_size >> kGranuleShift) + 2;
-  const size_t arenas_per_shard = 1 + pool->table.chain;  // cells, metadata per chain length
-  size_t bytes = sizeof(ZsPool) + pool->nr_class_shards * sizeof(ClassShard) +
-                 granules * sizeof(*pool->first_shard_by_granule) +
-                 (pool->shard_mask + 1) *
+  const size_t granules = (pool->classes.page_size >> kGranuleShift) + 2;
+  // cells, metadata per chain length
+  const size_t arenas_per_shard = 1 + pool->classes.table.chain;
+  size_t bytes = sizeof(ZsPool) + pool->classes.nr_class_shards * sizeof(ClassShard) +
+                 granules * sizeof(*pool->fast.first_shard_by_granule) +
+                 (pool->fast.shard_mask + 1) *
                      (sizeof(ShardArenas) + arenas_per_shard * sizeof(MetadataArena));
-  for (uint32_t s = 0; s <= pool->shard_mask; s++) {
-    ShardArenas& arenas = pool->arenas[s];
+  for (uint32_t s = 0; s <= pool->fast.shard_mask; s++) {
+    ShardArenas& arenas = pool->metadata.arenas[s];
     MutexGuard guard(arenas.lock);
     bytes += arenas.cells->carved_bytes();
     for (const MetadataArena* arena : arenas.meta)
@@ -232,11 +237,11 @@ size_t zs_pool_bookkeeping_bytes(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
 
 void zs_pool_stats(const ZsPool* pool, struct zs_pool_stats* stats) {
   if (pool == nullptr || stats == nullptr) return;
-  stats->pages_compacted = pool->pages_compacted.load(std::memory_order_relaxed);
+  stats->pages_compacted = pool->compaction.pages_compacted.load(std::memory_order_relaxed);
   stats->lock_waits = 0;
   stats->shard_moves = 0;
-  for (uint32_t c = 0; c < pool->nr_class_shards; c++) {
-    const ClassShard& shard = pool->class_shards[c];
+  for (uint32_t c = 0; c < pool->classes.nr_class_shards; c++) {
+    const ClassShard& shard = pool->classes.class_shards[c];
     stats->lock_waits += shard.lock_waits.load(std::memory_order_relaxed);
     stats->shard_moves += shard.moves_in.load(std::memory_order_relaxed);
   }
@@ -244,7 +249,8 @@ void zs_pool_stats(const ZsPool* pool, struct zs_pool_stats* stats) {
   stats->cached_objs = caches.objs;
   stats->cached_bytes = caches.bytes;
   stats->thread_cache_bytes = caches.own_bytes;
-  stats->cached_bytes_per_thread = pool->thread_caches ? pool->cache_bytes_per_thread : 0;
+  stats->cached_bytes_per_thread =
+      pool->fast.thread_caches ? pool->tcache.cache_bytes_per_thread : 0;
 }
 
 }  // namespace ZSM_VARIANT_NS

@@ -19,7 +19,7 @@
 //   pass it. A free also checks the object's header against the cell, and reads and writes
 //   are checked against the size in the header. A double free is missed only once the
 //   handle has been handed out again. A store reaches the tagging path through the one
-//   compare it makes anyway (ZsPool::store_size_limit), so a default pool's store pays
+//   compare it makes anyway (ZsPool::fast.store_size_limit), so a default pool's store pays
 //   nothing for it.
 //   Reads. Each thread records the reads it has in progress (pool/open_reads.h): a read_end
 //   must match one, and unlocks the zspage that read locked, with a decrement that refuses a
@@ -55,7 +55,7 @@ struct TrustHandle {
 
 // The handle a hardened pool returns for a cell: the cell's address with the pool's tag.
 inline unsigned long tag_handle(const ZsPool* pool, unsigned long cell) {
-  return cell ^ pool->handle_tag;
+  return cell ^ pool->id.handle_tag;
 }
 
 // A hardened pool's checks of what one call's handle leads to.
@@ -68,7 +68,7 @@ struct CheckHandle {
   [[nodiscard]] unsigned long handle() const { return tag_handle(pool, cell); }
   // A cell of this pool that holds no obj holds 0 or a link inside the cell region.
   ZSM_ALWAYS_INLINE unsigned long operator()(unsigned long obj) const {
-    if (ZSM_UNLIKELY(obj == 0 || pool->cells.contains(obj)))
+    if (ZSM_UNLIKELY(obj == 0 || pool->metadata.cells.contains(obj)))
       report_free_handle(pool, call, handle());
     return obj;
   }
@@ -86,8 +86,8 @@ struct CheckHandle {
 // Returns the checker for what the cell holds.
 ZSM_ALWAYS_INLINE CheckHandle check_handle(const ZsPool* pool, const char* call,
                                            unsigned long handle) {
-  unsigned long cell = handle ^ pool->handle_tag;
-  if (ZSM_UNLIKELY(!pool->cells.is_cell(cell))) report_foreign_handle(pool, call, handle);
+  unsigned long cell = handle ^ pool->id.handle_tag;
+  if (ZSM_UNLIKELY(!pool->metadata.cells.is_cell(cell))) report_foreign_handle(pool, call, handle);
   return {pool, call, cell};
 }
 

@@ -114,12 +114,12 @@ ZSM_ALWAYS_INLINE unsigned long place_and_unlock(ZsPool* pool, ClassShard* shard
 ZSM_COLD_PATH ZsPage* make_new_zspage_hot(ZsPool* pool, ClassShard* shard, unsigned long handle)
     ZSM_NO_THREAD_SAFETY_ANALYSIS {
   shard->lock.unlock();
-  pool->zspages_being_added.fetch_add(1, std::memory_order_relaxed);
+  pool->pages.zspages_being_added.fetch_add(1, std::memory_order_relaxed);
   bool reclaimed = false;
   ZsPage* zspage = alloc_zspage(pool, shard, &reclaimed);
   if (ZSM_UNLIKELY(zspage == nullptr)) {
-    pool->zspages_being_added.fetch_sub(1, std::memory_order_relaxed);
-    if (!reclaimed && pool->thread_caches) drain_thread_caches(pool);
+    pool->pages.zspages_being_added.fetch_sub(1, std::memory_order_relaxed);
+    if (!reclaimed && pool->fast.thread_caches) drain_thread_caches(pool);
     lock_shard(shard);
     if (ZsPage* hot = shard->hot != nullptr ? shard->hot : make_fullest_hot(shard)) return hot;
     free_handle(pool, shard, handle);
@@ -132,7 +132,7 @@ ZSM_COLD_PATH ZsPage* make_new_zspage_hot(ZsPool* pool, ClassShard* shard, unsig
   zspage->magazine_offset = shard->magazine_offset;
   insert_zspage(shard, zspage, ZS_INUSE_RATIO_0);
   shard->stats[ZS_OBJS_ALLOCATED] += shard->objs_per_zspage;
-  pool->zspages_being_added.fetch_sub(1, std::memory_order_relaxed);
+  pool->pages.zspages_being_added.fetch_sub(1, std::memory_order_relaxed);
   return shard->hot != nullptr ? shard->hot : make_fullest_hot(shard);
 }
 
@@ -145,7 +145,7 @@ ZSM_COLD_PATH unsigned long alloc_in_other_shard(ZsPool* pool, ClassShard* first
                                                  const ClassShard* own, size_t size,
                                                  zs_alloc_tag* tag, Fill fill)
     ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  for (uint32_t s = 0; s <= pool->shard_mask; s++) {
+  for (uint32_t s = 0; s <= pool->fast.shard_mask; s++) {
     ClassShard* shard = first + s;
     if (shard == own) continue;
     lock_shard(shard);
@@ -180,7 +180,9 @@ ZSM_OFF_FAST_PATH unsigned long alloc_object_slow(ZsPool* pool, ClassShard* firs
   ZsPage* zspage = shard->hot;
   if (zspage == nullptr && (zspage = make_fullest_hot(shard)) == nullptr &&
       (zspage = make_new_zspage_hot(pool, shard, handle)) == nullptr)
-    return pool->shard_mask != 0 ? alloc_in_other_shard(pool, first, shard, size, tag, fill) : 0;
+    return pool->fast.shard_mask != 0
+               ? alloc_in_other_shard(pool, first, shard, size, tag, fill)
+               : 0;
   return place_and_unlock(pool, shard, zspage, handle, size, tag, fill);
 }
 
@@ -209,7 +211,7 @@ ZSM_ALWAYS_INLINE unsigned long alloc_object(ZsPool* pool, size_t size, zs_alloc
 template <typename Fill>
 ZSM_OFF_FAST_PATH unsigned long alloc_checked(ZsPool* pool, size_t size, zs_alloc_tag* tag,
                                               Fill fill) {
-  if (!fill.valid() || pool == nullptr || size - 1 >= pool->page_size) {
+  if (!fill.valid() || pool == nullptr || size - 1 >= pool->classes.page_size) {
     errno = !fill.valid() || pool == nullptr || size == 0 ? EINVAL : ENOSPC;
     return 0;
   }
@@ -220,14 +222,14 @@ ZSM_OFF_FAST_PATH unsigned long alloc_checked(ZsPool* pool, size_t size, zs_allo
 // The locked path's store and malloc, from their entry: the guard, then alloc_object(). The
 // guard sends a store off its fast path for a bad argument or because the pool is hardened
 // (whose stores tag their handles): the one compare of the size against
-// ZsPool::store_size_limit does both, so that a default pool's stores pay nothing for
+// ZsPool::fast.store_size_limit does both, so that a default pool's stores pay nothing for
 // hardened ones. The cached store's entry (pool/cached_path.h) has the same guard but for
 // the null pool, which no cache serves. The two are written apart so that each compiles to
 // its own register allocation (the golden counts guard both paths' instructions).
 template <typename Fill>
 ZSM_ALWAYS_INLINE unsigned long locked_alloc(ZsPool* pool, size_t size, zs_alloc_tag* tag,
                                              Fill fill) {
-  if (ZSM_UNLIKELY(!fill.valid() || pool == nullptr || size - 1 >= pool->store_size_limit))
+  if (ZSM_UNLIKELY(!fill.valid() || pool == nullptr || size - 1 >= pool->fast.store_size_limit))
     return alloc_checked(pool, size, tag, fill);
   return alloc_object(pool, size, tag, fill);
 }

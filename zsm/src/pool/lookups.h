@@ -127,7 +127,7 @@ ZSM_ALWAYS_INLINE unsigned long pin_checked(ZsPool* pool, const char* call, unsi
 // The pinned object behind `handle` for a write of `len` bytes, or a look at it: a hardened
 // pool also checks the handle and the object's size.
 unsigned long pin_for_access(ZsPool* pool, const char* call, unsigned long handle, size_t len) {
-  if (ZSM_LIKELY(!pool->hardened)) return read_lock_obj(handle, TrustHandle{});
+  if (ZSM_LIKELY(!pool->fast.hardened)) return read_lock_obj(handle, TrustHandle{});
   return pin_checked(pool, call, handle, len);
 }
 
@@ -147,7 +147,7 @@ unsigned long pin_and_record_read(ZsPool* pool, unsigned long handle, size_t len
 // The pinned object behind `handle` for a read of `len` bytes (pin_for_access(), and a
 // hardened pool records the read).
 unsigned long pin_for_read(ZsPool* pool, unsigned long handle, size_t len) {
-  if (ZSM_LIKELY(!pool->hardened)) return read_lock_obj(handle, TrustHandle{});
+  if (ZSM_LIKELY(!pool->fast.hardened)) return read_lock_obj(handle, TrustHandle{});
   return pin_and_record_read(pool, handle, len);
 }
 

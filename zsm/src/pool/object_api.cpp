@@ -40,8 +40,8 @@
 // store/free pair at a zspage boundary does not build and tear down a zspage each time.
 // zs_compact() frees the spares.
 //
-// Lock order: ZsPool::compaction_in_progress (flag) -> ClassShard::lock
-//             -> ZspageLock (try only) -> ZsPool::source_lock, ShardArenas::lock
+// Lock order: ZsPool::compaction.in_progress (flag) -> ClassShard::lock
+//             -> ZspageLock (try only) -> ZsPool::source.lock, ShardArenas::lock
 //             -> CellRegion's lock (leaves).
 //   ClassShard::lock fullness lists, free lists, inuse counts, stats, the shard's cell
 //                    stock. Store and free take one shard's; compaction takes all shards of
@@ -106,7 +106,7 @@ ZSM_OFF_FAST_PATH void free_reserved(ZsPool* pool, unsigned long handle) {
 
 void locked_path::free(ZsPool* pool, unsigned long handle) {
   if (ZSM_UNLIKELY(pool == nullptr || handle == 0)) return;
-  if (ZSM_UNLIKELY(pool->hardened))
+  if (ZSM_UNLIKELY(pool->fast.hardened))
     free_checked(pool, handle);
   else
     free_cell(pool, handle, TrustHandle{});
@@ -165,7 +165,7 @@ void* zs_obj_read_begin(ZsPool* pool, unsigned long handle, size_t mem_len, void
   if (ZSM_UNLIKELY(mem_len > obj_capacity(shard))) {
     // Not in a hardened pool, whose pin reports any length past the object's size (no read
     // is recorded here that nothing would end).
-    ZSM_DCHECK(!pool->hardened);
+    ZSM_DCHECK(!pool->fast.hardened);
     zspage->lock.read_unlock();
     errno = EINVAL;
     return nullptr;
@@ -183,7 +183,7 @@ void* zs_obj_read_begin(ZsPool* pool, unsigned long handle, size_t mem_len, void
 
 void zs_obj_read_end(ZsPool* pool, unsigned long handle, size_t, void*) {
   if (ZSM_UNLIKELY(pool == nullptr || handle == 0)) return;
-  if (ZSM_UNLIKELY(pool->hardened))
+  if (ZSM_UNLIKELY(pool->fast.hardened))
     end_recorded_read(pool, handle);
   else
     read_unlock_obj(handle);

@@ -74,7 +74,7 @@ int zs_print_allocinfo(FILE* out, size_t max);
 
 // For the pool's own files: frees a slot a thread's cache reserved, as a free without a
 // cache does (the shard's lock taken); zs_create_pool() hands it to the caches
-// (ZsPool::free_reserved_slot).
+// (ZsPool::tcache.free_reserved_slot).
 void free_reserved(ZsPool* pool, unsigned long handle);
 
 }  // namespace ZSM_VARIANT_NS

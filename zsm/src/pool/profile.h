@@ -42,8 +42,8 @@ void register_alloc_tag(zs_alloc_tag* tag);
 ZSM_PROFILE_HOOK void profile_alloc(const ZsPool* pool, ClassShard* shard, unsigned long handle,
                                     size_t size, zs_alloc_tag* tag) ZSM_REQUIRES(shard->lock) {
   if (tag == nullptr) tag = &g_untagged;
-  pool->cells.mirror_of(handle)->store(reinterpret_cast<unsigned long>(tag),
-                                       std::memory_order_relaxed);
+  pool->metadata.cells.mirror_of(handle)->store(reinterpret_cast<unsigned long>(tag),
+                                                std::memory_order_relaxed);
   __atomic_fetch_add(&tag->bytes, size, __ATOMIC_RELAXED);
   __atomic_fetch_add(&tag->calls, 1, __ATOMIC_RELAXED);
   shard->prof_objs++;
@@ -54,7 +54,7 @@ ZSM_PROFILE_HOOK void profile_alloc(const ZsPool* pool, ClassShard* shard, unsig
 ZSM_PROFILE_HOOK void profile_free(const ZsPool* pool, ClassShard* shard, unsigned long handle,
                                    size_t size) ZSM_REQUIRES(shard->lock) {
   auto* tag = reinterpret_cast<zs_alloc_tag*>(
-      pool->cells.mirror_of(handle)->load(std::memory_order_relaxed));
+      pool->metadata.cells.mirror_of(handle)->load(std::memory_order_relaxed));
   __atomic_fetch_sub(&tag->bytes, size, __ATOMIC_RELAXED);
   __atomic_fetch_sub(&tag->calls, 1, __ATOMIC_RELAXED);
   shard->prof_objs--;

@@ -25,7 +25,7 @@ void fill_class_stats(const ZsPool* pool, ClassShard* first, struct zs_class_sta
   out->size = first->geom.size;
   out->pages_per_zspage = first->pages_per_zspage;
   out->objs_per_zspage = first->objs_per_zspage;
-  for (ClassShard* shard = first; shard <= first + pool->shard_mask; shard++) {
+  for (ClassShard* shard = first; shard <= first + pool->fast.shard_mask; shard++) {
     MutexGuard guard(shard->lock);
     for (int fg = 0; fg < NR_FULLNESS_GROUPS; fg++) out->zspages[fg] += shard->stats[fg];
     if (shard->hot != nullptr) out->zspages[hot_group(shard)]++;  // counted in no stats[g]
@@ -40,15 +40,17 @@ void fill_class_stats(const ZsPool* pool, ClassShard* first, struct zs_class_sta
 
 }  // namespace
 
-unsigned zs_class_count(const ZsPool* pool) { return pool != nullptr ? pool->table.nr_indices : 0; }
+unsigned zs_class_count(const ZsPool* pool) {
+  return pool != nullptr ? pool->classes.table.nr_indices : 0;
+}
 
 int zs_class_stats(ZsPool* pool, unsigned index, struct zs_class_stats* out) {
-  if (pool == nullptr || out == nullptr || index >= pool->table.nr_indices) {
+  if (pool == nullptr || out == nullptr || index >= pool->classes.table.nr_indices) {
     errno = EINVAL;
     return -1;
   }
-  fill_class_stats(pool, pool->first_shard[index], out);
-  return pool->table.distinct(index) ? 1 : 0;
+  fill_class_stats(pool, pool->classes.first_shard[index], out);
+  return pool->classes.table.distinct(index) ? 1 : 0;
 }
 
 int zs_print_classes(ZsPool* pool, FILE* out) {
@@ -64,10 +66,10 @@ int zs_print_classes(ZsPool* pool, FILE* out) {
                "pages_per_zspage", "freeable");
 
   struct zs_class_stats total{};
-  for (unsigned i = 0; i < pool->table.nr_indices; i++) {
-    if (!pool->table.distinct(i)) continue;
+  for (unsigned i = 0; i < pool->classes.table.nr_indices; i++) {
+    if (!pool->classes.table.distinct(i)) continue;
     struct zs_class_stats s{};
-    fill_class_stats(pool, pool->first_shard[i], &s);
+    fill_class_stats(pool, pool->classes.first_shard[i], &s);
     std::fprintf(out, " %5u %5u", i, s.size);
     for (int fg = ZS_INUSE_RATIO_10; fg < NR_FULLNESS_GROUPS; fg++) {
       std::fprintf(out, " %9lu", s.zspages[fg]);

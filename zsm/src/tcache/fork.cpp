@@ -49,34 +49,37 @@ bool lock_patiently(Mutex& m) ZSM_NO_THREAD_SAFETY_ANALYSIS {
 // Calls `visit(lock)` for every lock of a registered pool, in the lock order (pool/object_api.cpp).
 template <typename Visit>
 void for_each_pool_lock(ZsPool* pool, Visit visit) ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  for (uint32_t c = 0; c < pool->nr_class_shards; c++) visit(pool->class_shards[c].lock);
-  for (uint32_t s = 0; s <= pool->shard_mask; s++) visit(pool->arenas[s].lock);
-  visit(pool->source_lock);
+  for (uint32_t c = 0; c < pool->classes.nr_class_shards; c++)
+    visit(pool->classes.class_shards[c].lock);
+  for (uint32_t s = 0; s <= pool->fast.shard_mask; s++) visit(pool->metadata.arenas[s].lock);
+  visit(pool->source.lock);
 }
 
 // Blocks every pool's caches and waits until no owner is inside its fast path.
 void block_all_caches() ZSM_REQUIRES(registry_lock) {
-  for (ZsPool* pool = all_pools; pool != nullptr; pool = pool->next_pool) block_caches(pool);
+  for (ZsPool* pool : all_pools) block_caches(pool);
   heavy_barrier();
-  for (ZsPool* pool = all_pools; pool != nullptr; pool = pool->next_pool)
-    for (const ThreadCache* tc = pool->caches; tc != nullptr; tc = tc->next) wait_for_owner(tc);
+  for (ZsPool* pool : all_pools)
+    for (const ThreadCache* tc : pool->tcache.caches) wait_for_owner(tc);
 }
 
 void unblock_all_caches() ZSM_REQUIRES(registry_lock) {
-  for (ZsPool* pool = all_pools; pool != nullptr; pool = pool->next_pool) unblock_caches(pool);
+  for (ZsPool* pool : all_pools) unblock_caches(pool);
 }
 
 // Takes every lock of every pool; false, with none of them held, when one stays busy.
 bool lock_all_pools() ZSM_REQUIRES(registry_lock) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   size_t taken = 0;
   bool ok = true;
-  for (ZsPool* pool = all_pools; ok && pool != nullptr; pool = pool->next_pool) {
+  for (ZsPool* pool : all_pools) {
+    if (!ok) break;
     for_each_pool_lock(pool, [&](Mutex& m) ZSM_NO_THREAD_SAFETY_ANALYSIS {
       if (ok && (ok = lock_patiently(m))) taken++;
     });
   }
   if (ok) return true;
-  for (ZsPool* pool = all_pools; taken > 0; pool = pool->next_pool) {
+  for (ZsPool* pool : all_pools) {
+    if (taken == 0) break;
     for_each_pool_lock(pool, [&](Mutex& m) ZSM_NO_THREAD_SAFETY_ANALYSIS {
       if (taken > 0 && taken--) m.unlock();
     });
@@ -100,7 +103,7 @@ void prepare_fork() ZSM_NO_THREAD_SAFETY_ANALYSIS {
 
 void after_fork_in_parent() ZSM_NO_THREAD_SAFETY_ANALYSIS {
   barrier_lock.unlock();
-  for (ZsPool* pool = all_pools; pool != nullptr; pool = pool->next_pool)
+  for (ZsPool* pool : all_pools)
     for_each_pool_lock(pool, [](Mutex& m) ZSM_NO_THREAD_SAFETY_ANALYSIS { m.unlock(); });
   unblock_all_caches();
   registry_lock.unlock();
@@ -108,17 +111,17 @@ void after_fork_in_parent() ZSM_NO_THREAD_SAFETY_ANALYSIS {
 
 // The child's copy of a pool, whose users other than this thread have vanished.
 void forget_vanished_threads(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  pool->caches_blocked.store(0, std::memory_order_relaxed);
+  pool->fast.caches_blocked.store(0, std::memory_order_relaxed);
   key_caches(pool);
-  pool->compaction_in_progress.store(false, std::memory_order_relaxed);
-  pool->exit_frees_in_flight.store(0, std::memory_order_relaxed);
-  for (ThreadCache* tc = pool->caches; tc != nullptr; tc = tc->next) {
+  pool->compaction.in_progress.store(false, std::memory_order_relaxed);
+  pool->tcache.exit_frees_in_flight.store(0, std::memory_order_relaxed);
+  for (ThreadCache* tc : pool->tcache.caches) {
     tc->in_fast.store(0, std::memory_order_relaxed);
     if (!owned_by_this_thread(tc)) tc->orphaned = true;
   }
-  if (pool->zspages_being_added.load(std::memory_order_relaxed) != 0) {
-    pool->pages_allocated.store(count_zspage_pages(pool), std::memory_order_relaxed);
-    pool->zspages_being_added.store(0, std::memory_order_relaxed);
+  if (pool->pages.zspages_being_added.load(std::memory_order_relaxed) != 0) {
+    pool->pages.allocated.store(count_zspage_pages(pool), std::memory_order_relaxed);
+    pool->pages.zspages_being_added.store(0, std::memory_order_relaxed);
   }
   for_each_pool_lock(pool, [](Mutex& m) ZSM_NO_THREAD_SAFETY_ANALYSIS {
     m.forget_waiters();
@@ -129,7 +132,7 @@ void forget_vanished_threads(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
 void after_fork_in_child() ZSM_NO_THREAD_SAFETY_ANALYSIS {
   barrier_lock.forget_waiters();
   barrier_lock.unlock();
-  for (ZsPool* pool = all_pools; pool != nullptr; pool = pool->next_pool)
+  for (ZsPool* pool : all_pools)
     forget_vanished_threads(pool);
   forget_other_threads_shard_hints();
   registry_lock.forget_waiters();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "base/compiler.h"
+#include "base/list.h"
 #include "base/lock.h"
 #include "tcache/thread_cache.h"
 #include "zspage/types.h"
@@ -15,8 +16,8 @@ inline namespace ZSM_VARIANT_NS {
 // every pool. Taken off the fast path only, never under a shard lock (a drain takes shard
 // locks under it).
 extern Mutex registry_lock;
-// Every registered pool, newest first (ZsPool::next_pool).
-extern ZsPool* all_pools ZSM_GUARDED_BY(registry_lock);
+// Every registered pool, newest first (ZsPool::registry.links).
+extern IntrusiveList<ZsPool> all_pools ZSM_GUARDED_BY(registry_lock);
 // Serialises the mprotect() barrier (a leaf: nothing is taken under it).
 extern Mutex barrier_lock;
 

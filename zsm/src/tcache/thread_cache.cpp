@@ -25,12 +25,12 @@ namespace zsm {
 inline namespace ZSM_VARIANT_NS {
 
 Mutex registry_lock;
-ZsPool* all_pools = nullptr;
+constinit IntrusiveList<ZsPool> all_pools;
 Mutex barrier_lock;
 
 namespace {
 
-// Cache slots (ZsPool::cache_slot): those of destroyed pools, reused newest first, and the
+// Cache slots (ZsPool::fast.cache_slot): those of destroyed pools, reused newest first, and the
 // next never used. Room for every slot is reserved when the slot is first handed out, so
 // that giving one back never allocates. Never destroyed: a pool may outlive static
 // destruction.
@@ -38,7 +38,7 @@ std::vector<uint32_t>* const free_slots ZSM_PT_GUARDED_BY(registry_lock) =
     new std::vector<uint32_t>;
 uint32_t next_slot ZSM_GUARDED_BY(registry_lock) = 0;
 
-// Magazine maps (ZsPool::magazine_by_granule), one per distinct class table: pools of one
+// Magazine maps (ZsPool::fast.magazine_by_granule), one per distinct class table: pools of one
 // geometry share theirs, so that a thread storing round-robin into many pools reads one
 // map, not a page of its own per pool. There are at most as many as the geometries the
 // process has made pools of; never freed, as a pool may outlive static destruction.
@@ -54,13 +54,13 @@ const MagazineMap* magazine_maps ZSM_GUARDED_BY(registry_lock) = nullptr;
 // Makes a cache for the pool, its magazines in one allocation, where init_thread_caches()
 // placed them.
 ThreadCache* make_cache(ZsPool* pool) {
-  void* mem = std::malloc(pool->thread_cache_size);
+  void* mem = std::malloc(pool->tcache.thread_cache_size);
   if (mem == nullptr) return nullptr;
   auto* tc = new (mem) ThreadCache;
-  tc->bytes = pool->thread_cache_size;
-  tc->nr_magazines = pool->nr_magazines;
-  for (uint32_t c = 0; c < pool->nr_class_shards; c += pool->shard_mask + 1) {
-    const ClassShard& shard = pool->class_shards[c];
+  tc->bytes = pool->tcache.thread_cache_size;
+  tc->nr_magazines = pool->tcache.nr_magazines;
+  for (uint32_t c = 0; c < pool->classes.nr_class_shards; c += pool->fast.shard_mask + 1) {
+    const ClassShard& shard = pool->classes.class_shards[c];
     auto* m = new (&tc->magazine_at(shard.magazine_offset)) Magazine(shard.magazine_capacity);
     m->geom = shard.geom;
     m->copy = copy_payload_for_class(obj_capacity(&shard));
@@ -72,21 +72,6 @@ void destroy_cache(ThreadCache* tc) {
   static_assert(std::is_trivially_destructible_v<Magazine>);
   tc->~ThreadCache();
   std::free(tc);
-}
-
-void link_cache(ZsPool* pool, ThreadCache* tc) ZSM_REQUIRES(registry_lock) {
-  tc->next = pool->caches;
-  if (pool->caches != nullptr) pool->caches->prev = tc;
-  pool->caches = tc;
-}
-
-void unlink_cache(ZsPool* pool, ThreadCache* tc) ZSM_REQUIRES(registry_lock) {
-  if (tc->prev != nullptr)
-    tc->prev->next = tc->next;
-  else
-    pool->caches = tc->next;
-  if (tc->next != nullptr) tc->next->prev = tc->prev;
-  tc->prev = tc->next = nullptr;
 }
 
 // Handles a drain takes out of caches under the registry lock, to free once it has dropped
@@ -106,13 +91,13 @@ uint32_t take_handles(ThreadCache* tc, unsigned long* out, uint32_t room)
 }
 
 void free_handles(ZsPool* pool, const unsigned long* handles, uint32_t n) {
-  for (uint32_t i = 0; i < n; i++) pool->free_reserved_slot(pool, handles[i]);
+  for (uint32_t i = 0; i < n; i++) pool->tcache.free_reserved_slot(pool, handles[i]);
 }
 
 // A drain has taken an orphaned cache's slots (see ThreadCache::orphaned): nothing else will.
 void release_if_orphaned(ZsPool* pool, ThreadCache* tc) ZSM_REQUIRES(registry_lock) {
   if (!tc->orphaned) return;
-  unlink_cache(pool, tc);
+  pool->tcache.caches.remove(tc);
   destroy_cache(tc);
 }
 
@@ -120,8 +105,8 @@ void release_if_orphaned(ZsPool* pool, ThreadCache* tc) ZSM_REQUIRES(registry_lo
 // caches are blocked); frees the orphaned caches it leaves empty. Returns how many.
 uint32_t take_reserved(ZsPool* pool, unsigned long* batch) ZSM_REQUIRES(registry_lock) {
   uint32_t taken = 0;
-  for (ThreadCache *tc = pool->caches, *next; tc != nullptr && taken < kDrainBatch; tc = next) {
-    next = tc->next;
+  for (ThreadCache* tc : pool->tcache.caches) {  // release_if_orphaned() may free tc
+    if (taken == kDrainBatch) break;
     wait_for_owner(tc);
     taken += take_handles(tc, batch + taken, kDrainBatch - taken);
     if (taken < kDrainBatch) release_if_orphaned(pool, tc);
@@ -131,7 +116,7 @@ uint32_t take_reserved(ZsPool* pool, unsigned long* batch) ZSM_REQUIRES(registry
 
 // The exiting owner's cache `tc` gives its slots back to its pool, if it still has one, a
 // batch at a time, freed with the registry unlocked; zs_destroy_pool() waits for a batch in
-// flight (ZsPool::exit_frees_in_flight). Then the cache leaves the pool's list.
+// flight (ZsPool::tcache.exit_frees_in_flight). Then the cache leaves the pool's list.
 void give_back(ThreadCache* tc) {
   unsigned long batch[kDrainBatch];
   for (;;) {
@@ -143,20 +128,20 @@ void give_back(ThreadCache* tc) {
       if (pool == nullptr) return;
       n = take_handles(tc, batch, kDrainBatch);
       if (n == 0) {
-        unlink_cache(pool, tc);
+        pool->tcache.caches.remove(tc);
         return;
       }
-      pool->exit_frees_in_flight.fetch_add(1, std::memory_order_relaxed);
+      pool->tcache.exit_frees_in_flight.fetch_add(1, std::memory_order_relaxed);
     }
     free_handles(pool, batch, n);
-    pool->exit_frees_in_flight.fetch_sub(1, std::memory_order_release);
+    pool->tcache.exit_frees_in_flight.fetch_sub(1, std::memory_order_release);
   }
 }
 
 // --- a thread's caches ----------------------------------------------------------------------
 
 // The caches this thread has made, one per pool it used, by the pool's cache slot
-// (ZsPool::cache_slot, unique among live pools): finding a pool's cache is one load and a
+// (ZsPool::fast.cache_slot, unique among live pools): finding a pool's cache is one load and a
 // compare, however many pools the thread uses (switch_thread_cache() reads the table through
 // cache_table). Given back when the thread exits. Only the owner touches the table; the
 // registry lock guards what pools see of its caches.
@@ -165,7 +150,7 @@ class ThreadCaches {
   // Called when switch_thread_cache() found none: the slot holds no cache or one detached
   // from a destroyed pool that had the slot before.
   ThreadCache* add(ZsPool* pool) {
-    const uint32_t slot = pool->cache_slot;
+    const uint32_t slot = pool->fast.cache_slot;
     try {
       if (slot >= by_slot_.size()) by_slot_.resize(slot + 1, nullptr);
     } catch (const std::bad_alloc&) {
@@ -177,7 +162,7 @@ class ThreadCaches {
     if (tc == nullptr) return nullptr;
     tc->owner = this;
     MutexGuard guard(registry_lock);
-    link_cache(pool, tc);
+    pool->tcache.caches.push_front(tc);
     tc->pool_key.store(pool_key_now(pool), std::memory_order_release);
     by_slot_[slot] = tc;
     return tc;
@@ -289,8 +274,10 @@ namespace {
 // The magazine offset of the class serving each granule, as a map shared by every pool with
 // the same one (MagazineMap); nullptr when memory is short.
 const uint32_t* shared_magazine_map(const ZsPool* pool) {
-  const size_t granules = (pool->page_size >> kGranuleShift) + 2;
-  auto offset_of = [pool](size_t g) { return pool->first_shard_by_granule[g]->magazine_offset; };
+  const size_t granules = (pool->classes.page_size >> kGranuleShift) + 2;
+  auto offset_of = [pool](size_t g) {
+    return pool->fast.first_shard_by_granule[g]->magazine_offset;
+  };
   auto matches_pool = [&](const MagazineMap* map) {
     if (map->granules != granules) return false;
     for (size_t g = 0; g < granules; g++)
@@ -315,42 +302,42 @@ const uint32_t* shared_magazine_map(const ZsPool* pool) {
 }  // namespace
 
 bool init_thread_caches(ZsPool* pool) {
-  const uint32_t nr_shards = pool->shard_mask + 1;
-  pool->nr_magazines = pool->nr_class_shards / nr_shards;
-  pool->cache_bytes_per_thread = 0;
-  pool->thread_cache_size = sizeof(ThreadCache);
-  for (uint32_t c = 0; c < pool->nr_class_shards; c++) {
-    ClassShard& shard = pool->class_shards[c];
+  const uint32_t nr_shards = pool->fast.shard_mask + 1;
+  pool->tcache.nr_magazines = pool->classes.nr_class_shards / nr_shards;
+  pool->tcache.cache_bytes_per_thread = 0;
+  pool->tcache.thread_cache_size = sizeof(ThreadCache);
+  for (uint32_t c = 0; c < pool->classes.nr_class_shards; c++) {
+    ClassShard& shard = pool->classes.class_shards[c];
     shard.magazine_capacity = magazine_capacity(shard);
     if (shard.shard_index != 0) {  // the class's magazine is its first shard's
-      shard.magazine_offset = pool->class_shards[c - shard.shard_index].magazine_offset;
+      shard.magazine_offset = pool->classes.class_shards[c - shard.shard_index].magazine_offset;
       continue;
     }
-    shard.magazine_offset = static_cast<uint32_t>(pool->thread_cache_size);
-    pool->thread_cache_size += Magazine::bytes(shard.magazine_capacity);
-    pool->cache_bytes_per_thread += size_t{shard.magazine_capacity} * shard.geom.size;
+    shard.magazine_offset = static_cast<uint32_t>(pool->tcache.thread_cache_size);
+    pool->tcache.thread_cache_size += Magazine::bytes(shard.magazine_capacity);
+    pool->tcache.cache_bytes_per_thread += size_t{shard.magazine_capacity} * shard.geom.size;
   }
-  pool->magazine_by_granule = shared_magazine_map(pool);
-  return pool->magazine_by_granule != nullptr;
+  pool->fast.magazine_by_granule = shared_magazine_map(pool);
+  return pool->fast.magazine_by_granule != nullptr;
 }
 
 uintptr_t pool_key_now(const ZsPool* pool) {
   uintptr_t key = reinterpret_cast<uintptr_t>(pool);
-  return pool->caches_blocked.load(std::memory_order_relaxed) != 0 ? key | kBlockedKey : key;
+  return pool->fast.caches_blocked.load(std::memory_order_relaxed) != 0 ? key | kBlockedKey : key;
 }
 
 void key_caches(ZsPool* pool) {
   const uintptr_t key = pool_key_now(pool);
-  for (ThreadCache* tc = pool->caches; tc != nullptr; tc = tc->next)
+  for (ThreadCache* tc : pool->tcache.caches)
     tc->pool_key.store(key, ZSM_TSAN ? std::memory_order_seq_cst : std::memory_order_release);
 }
 
 void block_caches(ZsPool* pool) {
-  if (pool->caches_blocked.fetch_add(1, std::memory_order_relaxed) == 0) key_caches(pool);
+  if (pool->fast.caches_blocked.fetch_add(1, std::memory_order_relaxed) == 0) key_caches(pool);
 }
 
 void unblock_caches(ZsPool* pool) {
-  if (pool->caches_blocked.fetch_sub(1, std::memory_order_relaxed) == 1) key_caches(pool);
+  if (pool->fast.caches_blocked.fetch_sub(1, std::memory_order_relaxed) == 1) key_caches(pool);
 }
 
 unsigned long block_and_drain_thread_caches(ZsPool* pool) {
@@ -358,7 +345,7 @@ unsigned long block_and_drain_thread_caches(ZsPool* pool) {
     MutexGuard guard(registry_lock);
     block_caches(pool);
   }
-  if (!pool->thread_caches) return 0;
+  if (!pool->fast.thread_caches) return 0;
   heavy_barrier();
   unsigned long freed_before = pages_freed_by_this_thread();
   unsigned long batch[kDrainBatch];
@@ -389,7 +376,7 @@ bool register_pool(ZsPool* pool) {
   if (!fork_handled) return false;
   MutexGuard guard(registry_lock);
   if (!free_slots->empty()) {
-    pool->cache_slot = free_slots->back();
+    pool->fast.cache_slot = free_slots->back();
     free_slots->pop_back();
   } else {
     try {
@@ -397,44 +384,38 @@ bool register_pool(ZsPool* pool) {
     } catch (const std::bad_alloc&) {
       return false;
     }
-    pool->cache_slot = next_slot++;
+    pool->fast.cache_slot = next_slot++;
   }
-  pool->next_pool = all_pools;
-  if (all_pools != nullptr) all_pools->prev_pool = pool;
-  all_pools = pool;
-  pool->registered = true;
+  all_pools.push_front(pool);
+  pool->registry.registered = true;
   return true;
 }
 
 void unregister_pool(ZsPool* pool) {
   MutexGuard guard(registry_lock);
-  while (ThreadCache* tc = pool->caches) {
-    unlink_cache(pool, tc);
+  while (ThreadCache* tc = pool->tcache.caches.front()) {
+    pool->tcache.caches.remove(tc);
     if (tc->orphaned)
       destroy_cache(tc);
     else
       tc->pool_key.store(kNoPool, std::memory_order_relaxed);
   }
-  if (pool->registered) {
-    if (pool->prev_pool != nullptr)
-      pool->prev_pool->next_pool = pool->next_pool;
-    else
-      all_pools = pool->next_pool;
-    if (pool->next_pool != nullptr) pool->next_pool->prev_pool = pool->prev_pool;
-    pool->registered = false;
-    free_slots->push_back(pool->cache_slot);
+  if (pool->registry.registered) {
+    all_pools.remove(pool);
+    pool->registry.registered = false;
+    free_slots->push_back(pool->fast.cache_slot);
   }
 }
 
 void wait_for_exiting_threads(const ZsPool* pool) {
   Backoff backoff;
-  while (pool->exit_frees_in_flight.load(std::memory_order_acquire) != 0) backoff.pause();
+  while (pool->tcache.exit_frees_in_flight.load(std::memory_order_acquire) != 0) backoff.pause();
 }
 
 ThreadCacheFigures thread_cache_figures(const ZsPool* pool) {
   ThreadCacheFigures figures;
   MutexGuard guard(registry_lock);
-  for (const ThreadCache* tc = pool->caches; tc != nullptr; tc = tc->next) {
+  for (const ThreadCache* tc : pool->tcache.caches) {
     figures.own_bytes += tc->bytes;
     Magazine* m = const_cast<ThreadCache*>(tc)->first_magazine();
     for (uint32_t i = 0; i < tc->nr_magazines; i++, m = m->next()) {

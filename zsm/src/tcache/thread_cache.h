@@ -15,7 +15,7 @@
 //
 // Bounds. A magazine of a class of `size` bytes holds min(kMaxMagazine, kMagazineBytes /
 // size) handles; classes above kMagazineBytes and the huge class are not cached. So a
-// thread reserves at most ZsPool::cache_bytes_per_thread in a pool (the sum over classes,
+// thread reserves at most ZsPool::tcache.cache_bytes_per_thread in a pool (the sum over classes,
 // computed when the pool is created; the class table, and so the sum, depends on the page
 // size and the chain: docs/design.md lists every geometry, tests/zsm/bookkeeping_test.cpp
 // checks them), and zs_pool_stats() reports that bound and what all threads' caches hold now
@@ -74,6 +74,7 @@
 
 #include "base/compiler.h"
 #include "base/copy.h"
+#include "base/list.h"
 #include "zspage/obj.h"
 #include "zspage/types.h"
 
@@ -152,7 +153,7 @@ struct alignas(8) Magazine {
 // not even one with a null pool.
 inline constexpr uintptr_t kNoPool = 1;
 // Set in the pool_key of every cache of a pool while its caches are blocked
-// (ZsPool::caches_blocked > 0), so that the fast path's one compare of key and pool also
+// (ZsPool::fast.caches_blocked > 0), so that the fast path's one compare of key and pool also
 // refuses a blocked cache. Pools are aligned to more than this bit.
 inline constexpr uintptr_t kBlockedKey = 2;
 
@@ -163,14 +164,14 @@ struct ThreadCache {
   // of no pool.
   std::atomic<uintptr_t> pool_key{kNoPool};
   std::atomic<uint32_t> in_fast{0};    // the owner is inside its fast path
-  ThreadCache* prev = nullptr;         // the pool's caches (registry lock)
-  ThreadCache* next = nullptr;
+  ListLinks<ThreadCache> links;        // on its pool's list of caches (registry lock)
   const void* owner = nullptr;         // the owning thread's list of caches (ThreadCaches)
   // The owner vanished: the cache was inherited by a child of fork() from a thread that the
   // child does not have. The pool's next drain takes its slots and frees it (registry lock).
   bool orphaned = false;
   size_t bytes = 0;                    // this allocation, magazines and handle arrays included
   uint32_t nr_magazines = 0;
+  ListLinks<ThreadCache>& list_links() { return links; }
   // The magazines follow the struct in the same allocation, each with its handles.
   Magazine* first_magazine() { return reinterpret_cast<Magazine*>(this + 1); }
   // The magazine `offset` bytes from the cache (ClassShard::magazine_offset): a byte offset, so
@@ -234,7 +235,7 @@ ZSM_ALWAYS_INLINE bool enter_fast_path(const ZsPool* pool, ThreadCache* tc) {
   return false;
 }
 
-// This thread's caches by pool (ZsPool::cache_slot): the table that ThreadCaches
+// This thread's caches by pool (ZsPool::fast.cache_slot): the table that ThreadCaches
 // (thread_cache.cpp) keeps, named from the thread pointer so that a call on another pool
 // finds its cache without a function call. Empty while the thread exits.
 struct CacheTable {
@@ -251,7 +252,7 @@ ZSM_COLD_PATH ThreadCache* add_thread_cache(ZsPool* pool);
 // A call on a pool that is not the one the thread used last: the thread's cache for it
 // becomes current_cache, looked up in the table or made.
 inline ThreadCache* switch_thread_cache(ZsPool* pool) {
-  const uint32_t slot = pool->cache_slot;
+  const uint32_t slot = pool->fast.cache_slot;
   ThreadCache* tc = slot < cache_table.size ? cache_table.by_slot[slot] : nullptr;
   if (ZSM_UNLIKELY(tc == nullptr || !tc->belongs_to(pool))) return add_thread_cache(pool);
   current_cache = tc;
@@ -261,7 +262,7 @@ inline ThreadCache* switch_thread_cache(ZsPool* pool) {
 // The magazine of the class that serves a request of `bytes` (header included).
 inline Magazine& magazine_for(const ZsPool* pool, ThreadCache* tc, size_t bytes) {
   return tc->magazine_at(
-      pool->magazine_by_granule[(bytes + (1u << kGranuleShift) - 1) >> kGranuleShift]);
+      pool->fast.magazine_by_granule[(bytes + (1u << kGranuleShift) - 1) >> kGranuleShift]);
 }
 
 // --- the pool's side (thread_cache.cpp) -------------------------------------------------------

@@ -94,7 +94,7 @@ void check_zspage(const ZsPool* pool, const ClassShard* shard, const ZsPage* zsp
     if (is_free[idx]) continue;
     unsigned long header = *obj_word(obj_location(g, zspage, idx));
     unsigned long handle = header_to_handle(header);
-    if ((header & OBJ_ALLOCATED_TAG) == 0 || !pool->cells.is_cell(handle)) {
+    if ((header & OBJ_ALLOCATED_TAG) == 0 || !pool->metadata.cells.is_cell(handle)) {
       f.add("class %u: live slot %u has header %#lx", shard->index, idx, header);
       continue;
     }
@@ -116,16 +116,16 @@ ListTotals check_lists(const ZsPool* pool, ClassShard* shard, bool deep, Finding
   ListTotals totals;
   for (int fg = ZS_INUSE_RATIO_0; fg < ZS_INUSE_RATIO_100; fg++) {
     const ZsPage* prev = nullptr;
-    for (const ZsPage* zspage = shard->fullness_list[fg]; zspage != nullptr;
-         zspage = zspage->next) {
+    for (const ZsPage* zspage : shard->fullness_list[fg]) {
       if (totals.zspages[fg] > shard->stats[fg]) {
         f.add("class %u: list %d longer than its count %lu", shard->index, fg, shard->stats[fg]);
         break;
       }
       if (zspage == shard->hot) f.add("class %u: the hot zspage is on list %d", shard->index, fg);
-      if (zspage->prev != prev || zspage->fullness != fg || get_fullness_group(shard, zspage) != fg)
+      if (zspage->links.prev != prev || zspage->fullness != fg ||
+          get_fullness_group(shard, zspage) != fg)
         f.add("class %u: zspage in list %d has prev %p, group %u, in use %u", shard->index, fg,
-              static_cast<const void*>(zspage->prev), zspage->fullness, zspage->inuse);
+              static_cast<const void*>(zspage->links.prev), zspage->fullness, zspage->inuse);
       if (deep) check_zspage(pool, shard, zspage, f);
       totals.zspages[fg]++;
       totals.inuse += zspage->inuse;
@@ -134,7 +134,7 @@ ListTotals check_lists(const ZsPool* pool, ClassShard* shard, bool deep, Finding
     if (totals.zspages[fg] != shard->stats[fg])
       f.add("class %u: list %d holds %lu zspages, counted %lu", shard->index, fg,
             totals.zspages[fg], shard->stats[fg]);
-    if (((shard->nonempty >> fg) & 1) != (shard->fullness_list[fg] != nullptr ? 1 : 0))
+    if (((shard->nonempty >> fg) & 1) != (shard->fullness_list[fg].empty() ? 0 : 1))
       f.add("class %u: nonempty bit %d wrong", shard->index, fg);
   }
   return totals;
@@ -171,19 +171,21 @@ void check_stats(ClassShard* shard, const ListTotals& totals, Findings& f)
 }
 
 void lock_all_classes(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  for (uint32_t c = 0; c < pool->nr_class_shards; c++) pool->class_shards[c].lock.lock();
+  for (uint32_t c = 0; c < pool->classes.nr_class_shards; c++)
+    pool->classes.class_shards[c].lock.lock();
 }
 
 void unlock_all_classes(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  for (uint32_t c = 0; c < pool->nr_class_shards; c++) pool->class_shards[c].lock.unlock();
+  for (uint32_t c = 0; c < pool->classes.nr_class_shards; c++)
+    pool->classes.class_shards[c].lock.unlock();
 }
 
 // Every zspage the metadata arenas hold for a class, full ones included, and their pages.
 void check_all_zspages(ZsPool* pool, Findings& f) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   unsigned long pages = 0;
-  std::vector<unsigned long> full(pool->nr_class_shards);
-  for (uint32_t s = 0; s <= pool->shard_mask; s++) {
-    ShardArenas& arenas = pool->arenas[s];
+  std::vector<unsigned long> full(pool->classes.nr_class_shards);
+  for (uint32_t s = 0; s <= pool->fast.shard_mask; s++) {
+    ShardArenas& arenas = pool->metadata.arenas[s];
     MutexGuard guard(arenas.lock);
     for (MetadataArena* arena : arenas.meta) {
       if (arena == nullptr) continue;
@@ -196,18 +198,18 @@ void check_all_zspages(ZsPool* pool, Findings& f) ZSM_NO_THREAD_SAFETY_ANALYSIS 
         // Listed or hot: checked with its class.
         if (zspage->fullness != ZS_INUSE_RATIO_100 || zspage == shard->hot) return;
         check_zspage(pool, shard, zspage, f);
-        full[shard - pool->class_shards]++;
+        full[shard - pool->classes.class_shards]++;
       });
     }
   }
-  for (uint32_t c = 0; c < pool->nr_class_shards; c++) {
-    if (full[c] != pool->class_shards[c].stats[ZS_INUSE_RATIO_100])
-      f.add("class %u: %lu full zspages found, %lu counted", pool->class_shards[c].index, full[c],
-            pool->class_shards[c].stats[ZS_INUSE_RATIO_100]);
+  for (uint32_t c = 0; c < pool->classes.nr_class_shards; c++) {
+    if (full[c] != pool->classes.class_shards[c].stats[ZS_INUSE_RATIO_100])
+      f.add("class %u: %lu full zspages found, %lu counted", pool->classes.class_shards[c].index,
+            full[c], pool->classes.class_shards[c].stats[ZS_INUSE_RATIO_100]);
   }
-  if (pages != pool->pages_allocated.load(std::memory_order_relaxed))
+  if (pages != pool->pages.allocated.load(std::memory_order_relaxed))
     f.add("zspages hold %lu pages, the pool counts %lu", pages,
-          pool->pages_allocated.load(std::memory_order_relaxed));
+          pool->pages.allocated.load(std::memory_order_relaxed));
 }
 
 }  // namespace
@@ -226,8 +228,8 @@ void debug_check_class(const ZsPool* pool, ClassShard* shard, const ZsPage* touc
 int check_pool(ZsPool* pool, FILE* report) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   Findings f(report);
   lock_all_classes(pool);
-  for (uint32_t c = 0; c < pool->nr_class_shards; c++) {
-    ClassShard* shard = &pool->class_shards[c];
+  for (uint32_t c = 0; c < pool->classes.nr_class_shards; c++) {
+    ClassShard* shard = &pool->classes.class_shards[c];
     check_stats(shard, check_lists(pool, shard, true, f), f);
     check_hot(pool, shard, true, f);
   }

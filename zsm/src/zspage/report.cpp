@@ -16,7 +16,7 @@ namespace {
 [[noreturn]] ZSM_PRINTF_FORMAT(2, 3) void die(const ZsPool* pool, const char* fmt,
                                                              ...) {
   std::fputs("zsm: fatal: ", stderr);
-  if (pool != nullptr) std::fprintf(stderr, "pool '%s': ", pool->name.c_str());
+  if (pool != nullptr) std::fprintf(stderr, "pool '%s': ", pool->id.name.c_str());
   va_list args;
   va_start(args, fmt);
   std::vfprintf(stderr, fmt, args);

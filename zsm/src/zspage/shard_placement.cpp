@@ -55,9 +55,9 @@ ClassShard* lock_busy_store_shard(const ZsPool* pool, ClassShard* first, ClassSh
     count_under_lock(shard->lock_waits);
     return shard;
   }
-  if (pool->shard_mask != 0) {
+  if (pool->fast.shard_mask != 0) {
     shard_hint = (shard_hint & kPlaced) != 0 ? shard_hint + 1 : own_shard_hint();
-    shard = first + (shard_hint & pool->shard_mask);
+    shard = first + (shard_hint & pool->fast.shard_mask);
     lock_shard(shard);
     count_under_lock(shard->moves_in);
     return shard;

@@ -59,14 +59,14 @@ inline void place_thread() {
 // get_size_class_index() for a request of up to page_size + header bytes: shard 0 of its
 // class.
 inline ClassShard* first_shard_for_size(const ZsPool* pool, size_t size) {
-  return pool->first_shard_by_granule[(size + (1u << kGranuleShift) - 1) >> kGranuleShift];
+  return pool->fast.first_shard_by_granule[(size + (1u << kGranuleShift) - 1) >> kGranuleShift];
 }
 
 // The shard lock_store_shard() tries first: this thread's shard of the class whose shard 0
 // is `first`. A pool of one shard (the kernel's design) reads no hint.
 inline ClassShard* store_shard(const ZsPool* pool, ClassShard* first) {
-  if (pool->shard_mask == 0) return first;
-  return first + (shard_hint & pool->shard_mask);
+  if (pool->fast.shard_mask == 0) return first;
+  return first + (shard_hint & pool->fast.shard_mask);
 }
 
 // Locks this thread's shard of the class whose shard 0 is `first` and returns it (one

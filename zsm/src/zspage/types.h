@@ -7,10 +7,12 @@
 #include <zsm/zsmalloc.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "base/compiler.h"
+#include "base/list.h"
 #include "base/lock.h"
 #include "classes/size_class.h"
 #include "memory/metadata.h"
@@ -21,6 +23,7 @@ inline namespace ZSM_VARIANT_NS {
 class VmSource;
 struct ClassShard;
 struct ThreadCache;
+struct ZsPool;
 
 // enum fullness_group: 0 = empty, 1..10 = 0-9%, 10-19% .. 90-99% in use, 11 = full.
 inline constexpr int ZS_INUSE_RATIO_0 = 0;
@@ -41,8 +44,7 @@ using HandleCell = std::atomic<unsigned long>;
 // until the pool dies, so a thread holding a stale pointer may still read `shard` and touch
 // `lock` (pool/lookups.h, "Finding an object's shard without a pool lock").
 struct ZsPage {
-  ZsPage* prev;                       // fullness list links (shard lock)
-  ZsPage* next;
+  ListLinks<ZsPage> links;            // on its shard's fullness list (shard lock)
   std::atomic<ClassShard*> shard;     // owning shard; nullptr while free (written under its lock)
   ZspageLock lock;                    // readers vs. compaction
   uint32_t inuse;                     // live objects (shard lock)
@@ -60,6 +62,7 @@ struct ZsPage {
   uint8_t layout;
   // char* pages[nr_pages] follows the struct.
 
+  ListLinks<ZsPage>& list_links() { return links; }
   [[nodiscard]] char** pages() { return reinterpret_cast<char**>(this + 1); }
   [[nodiscard]] char* const* pages() const { return reinterpret_cast<char* const*>(this + 1); }
 };
@@ -68,7 +71,7 @@ static_assert(sizeof(ZsPage) % alignof(char*) == 0);
 // ZsPage::layout. kPagesContiguous: pages()[k] == pages()[0] + k * page size, so the zspage's
 // bytes are one range and no object in it needs a split copy (the cached store relies on it,
 // pool/cached_path.h). kPagesOneRun: the pages are one run of the pool's run source
-// (ZsPool::run_source), which takes them back whole.
+// (ZsPool::source.runs), which takes them back whole.
 inline constexpr uint8_t kPagesContiguous = 1;
 inline constexpr uint8_t kPagesOneRun = 2;
 
@@ -84,7 +87,7 @@ struct ClassGeometry {
 };
 
 // One lock shard of a size class. A class has shard_mask + 1 of them, side by side in
-// ZsPool::class_shards; each holds its own zspages, lists, statistics and cell stock, so
+// ZsPool::classes.class_shards; each holds its own zspages, lists, statistics and cell stock, so
 // threads on different shards never share a lock or a zspage. With one shard per class, a
 // ClassShard is the kernel's struct size_class.
 struct alignas(64) ClassShard {
@@ -111,7 +114,7 @@ struct alignas(64) ClassShard {
   ZsPage* hot ZSM_GUARDED_BY(lock) = nullptr;
   // Zspages by fullness group, newest first. Full zspages (group 100 %) are on no list: no
   // allocation or compaction looks for them. stats[ZS_INUSE_RATIO_100] still counts them.
-  ZsPage* fullness_list[ZS_INUSE_RATIO_100] ZSM_GUARDED_BY(lock) = {};
+  IntrusiveList<ZsPage> fullness_list[ZS_INUSE_RATIO_100] ZSM_GUARDED_BY(lock);
   unsigned long stats[NR_CLASS_STAT_TYPES] ZSM_GUARDED_BY(lock) = {};
   // Free handle cells kept by the shard for its stores, linked through the cells
   // (zspage.h, "The cell stock").
@@ -139,21 +142,20 @@ struct alignas(64) ShardArenas {
   MetadataArena* meta[kMaxChain + 1] ZSM_GUARDED_BY(lock) = {};
 };
 
-inline constexpr unsigned kGranuleShift = 4;  // ZsPool::first_shard_by_granule: 16 bytes
+inline constexpr unsigned kGranuleShift = 4;  // PoolFastLine::first_shard_by_granule: 16 bytes
 
-struct ZsPool {
-  std::string name;
-  ClassTable table;
-  // By class index, merged indices sharing a class: shard 0 of the class (shard s is at
-  // first_shard[i] + s). The kernel's pool->size_class[].
-  ClassShard* first_shard[kMaxClassIndices] = {};
+// ZsPool's fields, in groups by the layer or part that writes them (each group's comment
+// names it; readers are everywhere). Once zs_create_pool() has returned, the object paths
+// write only PoolPages.
 
-  // What stores and frees read, in one cache line (a thread that switches pools on every
-  // call, as one pool per tenant does, then takes one miss here, not three).
+// What every store and free reads, in one cache line (a thread that switches pools on every
+// call, as one pool per tenant does, then takes one miss here, not three). Set by
+// zs_create_pool() (pool/create.cpp), but for the fields tcache/ writes.
+struct alignas(64) PoolFastLine {
   // first_shard[] by 16-byte granule of the request (header included): entry g serves
   // requests of 16g - 15 .. 16g bytes. Class boundaries fall on multiples of 16 at every
   // page size, so a shift and a load find the class with no division and no clamp.
-  alignas(64) ClassShard** first_shard_by_granule = nullptr;  // page_size / 16 + 2 entries
+  ClassShard** first_shard_by_granule = nullptr;  // page_size / 16 + 2 entries
   // Entry g: its first shard's magazine_offset. Shared by the pools of one geometry
   // (tcache/thread_cache.cpp), so not the pool's own to free.
   const uint32_t* magazine_by_granule = nullptr;
@@ -163,53 +165,104 @@ struct ZsPool {
   uint32_t shard_mask = 0;                       // shards per class - 1
   // Per-thread caches (tcache/thread_cache.h). Off in hardened pools and with
   // ZS_POOL_NO_THREAD_CACHE.
-  // > 0: stores and frees take the locked path (changed under the registry lock, with every
-  // cache's key: tcache/thread_cache.h)
+  // > 0: stores and frees take the locked path (tcache/: changed under the registry lock,
+  // with every cache's key, tcache/thread_cache.h)
   std::atomic<uint32_t> caches_blocked{0};
   uint32_t cache_slot = 0;                       // this pool's entry in each thread's table of
                                                  // caches (tcache/thread_cache.cpp, ThreadCaches)
   bool hardened = false;                         // ZS_POOL_HARDENED
   bool thread_caches = false;
+};
+static_assert(alignof(PoolFastLine) == 64 && sizeof(PoolFastLine) == 64,
+              "what stores and frees read lies in one cache line");
+static_assert(offsetof(PoolFastLine, thread_caches) + sizeof(bool) <= 64);
 
+// The classes and their shards: built by zs_create_pool() (pool/create.cpp), read-only after.
+struct PoolClasses {
+  ClassTable table;
+  // By class index, merged indices sharing a class: shard 0 of the class (shard s is at
+  // first_shard[i] + s). The kernel's pool->size_class[].
+  ClassShard* first_shard[kMaxClassIndices] = {};
   ClassShard* class_shards = nullptr;            // distinct classes x shards, class-major
   uint32_t nr_class_shards = 0;                  // distinct classes x shards per class
   uint32_t page_size = 0;
-  unsigned long max_pages = 0;                   // 0 = no limit
+};
 
-  Mutex source_lock;                             // serialises calls into `source`
-  zs_page_source source = {};
-  VmSource* own_source = nullptr;                // the default source, when the pool made it
+// What tells the pool apart: set by zs_create_pool(), read by reports and hardened handles.
+struct PoolIdentity {
+  std::string name;
+  unsigned long handle_tag = 0;                  // hardened: the generation in handles' top bits
+};
+
+// Where the pool's pages come from: set by zs_create_pool(), called by zspage/zspage.cpp
+// under `lock`.
+struct PoolPageSource {
+  Mutex lock;                                    // serialises calls into `ops`
+  zs_page_source ops = {};
+  VmSource* own = nullptr;                       // the default source, when the pool made it
   // The source as a VmSource, when it is one (the default, or a zs_vm_source): each zspage
   // then takes its pages as one run (contiguous).
-  VmSource* run_source = nullptr;
-  unsigned long handle_tag = 0;                  // hardened: the generation in handles' top bits
+  VmSource* runs = nullptr;
+};
 
+// The pool's pages, counted: charged against `limit` by zspage/zspage.cpp; the zspages on
+// their way in, by the locked path (pool/locked_path.h); both recounted by fork() handling
+// (tcache/fork.cpp).
+struct PoolPages {
+  unsigned long limit = 0;                       // 0 = none (zs_pool_config::max_pages)
+  std::atomic<unsigned long> allocated{0};
+  // Threads between charging pages for a new zspage and listing it (alloc_zspage() ..
+  // make_new_zspage_hot(), pool/locked_path.h): a child forked while one is there recounts
+  // the pool's pages.
+  std::atomic<uint32_t> zspages_being_added{0};
+};
+
+// Compaction's state and figure (pool/compact.cpp).
+struct PoolCompaction {
+  std::atomic<bool> in_progress{false};
+  std::atomic<unsigned long> pages_compacted{0};
+};
+
+// The pool metadata (memory/metadata.h): handle cells and zspage metadata, made by
+// zs_create_pool(), handed out and taken back by zspage/.
+struct PoolMetadata {
+  CellRegion cells;                              // where every handle cell lies
+  ShardArenas* arenas = nullptr;                 // one per shard (PoolFastLine::shard_mask + 1)
+};
+
+// The per-thread caches' bookkeeping (tcache/thread_cache.cpp), but for free_reserved_slot.
+struct PoolThreadCaches {
   uint32_t nr_magazines = 0;                     // distinct classes
   size_t thread_cache_size = 0;                  // a ThreadCache with its magazines, in bytes
   size_t cache_bytes_per_thread = 0;             // the most one thread's cache reserves
-  ThreadCache* caches = nullptr;                 // every thread's cache for this pool (registry lock)
+  IntrusiveList<ThreadCache> caches;             // every thread's cache of the pool (registry lock)
   // Frees a slot a thread's cache reserved, with the shard's lock (set by zs_create_pool():
   // the object paths above the caches do the freeing).
   void (*free_reserved_slot)(ZsPool* pool, unsigned long handle) = nullptr;
   // Batches of reserved slots that exiting threads are freeing (tcache/thread_cache.cpp,
   // give_back()); zs_destroy_pool() waits until there are none.
   std::atomic<uint32_t> exit_frees_in_flight{0};
+};
 
-  // The process-wide registry of pools (tcache/registry.h), which fork() handling walks.
-  ZsPool* prev_pool = nullptr;                   // registry lock
-  ZsPool* next_pool = nullptr;
+// The pool's place in the process-wide registry of pools (tcache/registry.h), which fork()
+// handling walks. Written by tcache/thread_cache.cpp under the registry lock.
+struct PoolRegistration {
+  ListLinks<ZsPool> links;
   bool registered = false;
-  // Threads between charging pages for a new zspage and listing it (alloc_zspage() ..
-  // make_new_zspage_hot(), pool/locked_path.h): a child forked while one is there recounts
-  // the pool's pages.
-  std::atomic<uint32_t> zspages_being_added{0};
+};
 
-  CellRegion cells;                              // where every handle cell lies
-  ShardArenas* arenas = nullptr;                 // nr_shards of them
+struct ZsPool {
+  PoolFastLine fast;                             // pool/create.cpp and tcache/, field by field
+  PoolClasses classes;                           // pool/create.cpp
+  PoolIdentity id;                               // pool/create.cpp
+  PoolPageSource source;                         // pool/create.cpp; called by zspage/
+  PoolPages pages;                               // zspage/, pool/locked_path.h, tcache/fork.cpp
+  PoolCompaction compaction;                     // pool/compact.cpp, tcache/fork.cpp
+  PoolMetadata metadata;                         // pool/create.cpp; the arenas serve zspage/
+  PoolThreadCaches tcache;                       // tcache/
+  PoolRegistration registry;                     // tcache/ (registry lock)
 
-  std::atomic<unsigned long> pages_allocated{0};
-  std::atomic<unsigned long> pages_compacted{0};
-  std::atomic<bool> compaction_in_progress{false};
+  ListLinks<ZsPool>& list_links() { return registry.links; }
 };
 
 }  // namespace ZSM_VARIANT_NS

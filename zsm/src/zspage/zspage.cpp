@@ -23,11 +23,12 @@ void put_back_hot(ClassShard* shard) ZSM_REQUIRES(shard->lock) {
 }
 
 void regroup_after_free(ZsPool* pool, ClassShard* shard, ZsPage* zspage) ZSM_REQUIRES(shard->lock) {
+  int fg = zspage->fullness;  // its group, or the hot zspage's floor
   if (zspage == shard->hot)
     shard->hot = nullptr;  // below its floor: back on the lists
   else
     remove_zspage(shard, zspage);
-  int fg = regroup(shard, zspage->fullness, zspage->inuse);
+  fg = regroup(shard, fg, zspage->inuse);
   insert_zspage(shard, zspage, fg);
   if (fg == ZS_INUSE_RATIO_0) release_empty_zspage(pool, shard, zspage);
 }
@@ -38,7 +39,7 @@ namespace {
 // only, or also newly carved ones with `carve`.
 void stock_from_arena(ZsPool* pool, ClassShard* shard, uint32_t from, bool carve)
     ZSM_REQUIRES(shard->lock) {
-  ShardArenas& arenas = pool->arenas[from];
+  ShardArenas& arenas = pool->metadata.arenas[from];
   MutexGuard guard(arenas.lock);
   for (uint32_t i = 0; i < kHandleBatch; i++) {
     auto* cell = static_cast<HandleCell*>(carve ? arenas.cells->alloc() : arenas.cells->alloc_free());
@@ -59,13 +60,13 @@ void stock_from_arena(ZsPool* pool, ClassShard* shard, uint32_t from, bool carve
 void refill_cell_stock(ZsPool* pool, ClassShard* shard) ZSM_REQUIRES(shard->lock) {
   const uint32_t own = shard->shard_index;
   stock_from_arena(pool, shard, own, false);
-  for (uint32_t s = 1; shard->cell_stock == nullptr && s <= pool->shard_mask; s++)
-    stock_from_arena(pool, shard, (own + s) & pool->shard_mask, false);
+  for (uint32_t s = 1; shard->cell_stock == nullptr && s <= pool->fast.shard_mask; s++)
+    stock_from_arena(pool, shard, (own + s) & pool->fast.shard_mask, false);
   if (shard->cell_stock == nullptr) stock_from_arena(pool, shard, own, true);
 }
 
 void release_cell_stock(ZsPool* pool, ClassShard* shard) ZSM_REQUIRES(shard->lock) {
-  ShardArenas& arenas = pool->arenas[shard->shard_index];
+  ShardArenas& arenas = pool->metadata.arenas[shard->shard_index];
   MutexGuard guard(arenas.lock);
   for (uint32_t i = 0; i < kHandleBatch; i++) {
     HandleCell* cell = shard->cell_stock;
@@ -76,27 +77,27 @@ void release_cell_stock(ZsPool* pool, ClassShard* shard) ZSM_REQUIRES(shard->loc
 }
 
 bool charge_pages(ZsPool* pool, unsigned long pages) {
-  unsigned long cur = pool->pages_allocated.load(std::memory_order_relaxed);
+  unsigned long cur = pool->pages.allocated.load(std::memory_order_relaxed);
   do {
-    if (pool->max_pages != 0 && cur + pages > pool->max_pages) return false;
-  } while (!pool->pages_allocated.compare_exchange_weak(cur, cur + pages,
-                                                        std::memory_order_relaxed));
+    if (pool->pages.limit != 0 && cur + pages > pool->pages.limit) return false;
+  } while (!pool->pages.allocated.compare_exchange_weak(cur, cur + pages,
+                                                       std::memory_order_relaxed));
   return true;
 }
 
 void uncharge_pages(ZsPool* pool, unsigned long pages) {
-  pool->pages_allocated.fetch_sub(pages, std::memory_order_relaxed);
+  pool->pages.allocated.fetch_sub(pages, std::memory_order_relaxed);
 }
 
 ZsPage* alloc_zspage_metadata(ZsPool* pool, const ClassShard* shard) {
-  ShardArenas& arenas = pool->arenas[shard->shard_index];
+  ShardArenas& arenas = pool->metadata.arenas[shard->shard_index];
   MutexGuard guard(arenas.lock);
   void* block = arenas.meta[shard->pages_per_zspage]->alloc();
   return block != nullptr ? std::launder(static_cast<ZsPage*>(block)) : nullptr;
 }
 
 void free_zspage_metadata(ZsPool* pool, const ClassShard* shard, ZsPage* zspage) {
-  ShardArenas& arenas = pool->arenas[shard->shard_index];
+  ShardArenas& arenas = pool->metadata.arenas[shard->shard_index];
   MutexGuard guard(arenas.lock);
   arenas.meta[zspage->nr_pages]->free(zspage);
 }
@@ -105,8 +106,8 @@ static_assert(kMaxChain <= VmSource::kMaxRun, "a zspage's pages must fit in one 
 
 namespace {
 
-void free_each_page(ZsPool* pool, char* const* pages, uint32_t n) ZSM_REQUIRES(pool->source_lock) {
-  for (uint32_t i = 0; i < n; i++) pool->source.free_page(pool->source.ctx, pages[i]);
+void free_each_page(ZsPool* pool, char* const* pages, uint32_t n) ZSM_REQUIRES(pool->source.lock) {
+  for (uint32_t i = 0; i < n; i++) pool->source.ops.free_page(pool->source.ops.ctx, pages[i]);
 }
 
 bool pages_adjacent(char* const* pages, uint32_t n, size_t page_size) {
@@ -120,29 +121,29 @@ bool pages_adjacent(char* const* pages, uint32_t n, size_t page_size) {
 bool alloc_zspage_pages(ZsPool* pool, ZsPage* zspage, uint32_t n) {
   char** pages = zspage->pages();
   zspage->nr_pages = static_cast<uint8_t>(n);
-  MutexGuard guard(pool->source_lock);
-  if (pool->run_source != nullptr && n > 1) {
-    if (auto* run = static_cast<char*>(pool->run_source->alloc_run(n))) {
-      for (uint32_t i = 0; i < n; i++) pages[i] = run + size_t{i} * pool->page_size;
+  MutexGuard guard(pool->source.lock);
+  if (pool->source.runs != nullptr && n > 1) {
+    if (auto* run = static_cast<char*>(pool->source.runs->alloc_run(n))) {
+      for (uint32_t i = 0; i < n; i++) pages[i] = run + size_t{i} * pool->classes.page_size;
       zspage->layout = kPagesContiguous | kPagesOneRun;
       return true;
     }
   }
   for (uint32_t got = 0; got < n; got++) {
-    pages[got] = static_cast<char*>(pool->source.alloc_page(pool->source.ctx));
+    pages[got] = static_cast<char*>(pool->source.ops.alloc_page(pool->source.ops.ctx));
     if (pages[got] == nullptr) {
       free_each_page(pool, pages, got);
       return false;
     }
   }
-  zspage->layout = pages_adjacent(pages, n, pool->page_size) ? kPagesContiguous : 0;
+  zspage->layout = pages_adjacent(pages, n, pool->classes.page_size) ? kPagesContiguous : 0;
   return true;
 }
 
 void free_zspage_pages(ZsPool* pool, const ZsPage* zspage) {
-  MutexGuard guard(pool->source_lock);
+  MutexGuard guard(pool->source.lock);
   if (zspage->layout & kPagesOneRun)
-    pool->run_source->free_run(zspage->pages()[0], zspage->nr_pages);
+    pool->source.runs->free_run(zspage->pages()[0], zspage->nr_pages);
   else
     free_each_page(pool, zspage->pages(), zspage->nr_pages);
 }
@@ -183,7 +184,7 @@ void release_empty_zspage(ZsPool* pool, ClassShard* shard, ZsPage* zspage)
 
 unsigned long free_empty_zspages(ZsPool* pool, ClassShard* shard) ZSM_REQUIRES(shard->lock) {
   unsigned long freed = 0;
-  while (ZsPage* zspage = shard->fullness_list[ZS_INUSE_RATIO_0]) {
+  while (ZsPage* zspage = shard->fullness_list[ZS_INUSE_RATIO_0].front()) {
     remove_zspage(shard, zspage);
     free_zspage(pool, shard, zspage);
     freed += shard->pages_per_zspage;
@@ -193,8 +194,8 @@ unsigned long free_empty_zspages(ZsPool* pool, ClassShard* shard) ZSM_REQUIRES(s
 
 unsigned long free_all_spares(ZsPool* pool) ZSM_NO_THREAD_SAFETY_ANALYSIS {
   unsigned long freed = 0;
-  for (uint32_t c = 0; c < pool->nr_class_shards; c++) {
-    ClassShard* shard = &pool->class_shards[c];
+  for (uint32_t c = 0; c < pool->classes.nr_class_shards; c++) {
+    ClassShard* shard = &pool->classes.class_shards[c];
     MutexGuard guard(shard->lock);
     freed += free_empty_zspages(pool, shard);
   }

@@ -104,11 +104,7 @@ ZSM_ALWAYS_INLINE void insert_zspage(ClassShard* shard, ZsPage* zspage, int full
   shard->stats[fullness]++;
   zspage->fullness = static_cast<uint8_t>(fullness);
   if (fullness == ZS_INUSE_RATIO_100) return;
-  ZsPage* head = shard->fullness_list[fullness];
-  zspage->prev = nullptr;
-  zspage->next = head;
-  if (head != nullptr) head->prev = zspage;
-  shard->fullness_list[fullness] = zspage;
+  shard->fullness_list[fullness].push_front(zspage);
   shard->nonempty |= static_cast<uint16_t>(1u << fullness);
 }
 
@@ -116,12 +112,8 @@ ZSM_ALWAYS_INLINE void remove_zspage(ClassShard* shard, ZsPage* zspage) ZSM_REQU
   int fullness = zspage->fullness;
   shard->stats[fullness]--;
   if (fullness == ZS_INUSE_RATIO_100) return;
-  if (zspage->prev != nullptr)
-    zspage->prev->next = zspage->next;
-  else
-    shard->fullness_list[fullness] = zspage->next;
-  if (zspage->next != nullptr) zspage->next->prev = zspage->prev;
-  if (shard->fullness_list[fullness] == nullptr)
+  shard->fullness_list[fullness].remove(zspage);
+  if (shard->fullness_list[fullness].empty())
     shard->nonempty &= static_cast<uint16_t>(~(1u << fullness));
 }
 
@@ -135,7 +127,7 @@ inline int putback_zspage(ClassShard* shard, ZsPage* zspage) ZSM_REQUIRES(shard-
 inline ZsPage* find_get_zspage(ClassShard* shard) ZSM_REQUIRES(shard->lock) {
   unsigned with_room = shard->nonempty & ((1u << ZS_INUSE_RATIO_100) - 1);
   if (ZSM_UNLIKELY(with_room == 0)) return nullptr;
-  return shard->fullness_list[31 - __builtin_clz(with_room)];
+  return shard->fullness_list[31 - __builtin_clz(with_room)].front();
 }
 
 // Puts the shard's hot zspage, if any, back on the list of its group. Off the fast path: a
@@ -315,9 +307,9 @@ ZSM_COLD_PATH unsigned long free_all_spares(ZsPool* pool);
 // Call with every shard's arenas locked, or with no other thread in the pool.
 template <typename Visit>
 void for_each_zspage(ZsPool* pool, Visit visit) ZSM_NO_THREAD_SAFETY_ANALYSIS {
-  if (pool->arenas == nullptr) return;
-  for (uint32_t s = 0; s <= pool->shard_mask; s++) {
-    for (MetadataArena* arena : pool->arenas[s].meta) {
+  if (pool->metadata.arenas == nullptr) return;
+  for (uint32_t s = 0; s <= pool->fast.shard_mask; s++) {
+    for (MetadataArena* arena : pool->metadata.arenas[s].meta) {
       if (arena == nullptr) continue;
       arena->for_each_block([&visit](void* block) {
         auto* zspage = static_cast<ZsPage*>(block);
