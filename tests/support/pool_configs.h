@@ -5,7 +5,8 @@
 //   TEST_P(Concurrency, ...) { zsm_test::PoolPtr pool(zsm_test::create_pool(GetParam(), "name")); }
 //   INSTANTIATE_TEST_SUITE_P(Pools, Concurrency, ::testing::ValuesIn(zsm_test::kPoolConfigs),
 //                            zsm_test::config_name);
-
+//
+// or, for a PoolFixture test, class RoundTrip : public zsm_test::PoolConfigFixture {}.
 #pragma once
 
 #include <zsm/zsmalloc.h>
@@ -53,6 +54,12 @@ inline zs_pool* create_pool(const PoolConfig& config, const char* name) {
 
 // A hardened pool takes writes only up to an object's size, not its capacity.
 inline bool hardened(const PoolConfig& config) { return (config.flags & ZS_POOL_HARDENED) != 0; }
+
+// PoolFixture over each configuration: TEST_P bodies get the parameter's pool as pool_.
+class PoolConfigFixture : public PoolFixture, public ::testing::WithParamInterface<PoolConfig> {
+ protected:
+  void SetUp() override { create_pool(pool_config(GetParam())); }
+};
 
 inline std::string config_name(const ::testing::TestParamInfo<PoolConfig>& info) {
   return info.param.name;

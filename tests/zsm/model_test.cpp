@@ -1,19 +1,24 @@
 // tests/zsm/model_test.cpp: model-based randomized test. A workload (workload.h) of stores,
 // malloc+writes, frees, reads, overwrites, compactions and statistics checks runs against the
 // checked live set: every read and every free checks content, stats are checked for
-// consistency along the way, and the pool must end empty. Several seeds, plus chain 4, chain 16
-// and 16K pages. A watchdog aborts on an operation that does not return.
+// consistency along the way, and the pool must end empty. Every pool configuration of
+// pool_configs.h at two seeds, and the default configuration at chain 4, chain 16 and 16K
+// pages (geometries the configurations do not vary). A watchdog aborts on an operation that
+// does not return.
+#include "pool_configs.h"
 #include "test_support.h"
 #include "watchdog.h"
 #include "workload.h"
 
 #include <iostream>
+#include <vector>
 
 namespace {
 
 using namespace zsm_test;
 
 struct ModelParam {
+  PoolConfig config;
   uint64_t seed;
   size_t page_size;
   unsigned chain;
@@ -23,13 +28,13 @@ class ModelTest : public ::testing::TestWithParam<ModelParam> {};
 
 TEST_P(ModelTest, RandomOpsMatchReference) {
   const ModelParam prm = GetParam();
-  zs_pool_config cfg{};
+  zs_pool_config cfg = pool_config(prm.config);
   cfg.page_size = prm.page_size;
   cfg.chain_size = prm.chain;
   PoolPtr pool(zs_create_pool_ex("model", &cfg));
   ASSERT_NE(pool, nullptr);
 
-  PoolTarget target(pool.get(), prm.page_size);
+  PoolTarget target(pool.get(), prm.page_size, hardened(prm.config));
   Watchdog dog("pool model");
   Workload<PoolTarget> mix(target, prm.seed);
   mix.op("store", 30, &PoolTarget::store, Needs::room)
@@ -48,15 +53,23 @@ TEST_P(ModelTest, RandomOpsMatchReference) {
   EXPECT_TRUE(target.finish());
 }
 
+std::vector<ModelParam> model_params() {
+  std::vector<ModelParam> params;
+  for (const PoolConfig& config : kPoolConfigs)
+    for (uint64_t seed : {1, 2}) params.push_back({config, seed, 4096, 8});
+  const PoolConfig& standard = kPoolConfigs[0];
+  params.push_back({standard, 6, 4096, 4});
+  params.push_back({standard, 7, 4096, 16});
+  params.push_back({standard, 8, 16384, 8});
+  return params;
+}
+
 INSTANTIATE_TEST_SUITE_P(
-    Seeds, ModelTest,
-    ::testing::Values(ModelParam{1, 4096, 8}, ModelParam{2, 4096, 8}, ModelParam{3, 4096, 8},
-                      ModelParam{4, 4096, 8}, ModelParam{5, 4096, 8}, ModelParam{6, 4096, 4},
-                      ModelParam{7, 4096, 16}, ModelParam{8, 16384, 8}),
+    Seeds, ModelTest, ::testing::ValuesIn(model_params()),
     [](const ::testing::TestParamInfo<ModelParam>& info) {
       const ModelParam& p = info.param;
-      return "seed" + std::to_string(p.seed) + "_page" + std::to_string(p.page_size / 1024) +
-             "k_chain" + std::to_string(p.chain);
+      return std::string(p.config.name) + "_seed" + std::to_string(p.seed) + "_page" +
+             std::to_string(p.page_size / 1024) + "k_chain" + std::to_string(p.chain);
     });
 
 }  // namespace
