@@ -121,8 +121,8 @@ class Workload {
   // Runs `steps` more steps. The first failure ends the run: "seed S, step N (name): why".
   Check run(uint64_t steps) {
     for (uint64_t end = step_ + steps; step_ < end; ++step_) {
-      const Operation& op = draw();
-      counts_.add(op.name);
+      Operation& op = draw();
+      ++op.count;
       if (Check c = op.fn(target_, rng_); !c) return failed(op.name, c);
       for (const Periodic& check : checks_)
         if (step_ % check.n == 0)
@@ -132,7 +132,11 @@ class Workload {
     return ::testing::AssertionSuccess();
   }
 
-  const OpCounts& counts() const { return counts_; }
+  OpCounts counts() const {
+    OpCounts counts;
+    for (const Operation& op : ops_) counts.add(op.name, op.count);
+    return counts;
+  }
   uint64_t steps() const { return step_; }
   uint64_t seed() const { return seed_; }
 
@@ -142,6 +146,7 @@ class Workload {
     unsigned weight;
     Fn fn;
     Needs needs;
+    uint64_t count = 0;
   };
   struct Periodic {
     std::string name;
@@ -149,32 +154,31 @@ class Workload {
     Fn fn;
   };
 
-  bool can_run(const Operation& op) const {
-    if (op.needs == Needs::nothing) return true;
+  // Whether the target's live set allows an operation that needs `needs`.
+  bool allows(Needs needs, size_t live) const {
+    if (needs == Needs::nothing) return true;
+    return needs == Needs::a_live_object ? live > 0 : live < max_live_;
+  }
+  size_t live() const {
     if constexpr (requires(const Target& t) { t.live_size(); }) {
-      const size_t live = target_.live_size();
-      return op.needs == Needs::a_live_object ? live > 0 : live < max_live_;
+      return target_.live_size();
     } else {
-      return false;  // a target without a live set: only operations that need nothing
+      return 0;  // a target without a live set: its operations need nothing
     }
   }
 
-  const Operation& draw() {
+  Operation& draw() {
+    const size_t live_now = live();
     uint64_t total = 0;
-    for (const Operation& op : ops_) total += can_run(op) ? op.weight : 0;
-    if (total == 0) {
-      static const Operation none{"no operation can run", 0,
-                                  [](Target&, Rng&) { return ::testing::AssertionFailure(); },
-                                  Needs::nothing};
-      return none;
-    }
+    for (const Operation& op : ops_) total += allows(op.needs, live_now) ? op.weight : 0;
+    if (total == 0) return no_operation_;
     uint64_t r = rng_() % total;
-    for (const Operation& op : ops_) {
-      if (!can_run(op)) continue;
+    for (Operation& op : ops_) {
+      if (!allows(op.needs, live_now)) continue;
       if (r < op.weight) return op;
       r -= op.weight;
     }
-    return ops_.back();  // not reached: r < total
+    return no_operation_;  // not reached: r < total
   }
 
   Check failed(const std::string& name, const Check& why) const {
@@ -189,7 +193,9 @@ class Workload {
   std::vector<Periodic> checks_;
   size_t max_live_ = SIZE_MAX;
   std::function<void()> on_step_;
-  OpCounts counts_;
+  Operation no_operation_{"no operation can run", 0,
+                          [](Target&, Rng&) { return ::testing::AssertionFailure(); },
+                          Needs::nothing};
   uint64_t step_ = 0;
 };
 
@@ -395,14 +401,13 @@ class PoolTarget {
     const size_t capacity = zs_obj_capacity(pool_, o.key);
     if (capacity < o.bytes.size()) return below_capacity(o.key, capacity, o.bytes.size());
     const size_t len = 1 + rng() % (hardened_ ? o.bytes.size() : capacity);
-    std::vector<uint8_t> fresh = make_pattern(len, rng());
+    if (len > o.bytes.size()) o.bytes.resize(len);
+    fill_pattern(o.bytes.data(), len, rng());
     errno = 0;
-    zs_obj_write(pool_, o.key, fresh.data(), len);
+    zs_obj_write(pool_, o.key, o.bytes.data(), len);
     if (errno != 0)
       return ::testing::AssertionFailure() << "zs_obj_write(" << len << ") of h=" << o.key
                                            << " within its capacity, errno " << errno;
-    if (len > o.bytes.size()) o.bytes.resize(len);
-    std::copy(fresh.begin(), fresh.end(), o.bytes.begin());
     return check(o);
   }
   // A live object, checked, then freed.

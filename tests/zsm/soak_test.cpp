@@ -72,7 +72,7 @@ TEST(Soak, PoolThreadsWithCompactionAndCrossThreadFrees) {
   cfg.nr_shards = 8;
   PoolPtr pool(zs_create_pool_ex("soak", &cfg));
   ASSERT_NE(pool, nullptr);
-  const uint64_t ops_per_thread = soak_ops(16'000'000) / kThreads;
+  const uint64_t ops_per_thread = soak_ops(12'000'000) / kThreads;
   Mismatches bad;
   Handoff handoff;
   std::vector<std::unique_ptr<PoolWorker>> workers;
