@@ -1,11 +1,12 @@
-// The cache with a backing file against a reference model, under concurrency: threads put,
-// erase, get and overwrite a small key space (a few hot keys, many cold ones) in a cache whose
-// memory holds part of it, the rest evicted to the file and promoted back on reads, with
-// idle writeback now and then. Writes of one key are serialised by the test (a per-key lock),
-// so each key has a history of numbered versions; gets take no lock. A get may miss, and may
-// return any version current during the call, but never one older than the last write that
-// completed before it began (an erased key coming back, a stale value), nor one of another key;
-// a put may find no room only rarely, and the pool's own bookkeeping must stop growing.
+// The cache with a backing file against a reference model, under concurrency: threads run
+// workloads (workload.h) that put, erase, get and overwrite a small key space (a few hot keys,
+// many cold ones) in a cache whose memory holds part of it, the rest evicted to the file and
+// promoted back on reads, with idle writeback now and then. Writes of one key are serialised by
+// the test (a per-key lock), so each key has a history of numbered versions; gets take no lock.
+// A get may miss, and may return any version current during the call, but never one older than
+// the last write that completed before it began (an erased key coming back, a stale value), nor
+// one of another key; a put may find no room only rarely, and the pool's own bookkeeping must
+// stop growing.
 //
 // ZSM_CACHE_MODEL_OPS sets the number of operations (default 400,000; a quarter of that
 // under sanitizers): docs/testing.md gives the long run.
@@ -18,16 +19,20 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
-#include <random>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
 #include "bytes.h"
+#include "workload.h"
 
 namespace {
 
 using zsm_test::Bytes;
+using zsm_test::Check;
+using zsm_test::Rng;
+using zsm_test::Workload;
 
 constexpr int kThreads = 4;
 constexpr uint64_t kKeys = 2048, kHotKeys = 16;
@@ -78,45 +83,75 @@ struct Violations {
 
 std::string key_name(uint64_t k) { return "key:" + std::to_string(k); }
 
-void check_get(zsm::Cache& c, uint64_t k, KeyHistory& h, Violations& v) {
-  const uint64_t lo = h.done.load(std::memory_order_acquire);
-  std::optional<Bytes> got = c.get(key_name(k));
-  const uint64_t hi = h.started.load(std::memory_order_acquire);
-  v.gets++;
-  if (!got) return;
-  v.found++;
-  uint64_t key = 0, version = 0;
-  if (got->size() < 16) {
-    v.wrong_bytes++;
-    return;
-  }
-  std::memcpy(&key, got->data(), 8);
-  std::memcpy(&version, got->data() + 8, 8);
-  if (key != k) v.foreign++;
-  else if (version < lo) v.stale++;
-  else if (version > hi) v.future++;
-  else if (*got != value_of(k, version)) v.wrong_bytes++;
-}
-
 std::atomic<uint64_t> failed_puts{0};
 
-// A put that finds no room fails and leaves the key without a value: for the model, an erase.
-void write(zsm::Cache& c, uint64_t k, KeyHistory& h, bool erase) {
-  std::lock_guard g(h.writer);
-  const uint64_t version = ++h.last;
-  h.started.store(version, std::memory_order_release);
-  if (erase) {
-    c.erase(key_name(k));
-  } else {
-    try {
-      c.put(key_name(k), value_of(k, version));
-    } catch (const std::system_error& e) {
-      EXPECT_EQ(e.code(), zsm::CacheError::no_memory);
-      failed_puts++;
-    }
+// One thread's view of the shared cache and key histories: its workload's target.
+struct ModelThread {
+  zsm::Cache& c;
+  std::vector<KeyHistory>& keys;
+  Violations& v;
+
+  // Half the draws among the hot keys, half over the whole key space.
+  static uint64_t draw_key(Rng& rng) {
+    const uint64_t r = rng();
+    return r % 2 ? r / 2 % kHotKeys : r / 2 % kKeys;
   }
-  h.done.store(version, std::memory_order_release);
-}
+
+  Check get(Rng& rng) {
+    const uint64_t k = draw_key(rng);
+    KeyHistory& h = keys[k];
+    const uint64_t lo = h.done.load(std::memory_order_acquire);
+    std::optional<Bytes> got = c.get(key_name(k));
+    const uint64_t hi = h.started.load(std::memory_order_acquire);
+    v.gets++;
+    if (!got) return ::testing::AssertionSuccess();
+    v.found++;
+    uint64_t key = 0, version = 0;
+    if (got->size() < 16) return violation(v.wrong_bytes, k, "a value shorter than its header");
+    std::memcpy(&key, got->data(), 8);
+    std::memcpy(&version, got->data() + 8, 8);
+    if (key != k) return violation(v.foreign, k, "the value of key " + std::to_string(key));
+    if (version < lo) return violation(v.stale, k, "a version older than the last write");
+    if (version > hi) return violation(v.future, k, "a version not yet written");
+    if (*got != value_of(k, version)) return violation(v.wrong_bytes, k, "wrong bytes");
+    return ::testing::AssertionSuccess();
+  }
+  Check put(Rng& rng) { return write(draw_key(rng), false); }
+  Check erase(Rng& rng) { return write(draw_key(rng), true); }
+  Check writeback_idle(Rng&) {
+    c.mark_idle();
+    c.writeback_idle();
+    return ::testing::AssertionSuccess();
+  }
+
+ private:
+  static Check violation(std::atomic<uint64_t>& count, uint64_t k, const std::string& what) {
+    count++;
+    return ::testing::AssertionFailure() << key_name(k) << ": " << what;
+  }
+
+  // A put that finds no room fails and leaves the key without a value: for the model, an erase.
+  Check write(uint64_t k, bool erase) {
+    KeyHistory& h = keys[k];
+    std::lock_guard g(h.writer);
+    const uint64_t version = ++h.last;
+    h.started.store(version, std::memory_order_release);
+    Check result = ::testing::AssertionSuccess();
+    if (erase) {
+      c.erase(key_name(k));
+    } else {
+      try {
+        c.put(key_name(k), value_of(k, version));
+      } catch (const std::system_error& e) {
+        if (e.code() != zsm::CacheError::no_memory)
+          result = ::testing::AssertionFailure() << "put(" << key_name(k) << ") threw " << e.what();
+        failed_puts++;
+      }
+    }
+    h.done.store(version, std::memory_order_release);
+    return result;
+  }
+};
 
 TEST(CacheFileModel, ConcurrentPutsErasesAndGetsMatchTheModel) {
   const std::filesystem::path path = std::filesystem::current_path() / "cache_model_test.cold";
@@ -133,32 +168,26 @@ TEST(CacheFileModel, ConcurrentPutsErasesAndGetsMatchTheModel) {
   zsm::Cache c(o);
   std::vector<KeyHistory> keys(kKeys);
   Violations v;
+  zsm_test::Mismatches bad;
   const uint64_t per_thread = operations() / kThreads;
   std::atomic<size_t> bookkeeping_after_warm_up{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; t++)
     threads.emplace_back([&, t] {
-      std::mt19937_64 rng(t + 1);
-      for (uint64_t op = 0; op < per_thread; op++) {
-        const uint64_t r = rng();
-        const uint64_t k = r % 2 ? r / 2 % kHotKeys : r / 2 % kKeys;
-        const unsigned what = static_cast<unsigned>(r >> 40) % 100;
-        if (what < 55)
-          check_get(c, k, keys[k], v);
-        else if (what < 88)
-          write(c, k, keys[k], false);
-        else if (what < 99)
-          write(c, k, keys[k], true);
-        else if (t == 0 && op % 4 == 0) {
-          c.mark_idle();
-          c.writeback_idle();
-        }
-        if (t == 0 && op == per_thread / 4)
-          bookkeeping_after_warm_up = zs_pool_bookkeeping_bytes(c.pool());
-      }
+      ModelThread me{c, keys, v};
+      Workload<ModelThread> mix(me, t + 1);
+      mix.op("get", 220, &ModelThread::get)
+          .op("put", 132, &ModelThread::put)
+          .op("erase", 44, &ModelThread::erase);
+      if (t == 0) mix.op("writeback idle", 1, &ModelThread::writeback_idle);
+      Check c1 = mix.run(per_thread / 4);
+      if (t == 0) bookkeeping_after_warm_up = zs_pool_bookkeeping_bytes(c.pool());
+      Check c2 = c1 ? mix.run(per_thread - per_thread / 4) : c1;
+      if (!c2) bad.record(c2.message());
     });
   for (auto& t : threads) t.join();
   zsm::CacheStats s = c.stats();
+  EXPECT_EQ(bad.count(), 0u) << bad.first();
   EXPECT_EQ(v.foreign.load(), 0u);
   EXPECT_EQ(v.stale.load(), 0u) << "values older than the last write (erased ones included)";
   EXPECT_EQ(v.future.load(), 0u);

@@ -1,28 +1,30 @@
 // tests/cache/cache_soak_test.cpp: a long concurrent run on one zsm::Cache in which every
 // value read is checked (the pool's soak is tests/zsm/soak_test.cpp).
 //
-// Four threads put, get and erase on one zsm::Cache whose capacity is far below the data, so
-// puts evict. A value carries its key and version in its first 8 bytes and its other bytes
-// follow from them, so a get either misses or returns exactly some version put under that key
-// (and not a newer one than has been put). The cache's hit and miss counters must match the
-// threads' own counts; evictions must happen. Zero mismatches is the only pass. Length:
-// soak.h (ZSM_SOAK_OPS). A watchdog (watchdog.h) aborts the run when a thread stops making
-// progress (a hang).
+// Four threads run workloads (workload.h) that put, get and erase on one zsm::Cache whose
+// capacity is far below the data, so puts evict. A value carries its key and version in its
+// first 8 bytes and its other bytes follow from them, so a get either misses or returns exactly
+// some version put under that key (and not a newer one than has been put). The cache's hit and
+// miss counters must match the threads' own counts; evictions must happen. Zero mismatches is
+// the only pass. Length: soak.h (ZSM_SOAK_OPS). A watchdog (watchdog.h) aborts the run when a
+// thread stops making progress (a hang).
 #include <zsm/cache.hpp>
 
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <optional>
-#include <random>
 #include <span>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
 #include "soak.h"
 #include "test_support.h"
 #include "watchdog.h"
+#include "workload.h"
 
 namespace {
 
@@ -67,82 +69,66 @@ bool consistent_value(uint32_t key, std::span<const std::byte> got, uint32_t lat
 
 std::string soak_key(uint32_t key) { return "soak/" + std::to_string(key); }
 
-struct CacheCounts {
-  uint64_t ops = 0, puts = 0, gets = 0, hits = 0, misses = 0, erases = 0, errors = 0;
-  void add(const CacheCounts& o) {
-    ops += o.ops, puts += o.puts, gets += o.gets, hits += o.hits, misses += o.misses;
-    erases += o.erases, errors += o.errors;
-  }
-};
-
+// One thread's operations on the shared cache: its workload's target. Every value a get
+// returns is checked against the versions put under its key.
 class CacheWorker {
  public:
   static constexpr uint32_t kKeys = 4096;
 
-  CacheWorker(zsm::Cache& cache, std::vector<std::atomic<uint32_t>>& versions, int id, Mismatches& bad)
-      : cache_(cache), versions_(versions), id_(id), rng_(9000 + id), bad_(bad) {}
+  CacheWorker(zsm::Cache& cache, std::vector<std::atomic<uint32_t>>& versions)
+      : cache_(cache), versions_(versions) {}
 
-  void run(uint64_t ops, Watchdog& dog) {
-    Bytes out(4096);
-    for (uint64_t op = 0; op < ops; ++op, dog.beat(id_)) {
-      const auto key = static_cast<uint32_t>(rng_() % kKeys);
-      const unsigned r = rng_() % 100;
-      try {
-        if (r < 40)
-          put(key);
-        else if (r < 65)
-          get_copy(key);
-        else if (r < 90)
-          get_into(key, out);
-        else
-          erase(key);
-      } catch (const std::system_error& e) {
-        ++counts_.errors;
-        bad_.record("thread " + std::to_string(id_) + ": " + e.what());
-      }
-    }
-    counts_.ops = ops;
-    dog.retire(id_);
+  Check put(Rng& rng) {
+    const auto key = draw_key(rng);
+    const uint32_t version = ++versions_[key];
+    return calling(key, [&] { cache_.put(soak_key(key), versioned_value(key, version)); });
+  }
+  Check get_copy(Rng& rng) {
+    const auto key = draw_key(rng);
+    std::optional<Bytes> got;
+    if (Check c = calling(key, [&] { got = cache_.get(soak_key(key)); }); !c) return c;
+    count_get(got.has_value());
+    return got ? check(key, *got) : ::testing::AssertionSuccess();
+  }
+  Check get_into(Rng& rng) {
+    const auto key = draw_key(rng);
+    std::optional<size_t> n;
+    if (Check c = calling(key, [&] { n = cache_.get(soak_key(key), out_); }); !c) return c;
+    count_get(n.has_value());
+    if (!n) return ::testing::AssertionSuccess();
+    return check(key, std::span<const std::byte>(out_.data(), *n));
+  }
+  Check erase(Rng& rng) {
+    const auto key = draw_key(rng);
+    return calling(key, [&] { cache_.erase(soak_key(key)); });
   }
 
-  const CacheCounts& counts() const { return counts_; }
+  uint64_t hits = 0, misses = 0;
 
  private:
-  void put(uint32_t key) {
-    const uint32_t version = ++versions_[key];
-    cache_.put(soak_key(key), versioned_value(key, version));
-    ++counts_.puts;
+  static uint32_t draw_key(Rng& rng) { return static_cast<uint32_t>(rng() % kKeys); }
+
+  // Runs a call of the cache on `key`; an exception is a failure.
+  template <class Call>
+  static Check calling(uint32_t key, Call call) {
+    try {
+      call();
+    } catch (const std::system_error& e) {
+      return ::testing::AssertionFailure() << soak_key(key) << ": " << e.what();
+    }
+    return ::testing::AssertionSuccess();
   }
-  void get_copy(uint32_t key) {
-    std::optional<Bytes> got = cache_.get(soak_key(key));
-    if (got) check(key, *got);
-    count_get(got.has_value());
-  }
-  void get_into(uint32_t key, Bytes& out) {
-    std::optional<size_t> n = cache_.get(soak_key(key), out);
-    if (n) check(key, std::span<const std::byte>(out.data(), *n));
-    count_get(n.has_value());
-  }
-  void erase(uint32_t key) {
-    cache_.erase(soak_key(key));
-    ++counts_.erases;
-  }
-  void check(uint32_t key, std::span<const std::byte> got) {
+  Check check(uint32_t key, std::span<const std::byte> got) {
     if (!consistent_value(key, got, versions_[key].load()))
-      bad_.record("thread " + std::to_string(id_) + ": " + soak_key(key) + " returned " +
-                  std::to_string(got.size()) + " bytes that are no version of it");
+      return ::testing::AssertionFailure() << soak_key(key) << " returned " << got.size()
+                                           << " bytes that are no version of it";
+    return ::testing::AssertionSuccess();
   }
-  void count_get(bool hit) {
-    ++counts_.gets;
-    ++(hit ? counts_.hits : counts_.misses);
-  }
+  void count_get(bool hit) { ++(hit ? hits : misses); }
 
   zsm::Cache& cache_;
   std::vector<std::atomic<uint32_t>>& versions_;
-  int id_;
-  std::mt19937_64 rng_;
-  Mismatches& bad_;
-  CacheCounts counts_;
+  Bytes out_ = Bytes(4096);
 };
 
 TEST(Soak, CacheThreadsWithEvictions) {
@@ -153,33 +139,49 @@ TEST(Soak, CacheThreadsWithEvictions) {
   std::vector<std::atomic<uint32_t>> versions(CacheWorker::kKeys);
   const uint64_t ops_per_thread = soak_ops(2'000'000) / kThreads;
   Mismatches bad;
-  std::vector<CacheWorker> workers;
-  for (int i = 0; i < kThreads; ++i) workers.emplace_back(cache, versions, i, bad);
+  std::vector<std::unique_ptr<CacheWorker>> workers;
+  std::vector<std::unique_ptr<Workload<CacheWorker>>> mixes;
+  for (int i = 0; i < kThreads; ++i) {
+    workers.push_back(std::make_unique<CacheWorker>(cache, versions));
+    mixes.push_back(std::make_unique<Workload<CacheWorker>>(*workers.back(), 9000 + i));
+    mixes.back()->op("put", 40, &CacheWorker::put)
+        .op("get", 25, &CacheWorker::get_copy)
+        .op("get into", 25, &CacheWorker::get_into)
+        .op("erase", 10, &CacheWorker::erase);
+  }
   Watchdog dog("cache soak", kThreads);
   std::vector<std::thread> threads;
-  for (CacheWorker& w : workers)
-    threads.emplace_back([&w, &dog, ops_per_thread] { w.run(ops_per_thread, dog); });
+  for (int i = 0; i < kThreads; ++i)
+    threads.emplace_back([&, i] {
+      mixes[i]->on_step([&dog, i] { dog.beat(i); });
+      if (Check c = mixes[i]->run(ops_per_thread); !c)
+        bad.record("thread " + std::to_string(i) + ": " + c.message());
+      dog.retire(i);
+    });
   for (std::thread& t : threads) t.join();
 
-  CacheCounts total;
-  for (const CacheWorker& w : workers) total.add(w.counts());
+  OpCounts total;
+  uint64_t hits = 0, misses = 0;
+  for (int i = 0; i < kThreads; ++i) {
+    total += mixes[i]->counts();
+    hits += workers[i]->hits;
+    misses += workers[i]->misses;
+  }
   const zsm::CacheStats s = cache.stats();
-  std::printf("[ summary  ] cache soak: %d threads, %llu ops (%llu puts, %llu gets: %llu hits,"
-              " %llu misses; %llu erases), %llu evictions, %lu mismatches\n",
-              kThreads, static_cast<unsigned long long>(total.ops),
-              static_cast<unsigned long long>(total.puts), static_cast<unsigned long long>(total.gets),
-              static_cast<unsigned long long>(total.hits), static_cast<unsigned long long>(total.misses),
-              static_cast<unsigned long long>(total.erases), static_cast<unsigned long long>(s.evictions),
-              bad.count());
-  ::testing::Test::RecordProperty("ops", std::to_string(total.ops));
+  std::printf("[ summary  ] cache soak: %d threads, %llu ops (%s; %llu hits, %llu misses),"
+              " %llu evictions, %lu mismatches\n",
+              kThreads, static_cast<unsigned long long>(total.total()), total.to_string().c_str(),
+              static_cast<unsigned long long>(hits), static_cast<unsigned long long>(misses),
+              static_cast<unsigned long long>(s.evictions), bad.count());
+  ::testing::Test::RecordProperty("ops", std::to_string(total.total()));
   ::testing::Test::RecordProperty("threads", kThreads);
   ::testing::Test::RecordProperty("evictions", std::to_string(s.evictions));
   ::testing::Test::RecordProperty("mismatches", std::to_string(bad.count()));
   EXPECT_EQ(bad.count(), 0u) << bad.first();
   EXPECT_GT(s.evictions, 0u);
-  EXPECT_GT(total.hits, 0u);
-  EXPECT_EQ(s.hits, total.hits);
-  EXPECT_EQ(s.misses, total.misses);
+  EXPECT_GT(hits, 0u);
+  EXPECT_EQ(s.hits, hits);
+  EXPECT_EQ(s.misses, misses);
   EXPECT_LE(s.bytes_held, options.capacity_bytes);
   cache.clear();
   EXPECT_EQ(cache.stats().entries, 0u);

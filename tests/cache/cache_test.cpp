@@ -24,11 +24,16 @@
 #include <vector>
 
 #include "bytes.h"
+#include "cache_workload.h"
 #include "watchdog.h"
 
 namespace {
 
 using zsm_test::Bytes;
+using zsm_test::CacheTarget;
+using zsm_test::Check;
+using zsm_test::Rng;
+using zsm_test::Workload;
 using zsm_test::random_bytes;
 using zsm_test::Watchdog;
 
@@ -259,28 +264,23 @@ TEST(Cache, CapacityIsNeverExceeded) {
   for (uint64_t seed : {1u, 2u, 3u}) {
     const size_t capacity = 1 << 20;
     zsm::Cache cache(small_cache(capacity));
-    std::map<std::string, Bytes> last;
-    std::mt19937_64 rng(seed);
-    for (int op = 0; op < 6000; op++) {
-      std::string key = "key" + std::to_string(rng() % 2000);
-      int what = static_cast<int>(rng() % 10);
-      if (what < 6) {
-        size_t n = rng() % 4097;
-        Bytes v = rng() % 4 == 0 ? random_bytes(n, rng()) : text_bytes(n, rng());
-        cache.put(key, v);
-        last[key] = v;
-      } else if (what < 9) {
-        auto got = cache.get(key);
-        if (got) {
-          ASSERT_TRUE(last.count(key)) << key;
-          ASSERT_EQ(*got, last[key]) << key;
-        }
-      } else {
-        cache.erase(key);
-        last.erase(key);
-      }
-      ASSERT_LE(cache.stats().bytes_held, capacity) << "after op " << op;
-    }
+    CacheTarget target(cache);
+    target.keys = [](Rng& rng) { return "key" + std::to_string(rng() % 2000); };
+    target.values = [](Rng& rng) {
+      const size_t n = rng() % 4097;
+      return rng() % 4 == 0 ? random_bytes(n, rng()) : text_bytes(n, rng());
+    };
+    auto within_capacity = [capacity](CacheTarget& t, Rng&) -> Check {
+      if (t.cache().stats().bytes_held > capacity)
+        return ::testing::AssertionFailure() << "bytes_held " << t.cache().stats().bytes_held;
+      return ::testing::AssertionSuccess();
+    };
+    Workload<CacheTarget> mix(target, seed);
+    mix.op("put", 6, &CacheTarget::put)
+        .op("get", 3, &CacheTarget::get)
+        .op("erase", 1, &CacheTarget::erase)
+        .every(1, "capacity", within_capacity);
+    ASSERT_TRUE(mix.run(6000));
     zsm::CacheStats s = cache.stats();
     EXPECT_GT(s.evictions, 0u);
     EXPECT_LE(s.mem_used_max, capacity);
@@ -352,40 +352,7 @@ struct CacheModelParam {
   uint64_t seed;
 };
 
-class CacheModel : public ::testing::TestWithParam<CacheModelParam> {
- protected:
-  std::string draw_key() {
-    std::string key = "key" + std::to_string(rng_() % 64);
-    if (rng_() % 4 == 0) key.resize(100 + rng_() % 157, '.');  // long keys split page-sized values
-    return key;
-  }
-  Bytes draw_value(size_t page_size) {
-    switch (rng_() % 4) {
-      case 0: return random_bytes(page_size - rng_() % 64, rng_());  // raw, split with its key
-      case 1: return random_bytes(1 + rng_() % page_size, rng_());
-      case 2: return text_bytes(1 + rng_() % page_size, rng_());
-      default: return text_bytes(1 + rng_() % 3000, rng_());
-    }
-  }
-  // The model forgets what the cache evicted; anything else must match exactly.
-  void reconcile(zsm::Cache& cache) {
-    std::set<std::string> present;
-    cache.for_each_key([&](std::string_view k) { present.emplace(k); });
-    std::erase_if(model_, [&](const auto& kv) { return !present.count(kv.first); });
-    ASSERT_EQ(present.size(), model_.size()) << "the cache holds keys never put or erased";
-    uint64_t orig = 0;
-    for (const auto& [key, value] : model_) {
-      ASSERT_EQ(cache.get(key), value) << key;
-      orig += value.size();
-    }
-    zsm::CacheStats s = cache.stats();
-    ASSERT_EQ(s.entries, model_.size());
-    ASSERT_EQ(s.orig_data_size, orig);
-  }
-
-  std::mt19937_64 rng_{GetParam().seed};
-  std::map<std::string, Bytes> model_;
-};
+class CacheModel : public ::testing::TestWithParam<CacheModelParam> {};
 
 TEST_P(CacheModel, MatchesTheModelAndEveryCallReturns) {
   const CacheModelParam p = GetParam();
@@ -393,40 +360,38 @@ TEST_P(CacheModel, MatchesTheModelAndEveryCallReturns) {
   o.pool.page_size = p.page_size;
   o.pool.chain_size = p.chain;
   zsm::Cache cache(o);
+  CacheTarget target(cache);
+  target.puts_may_fail = true;
+  target.keys = [](Rng& rng) {
+    std::string key = "key" + std::to_string(rng() % 64);
+    if (rng() % 4 == 0) key.resize(100 + rng() % 157, '.');  // long keys split page-sized values
+    return key;
+  };
+  target.values = [page_size = p.page_size](Rng& rng) -> Bytes {
+    switch (rng() % 4) {
+      case 0: return random_bytes(page_size - rng() % 64, rng());  // raw, split with its key
+      case 1: return random_bytes(1 + rng() % page_size, rng());
+      case 2: return text_bytes(1 + rng() % page_size, rng());
+      default: return text_bytes(1 + rng() % 3000, rng());
+    }
+  };
+  auto within_capacity = [capacity = p.capacity](CacheTarget& t, Rng&) -> Check {
+    const zsm::CacheStats s = t.cache().stats();
+    if (s.mem_used_total > capacity)
+      return ::testing::AssertionFailure() << "mem_used_total " << s.mem_used_total;
+    if (s.bytes_held > capacity && s.entries != 0)
+      return ::testing::AssertionFailure() << "bytes_held " << s.bytes_held;
+    return ::testing::AssertionSuccess();
+  };
   Watchdog dog("cache model");
-  for (int op = 0; op < 3000; op++, dog.beat()) {
-    std::string key = draw_key();
-    unsigned what = rng_() % 10;
-    if (what < 5) {
-      Bytes value = draw_value(p.page_size);
-      try {
-        cache.put(key, value);
-        model_[key] = std::move(value);
-      } catch (const std::system_error& e) {
-        ASSERT_EQ(e.code(), zsm::CacheError::no_memory) << "op " << op;
-        ASSERT_FALSE(cache.contains(key)) << "a failed put leaves its key absent";
-        model_.erase(key);
-      }
-    } else if (what < 8) {
-      std::optional<Bytes> got = cache.get(key);
-      if (got) {
-        ASSERT_TRUE(model_.count(key)) << key;
-        ASSERT_EQ(*got, model_[key]) << key;
-      } else {
-        model_.erase(key);
-      }
-    } else if (cache.erase(key)) {
-      ASSERT_TRUE(model_.erase(key)) << key;
-    } else {
-      model_.erase(key);
-    }
-    zsm::CacheStats s = cache.stats();
-    ASSERT_LE(s.mem_used_total, p.capacity) << "op " << op;
-    ASSERT_TRUE(s.bytes_held <= p.capacity || s.entries == 0) << "op " << op;
-    if (op % 50 == 49) {
-      ASSERT_NO_FATAL_FAILURE(reconcile(cache)) << "op " << op;
-    }
-  }
+  Workload<CacheTarget> mix(target, p.seed);
+  mix.op("put", 5, &CacheTarget::put)
+      .op("get", 3, &CacheTarget::get)
+      .op("erase", 2, &CacheTarget::erase)
+      .every(1, "capacity", within_capacity)
+      .every(50, "reconcile", &CacheTarget::reconcile)
+      .on_step([&] { dog.beat(); });
+  ASSERT_TRUE(mix.run(3000));
   EXPECT_GT(cache.stats().evictions, 0u);
 }
 

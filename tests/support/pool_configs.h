@@ -5,6 +5,8 @@
 //   TEST_P(Concurrency, ...) { zsm_test::PoolPtr pool(zsm_test::create_pool(GetParam(), "name")); }
 //   INSTANTIATE_TEST_SUITE_P(Pools, Concurrency, ::testing::ValuesIn(zsm_test::kPoolConfigs),
 //                            zsm_test::config_name);
+//
+// or, for a PoolFixture test, class RoundTrip : public zsm_test::PoolConfigFixture {}.
 #pragma once
 
 #include <zsm/zsmalloc.h>
@@ -33,7 +35,8 @@ inline constexpr PoolConfig kPoolConfigs[] = {
     {"ScatteredPages", 0, 0, true},                 // caches over pages a source scatters
 };
 
-inline zs_pool* create_pool(const PoolConfig& config, const char* name) {
+// The zs_pool_config of `config` (at 4 KiB pages, the only size the scattered source serves).
+inline zs_pool_config pool_config(const PoolConfig& config) {
   // One source for every such pool of the process, never destroyed (pools may outlive it
   // otherwise at exit).
   static ScatteredPageSource* const scattered = new ScatteredPageSource;
@@ -41,8 +44,22 @@ inline zs_pool* create_pool(const PoolConfig& config, const char* name) {
   cfg.flags = config.flags;
   cfg.nr_shards = config.shards;
   if (config.scattered) cfg.page_source = scattered->source();
+  return cfg;
+}
+
+inline zs_pool* create_pool(const PoolConfig& config, const char* name) {
+  const zs_pool_config cfg = pool_config(config);
   return zs_create_pool_ex(name, &cfg);
 }
+
+// A hardened pool takes writes only up to an object's size, not its capacity.
+inline bool hardened(const PoolConfig& config) { return (config.flags & ZS_POOL_HARDENED) != 0; }
+
+// PoolFixture over each configuration: TEST_P bodies get the parameter's pool as pool_.
+class PoolConfigFixture : public PoolFixture, public ::testing::WithParamInterface<PoolConfig> {
+ protected:
+  void SetUp() override { create_pool(pool_config(GetParam())); }
+};
 
 inline std::string config_name(const ::testing::TestParamInfo<PoolConfig>& info) {
   return info.param.name;

@@ -1,12 +1,12 @@
 // soak.h: what the soak tests share (tests/zsm/soak_test.cpp, tests/cache/cache_soak_test.cpp):
-// their thread count, their length, and the record of mismatches any thread saw.
+// their thread count and their length. Their threads' failures go to a Mismatches
+// (workload.h).
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <cstdlib>
-#include <mutex>
-#include <string>
+
+#include "workload.h"
 
 namespace zsm_test {
 
@@ -22,26 +22,5 @@ inline uint64_t soak_ops(uint64_t full) {
   return full;
 #endif
 }
-
-// Mismatches seen by any thread, and the first one's description.
-class Mismatches {
- public:
-  void record(const std::string& what) {
-    if (count_++ == 0) {
-      std::lock_guard<std::mutex> guard(mu_);
-      first_ = what;
-    }
-  }
-  unsigned long count() const { return count_.load(); }
-  std::string first() const {
-    std::lock_guard<std::mutex> guard(mu_);
-    return first_;
-  }
-
- private:
-  std::atomic<unsigned long> count_{0};
-  mutable std::mutex mu_;
-  std::string first_;
-};
 
 }  // namespace zsm_test

@@ -1,7 +1,9 @@
 // tests/zsm/compaction_test.cpp: zs_compact(). A fragmented pool (many objects of a few sizes, a
 // random half freed) shrinks by exactly the pages zs_compact() reports, every object survives
 // the move, stats (pages_compacted, obj_used, freeable) agree afterwards; spares are released;
-// two threads compacting at once report exactly the pages freed.
+// two threads compacting at once report exactly the pages freed. Every pool configuration of
+// pool_configs.h; other geometries on the default one.
+#include "pool_configs.h"
 #include "test_support.h"
 
 #include <algorithm>
@@ -13,7 +15,8 @@ namespace {
 
 using namespace zsm_test;
 
-class Compaction : public PoolFixture {
+// Each Compaction test runs on every pool configuration of pool_configs.h.
+class Compaction : public PoolConfigFixture {
  protected:
   // Store `count` objects cycling through `sizes`, then free a random half.
   void fragment(size_t count, std::initializer_list<size_t> sizes, uint64_t seed) {
@@ -35,7 +38,7 @@ class Compaction : public PoolFixture {
   }
 };
 
-TEST_F(Compaction, FragmentedPoolShrinksByReturnedPages) {
+TEST_P(Compaction, FragmentedPoolShrinksByReturnedPages) {
   fragment(50000, {48, 200, 500, 1000, 2000}, 42);
   ASSERT_TRUE(check_stats_consistent(pool_, live_.size()));
   PoolTotals t0;
@@ -88,7 +91,7 @@ TEST_F(Compaction, FragmentedPoolShrinksByReturnedPages) {
   for (auto& [h, bytes] : live_) ASSERT_TRUE(check_object(pool_, h, bytes));
 }
 
-TEST_F(Compaction, PagesCompactedAccumulates) {
+TEST_P(Compaction, PagesCompactedAccumulates) {
   unsigned long sum = 0;
   for (int round = 0; round < 4; ++round) {
     fragment(6000, {100, 700, 1500, 3000}, 100 + round);
@@ -104,7 +107,7 @@ TEST_F(Compaction, PagesCompactedAccumulates) {
   EXPECT_GT(sum, 0u);
 }
 
-TEST_F(Compaction, EmptyPoolCompactsToZero) {
+TEST_P(Compaction, EmptyPoolCompactsToZero) {
   EXPECT_EQ(zs_compact(pool_), 0u);
   EXPECT_EQ(zs_get_total_pages(pool_), 0u);
   struct zs_pool_stats s{};
@@ -114,7 +117,7 @@ TEST_F(Compaction, EmptyPoolCompactsToZero) {
 
 // Emptied zspages may linger as spares (at most one per class); zs_compact releases them all
 // and counts them.
-TEST_F(Compaction, SparesAreReleasedAndCounted) {
+TEST_P(Compaction, SparesAreReleasedAndCounted) {
   std::vector<unsigned long> hs;
   unsigned long classes_pages = 0;
   for (unsigned i = 0; i < zs_class_count(pool_); ++i) {
@@ -148,7 +151,7 @@ TEST_F(Compaction, SparesAreReleasedAndCounted) {
 }
 
 // Huge zspages hold one object: compaction never moves them and they never fragment.
-TEST_F(Compaction, HugeObjectsAreNotMoved) {
+TEST_P(Compaction, HugeObjectsAreNotMoved) {
   for (size_t i = 0; i < 200; ++i) ASSERT_NE(store(3700 + i, i), 0u);
   std::vector<unsigned long> hs;
   for (auto& [h, bytes] : live_) hs.push_back(h);
@@ -162,7 +165,7 @@ TEST_F(Compaction, HugeObjectsAreNotMoved) {
 
 // Two threads compacting at once: one may return 0 at once (compaction in progress), and the
 // sum of what they report is exactly the pages freed.
-TEST_F(Compaction, ConcurrentCompactCallsAccountExactly) {
+TEST_P(Compaction, ConcurrentCompactCallsAccountExactly) {
   fragment(30000, {64, 300, 900, 1800, 2700}, 7);
   const unsigned long before = zs_get_total_pages(pool_);
   std::atomic<unsigned long> sum{0};
@@ -194,7 +197,10 @@ TEST_F(Compaction, ConcurrentCompactCallsAccountExactly) {
   EXPECT_EQ(t.freeable, 0u);
 }
 
-// Compaction on 16K and 64K pages and with chain 4 and 16.
+INSTANTIATE_TEST_SUITE_P(Pools, Compaction, ::testing::ValuesIn(kPoolConfigs), config_name);
+
+// Compaction on 16K and 64K pages and with chain 4 and 16, on the default configuration only:
+// these are about the geometry, which the configurations do not vary.
 class CompactionConfig : public PoolFixture,
                          public ::testing::WithParamInterface<std::pair<size_t, unsigned>> {
  protected:

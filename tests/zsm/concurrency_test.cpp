@@ -1,11 +1,12 @@
-// tests/zsm/concurrency_test.cpp: one pool, many threads. Workers store / read / overwrite / free
-// their own objects (every read verified) while another thread compacts in a loop; handles
-// cross threads through a queue (stored by one thread, read and freed by another); readers hit
-// shared objects while compaction moves them. Zero mismatches, and the pool ends empty. Each
-// test runs on every pool configuration of pool_configs.h (default, no thread cache,
-// hardened, one lock per class).
+// tests/zsm/concurrency_test.cpp: one pool, many threads. Workers run workloads (workload.h) that
+// store / read / overwrite / free their own objects (every read verified) while another thread
+// compacts in a loop; handles cross threads through a queue (stored by one thread, read and
+// freed by another); readers hit shared objects while compaction moves them. Zero mismatches,
+// and the pool ends empty. Each test runs on every pool configuration of pool_configs.h
+// (default, no thread cache, hardened, one lock per class, scattered pages).
 #include "pool_configs.h"
 #include "test_support.h"
+#include "workload.h"
 
 #include <algorithm>
 #include <condition_variable>
@@ -58,18 +59,6 @@ class Checker {
     return true;
   }
 
-  // Verifies and frees mine[i], which the last object takes the place of.
-  void verify_and_free(std::vector<Obj>& mine, size_t i, std::vector<uint8_t>& scratch) {
-    verify(mine[i], scratch);
-    zs_free(pool_, mine[i].h);
-    mine[i] = mine.back();
-    mine.pop_back();
-  }
-
-  void verify_and_free_all(std::vector<Obj>& mine, std::vector<uint8_t>& scratch) {
-    while (!mine.empty()) verify_and_free(mine, mine.size() - 1, scratch);
-  }
-
   unsigned long bad() const { return bad_.load(); }
   std::string first_error() {
     std::lock_guard<std::mutex> g(mu_);
@@ -102,44 +91,21 @@ class Concurrency : public ::testing::TestWithParam<PoolConfig> {
 TEST_P(Concurrency, OwnObjectsWithConcurrentCompaction) {
   constexpr int kThreads = 4;
   constexpr unsigned kOpsPerThread = 50000;
-  std::atomic<unsigned long> failed_allocs{0};
-  Checker check(p);
+  Mismatches bad;
   std::latch start(kThreads);
-  // A hardened pool takes writes up to the object's size, not its class's capacity.
-  const bool hardened = (GetParam().flags & ZS_POOL_HARDENED) != 0;
   Compactor compactor(p);
 
   auto worker = [&](int id) {
-    std::mt19937_64 rng(1000 + id);
-    std::vector<Obj> mine;
-    std::vector<uint8_t> scratch;
+    PoolTarget mine(p, 4096, hardened(GetParam()));
+    Workload<PoolTarget> mix(mine, 1000 + id);
+    mix.op("store", 35, &PoolTarget::store, Needs::room)
+        .op("read", 30, &PoolTarget::read, Needs::a_live_object)
+        .op("overwrite", 15, &PoolTarget::overwrite, Needs::a_live_object)
+        .op("free", 20, &PoolTarget::free, Needs::a_live_object)
+        .at_most(600);
     start.arrive_and_wait();
-    for (unsigned op = 0; op < kOpsPerThread; ++op) {
-      unsigned r = rng() % 100;
-      if (mine.empty() || (r < 35 && mine.size() < 600)) {
-        Obj o{0, rng(), draw_size(rng)};
-        if (!store(p, o, scratch)) {
-          ++failed_allocs;
-          continue;
-        }
-        mine.push_back(o);
-      } else if (r < 65) {
-        check.verify(mine[rng() % mine.size()], scratch);
-      } else if (r < 80) {  // overwrite with a new pattern, up to the capacity
-        Obj& o = mine[rng() % mine.size()];
-        size_t cap = hardened ? o.len : zs_obj_capacity(p, o.h);
-        Obj n{o.h, rng(), 1 + rng() % cap};
-        if (n.len < o.len) n.len = o.len;  // keep it simple: the new pattern covers the old
-        scratch.resize(n.len);
-        fill_pattern(scratch.data(), n.len, n.seed);
-        zs_obj_write(p, n.h, scratch.data(), n.len);
-        o = n;
-        check.verify(o, scratch);
-      } else {
-        check.verify_and_free(mine, rng() % mine.size(), scratch);
-      }
-    }
-    check.verify_and_free_all(mine, scratch);
+    if (Check c = mix.run(kOpsPerThread); !c) bad.record(c.message());
+    if (Check c = mine.free_all(); !c) bad.record(c.message());
   };
   std::vector<std::thread> threads;
   for (int i = 0; i < kThreads; ++i) threads.emplace_back(worker, i);
@@ -147,8 +113,7 @@ TEST_P(Concurrency, OwnObjectsWithConcurrentCompaction) {
   compactor.stop();
   std::cout << "[          ] " << compactor.calls() << " concurrent compactions freed "
             << compactor.freed() << " pages\n";
-  EXPECT_EQ(check.bad(), 0u) << check.first_error();
-  EXPECT_EQ(failed_allocs.load(), 0u);
+  EXPECT_EQ(bad.count(), 0u) << bad.first();
   struct zs_pool_stats s{};
   zs_pool_stats(p, &s);
   EXPECT_EQ(s.pages_compacted, compactor.freed());
@@ -283,27 +248,23 @@ TEST_P(Concurrency, SharedReadersWhileCompactionMovesObjects) {
 // Many threads allocating and freeing in one class at once (class lock contention, zspages
 // created and emptied concurrently), with compaction.
 TEST_P(Concurrency, SameClassChurn) {
-  Checker check(p);
+  Mismatches bad;
   Compactor compactor(p);
   auto worker = [&](int id) {
-    std::mt19937_64 rng(id);
-    std::vector<Obj> mine;
-    std::vector<uint8_t> scratch;
-    for (unsigned i = 0; i < 15000; ++i) {
-      if (mine.size() < 200 && (mine.empty() || rng() % 3)) {
-        Obj o{0, rng(), 776};  // class 784: 5-page zspages, objects spanning pages
-        if (store(p, o, scratch)) mine.push_back(o);
-      } else {
-        check.verify_and_free(mine, rng() % mine.size(), scratch);
-      }
-    }
-    check.verify_and_free_all(mine, scratch);
+    PoolTarget mine(p);
+    mine.sizes = sizes_of({776});  // class 784: 5-page zspages, objects spanning pages
+    Workload<PoolTarget> mix(mine, id);
+    mix.op("store", 2, &PoolTarget::store, Needs::room)
+        .op("free", 1, &PoolTarget::free, Needs::a_live_object)
+        .at_most(200);
+    if (Check c = mix.run(15000); !c) bad.record(c.message());
+    if (Check c = mine.free_all(); !c) bad.record(c.message());
   };
   std::vector<std::thread> threads;
   for (int i = 0; i < 4; ++i) threads.emplace_back(worker, i);
   for (auto& t : threads) t.join();
   compactor.stop();
-  EXPECT_EQ(check.bad(), 0u) << check.first_error();
+  EXPECT_EQ(bad.count(), 0u) << bad.first();
 }
 
 INSTANTIATE_TEST_SUITE_P(Pools, Concurrency, ::testing::ValuesIn(kPoolConfigs), config_name);

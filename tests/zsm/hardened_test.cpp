@@ -12,18 +12,17 @@
 #include <cerrno>
 #include <cstring>
 #include <ostream>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "test_support.h"
+#include "workload.h"
 
 namespace {
 
 using zsm_test::check_object;
 using zsm_test::make_pattern;
-using zsm_test::seed_of;
 
 zs_pool* hardened_pool(const char* name, unsigned shards = 2) {
   zs_pool_config cfg{};
@@ -315,35 +314,18 @@ TEST(Hardened, ProfilingAndCompactionWithHardenedHandles) {
 
 // Under a valid workload a hardened pool behaves like a default one: no false report.
 TEST(Hardened, BehavesLikeADefaultPool) {
-  zs_pool* pool = hardened_pool("h", 4);
+  zsm_test::PoolPtr pool(hardened_pool("h", 4));
   ASSERT_NE(pool, nullptr);
-  std::mt19937_64 rng(7);
-  std::vector<std::pair<unsigned long, size_t>> live;
-  for (int i = 0; i < 20000; i++) {
-    if (!live.empty() && rng() % 3 == 0) {
-      size_t k = rng() % live.size();
-      zs_free(pool, live[k].first);
-      live[k] = live.back();
-      live.pop_back();
-      continue;
-    }
-    size_t size = 1 + rng() % 4096;
-    unsigned long h = zs_malloc(pool, size);
-    ASSERT_NE(h, 0u);
-    std::vector<uint8_t> bytes = make_pattern(size, seed_of(h, size));
-    zs_obj_write(pool, h, bytes.data(), size);
-    live.emplace_back(h, size);
-  }
-  zs_compact(pool);
-  EXPECT_EQ(zs_check_pool(pool, stderr), 0);
-  for (auto [h, size] : live) {
-    ASSERT_TRUE(check_object(pool, h, make_pattern(size, seed_of(h, size))));
-    EXPECT_GE(zs_obj_capacity(pool, h), size);
-  }
-  for (auto [h, size] : live) zs_free(pool, h);
-  zs_compact(pool);
-  EXPECT_EQ(zs_get_total_pages(pool), 0u);
-  zs_destroy_pool(pool);
+  zsm_test::PoolTarget target(pool.get(), 4096, /*hardened=*/true);
+  target.sizes = zsm_test::uniform_sizes(1, 4096);
+  zsm_test::Workload<zsm_test::PoolTarget> mix(target, 7);
+  mix.op("free", 1, &zsm_test::PoolTarget::free, zsm_test::Needs::a_live_object)
+      .op("malloc+write", 2, &zsm_test::PoolTarget::malloc_write, zsm_test::Needs::room);
+  ASSERT_TRUE(mix.run(20000));
+  zsm_test::Rng unused;
+  EXPECT_TRUE(target.compact(unused));
+  EXPECT_TRUE(target.check_pool(unused));
+  EXPECT_TRUE(target.finish());  // every object checked, its capacity at least its size
 }
 
 // Without the flag a read may cover the object's whole capacity (the kernel's contract);

@@ -1,5 +1,5 @@
 // tests/zsm/invariants_test.cpp: zs_check_pool(). It must pass at every quiescent point of a
-// randomized workload (stores, frees, overwrites, compactions, over several geometries and
+// randomized workload (workload.h: stores, frees, compactions, over several geometries and
 // shard counts) and must catch a broken pool: an object header overwritten through a read
 // pointer, which is what a stray write from a user would do. Builds with
 // ZSM_DEBUG_INVARIANTS also check every class after every call of the same workload.
@@ -9,17 +9,15 @@
 
 #include <cerrno>
 #include <cstring>
-#include <random>
-#include <tuple>
+#include <string>
 #include <vector>
 
 #include "test_support.h"
+#include "workload.h"
 
 namespace {
 
-using zsm_test::check_object;
-using zsm_test::make_pattern;
-using zsm_test::seed_of;
+using namespace zsm_test;
 
 struct Geometry {
   size_t page_size;
@@ -35,41 +33,20 @@ TEST_P(Invariants, HoldThroughoutARandomWorkload) {
   cfg.page_size = g.page_size;
   cfg.chain_size = g.chain;
   cfg.nr_shards = g.shards;
-  zs_pool* pool = zs_create_pool_ex("inv", &cfg);
+  PoolPtr pool(zs_create_pool_ex("inv", &cfg));
   ASSERT_NE(pool, nullptr);
-  std::mt19937_64 rng(g.page_size + g.chain + g.shards);
-  std::vector<std::pair<unsigned long, size_t>> live;
-  for (int op = 0; op < 6000; op++) {
-    unsigned r = rng() % 100;
-    if (r < 40 && !live.empty()) {
-      size_t k = rng() % live.size();
-      ASSERT_TRUE(check_object(pool, live[k].first,
-                               make_pattern(live[k].second, seed_of(live[k].first, live[k].second)),
-                               g.page_size));
-      zs_free(pool, live[k].first);
-      live[k] = live.back();
-      live.pop_back();
-    } else if (r < 42) {
-      zs_compact(pool);
-    } else {
-      size_t size = 1 + rng() % g.page_size;
-      std::vector<uint8_t> bytes(size);
-      unsigned long h = zs_malloc(pool, size);
-      ASSERT_NE(h, 0u);
-      zsm_test::fill_pattern(bytes.data(), size, seed_of(h, size));
-      zs_obj_write(pool, h, bytes.data(), size);
-      live.emplace_back(h, size);
-    }
-    if (op % 500 == 0) {
-      ASSERT_EQ(zs_check_pool(pool, stderr), 0) << "after op " << op;
-    }
-  }
-  ASSERT_EQ(zs_check_pool(pool, stderr), 0);
-  for (auto [h, size] : live) zs_free(pool, h);
-  zs_compact(pool);
-  EXPECT_EQ(zs_check_pool(pool, stderr), 0);
-  EXPECT_EQ(zs_get_total_pages(pool), 0u);
-  zs_destroy_pool(pool);
+  PoolTarget target(pool.get(), g.page_size);
+  target.sizes = uniform_sizes(1, g.page_size);
+  Workload<PoolTarget> mix(target, g.page_size + g.chain + g.shards);
+  mix.op("free", 40, &PoolTarget::free, Needs::a_live_object)
+      .op("compact", 2, &PoolTarget::compact)
+      .op("malloc+write", 58, &PoolTarget::malloc_write, Needs::room)
+      .every(500, "zs_check_pool", &PoolTarget::check_pool);
+  ASSERT_TRUE(mix.run(6000));
+  Rng unused;
+  ASSERT_TRUE(target.check_pool(unused));
+  EXPECT_TRUE(target.finish());
+  EXPECT_TRUE(target.check_pool(unused));
 }
 
 INSTANTIATE_TEST_SUITE_P(Geometries, Invariants,

@@ -9,14 +9,20 @@
 
 #include <array>
 #include <memory>
-#include <random>
 #include <vector>
 
 #include "test_support.h"
+#include "workload.h"
 
 namespace {
 
+using zsm_test::Check;
 using zsm_test::PoolPtr;
+using zsm_test::PoolTarget;
+using zsm_test::Rng;
+using zsm_test::Workload;
+using zsm_test::Needs;
+using zsm_test::check_stats_consistent;
 
 using zsm_test::check_object;
 using zsm_test::fullness_group;
@@ -145,7 +151,7 @@ TEST_F(LazyFullness, CompactionFindsTheHotZspage) {
 // Random stores and frees in the classes with the fewest objects per zspage (where a group
 // change skips groups, and the huge class, whose zspages are never hot), and in a common
 // class, with one and with four shards (the parameter), through zs_store() and zs_malloc():
-// zs_check_pool() holds after every call, and the statistics add up.
+// zs_check_pool() holds after every call, and the statistics add up (a workload, workload.h).
 class LazyFullnessRandomMix : public ::testing::TestWithParam<unsigned> {};
 
 TEST_P(LazyFullnessRandomMix, CheckPoolHolds) {
@@ -163,38 +169,22 @@ TEST_P(LazyFullnessRandomMix, CheckPoolHolds) {
       sizes.push_back(st.size - ZS_HANDLE_SIZE);
   }
   ASSERT_GT(sizes.size(), 2u);
-  std::mt19937_64 rng(shards);
-  std::vector<std::pair<unsigned long, size_t>> live;
-  for (int op = 0; op < 3000; op++) {
-    if (rng() % 100 < 45 && !live.empty()) {
-      size_t k = rng() % live.size();
-      ASSERT_TRUE(check_object(p, live[k].first,
-                               make_pattern(live[k].second, seed_of(live[k].first, live[k].second))));
-      zs_free(p, live[k].first);
-      live[k] = live.back();
-      live.pop_back();
-    } else {
-      size_t size = sizes[rng() % sizes.size()];
-      unsigned long h;
-      if (op % 2 == 0) {  // zs_store(), whose copy comes from the store's own path
-        std::vector<uint8_t> bytes = make_pattern(size, op);
-        h = zs_store(p, bytes.data(), size);
-        ASSERT_NE(h, 0u);
-        ASSERT_TRUE(check_object(p, h, bytes));
-        zs_obj_write(p, h, make_pattern(size, seed_of(h, size)).data(), size);
-      } else {
-        h = zs_malloc(p, size);
-        ASSERT_NE(h, 0u);
-        zs_obj_write(p, h, make_pattern(size, seed_of(h, size)).data(), size);
-      }
-      live.emplace_back(h, size);
-    }
-    ASSERT_EQ(zs_check_pool(p, stderr), 0) << "after op " << op << ", " << shards << " shards";
-    if (op % 100 == 0) {
-      ASSERT_TRUE(zsm_test::check_stats_consistent(p, live.size()));
-    }
-  }
-  for (auto& [h, size] : live) zs_free(p, h);
+  PoolTarget target(p);
+  target.sizes = zsm_test::sizes_of(sizes);
+  // zs_store(), whose copy comes from the store's own path, read back at once.
+  auto store_and_read = [](PoolTarget& t, Rng& rng) {
+    Check c = t.store(rng);
+    return c ? t.check(t.live.newest()) : c;
+  };
+  auto stats = [](PoolTarget& t, Rng&) { return check_stats_consistent(t.pool(), t.live_size()); };
+  Workload<PoolTarget> mix(target, shards);
+  mix.op("free", 45, &PoolTarget::free, Needs::a_live_object)
+      .op("store", 28, store_and_read, Needs::room)
+      .op("malloc+write", 27, &PoolTarget::malloc_write, Needs::room)
+      .every(1, "zs_check_pool", &PoolTarget::check_pool)
+      .every(100, "stats", stats);
+  ASSERT_TRUE(mix.run(3000)) << shards << " shards";
+  EXPECT_TRUE(target.free_all());
   EXPECT_TRUE(zsm_test::compact_and_check_empty(p));
 }
 

@@ -1,5 +1,5 @@
 // tests/zsm/profiling_test.cpp: allocation profiling (ZSM_PROFILING). The accounting must be
-// exact: after a randomized run of stores, mallocs, overwrites, frees and compactions, each
+// exact: after a randomized run (a workload, workload.h) of stores, mallocs, overwrites, frees and compactions, each
 // call site's counters and each class's equal what the test tracked itself; objects stored
 // while profiling was off are never taken off, whenever they are freed; threads updating one
 // site add up; the allocinfo report lists the sites, most bytes first, in /proc/allocinfo
@@ -13,16 +13,19 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "test_support.h"
+#include "workload.h"
 
 namespace {
 
-using zsm_test::check_object;
+using zsm_test::Check;
+using zsm_test::Needs;
+using zsm_test::Rng;
+using zsm_test::Workload;
 using zsm_test::make_pattern;
 using zsm_test::seed_of;
 
@@ -62,42 +65,67 @@ struct Tracked {
   bool counted;    // stored while profiling was on
 };
 
+// The objects a profiled run stored, at three call sites.
+struct ProfiledRun {
+  zs_pool* pool;
+  zs_alloc_tag* tags;
+  std::vector<Tracked> live;
+
+  size_t live_size() const { return live.size(); }
+
+  Check flip_profiling(Rng& rng) {
+    zs_alloc_profiling_set(static_cast<int>(rng() % 2));
+    return ::testing::AssertionSuccess();
+  }
+  Check compact(Rng&) {
+    zs_compact(pool);
+    return ::testing::AssertionSuccess();
+  }
+  Check free(Rng& rng) {
+    const size_t k = rng() % live.size();
+    zs_free(pool, live[k].handle);
+    live[k] = live.back();
+    live.pop_back();
+    return ::testing::AssertionSuccess();
+  }
+  // In place: changes no counter.
+  Check overwrite(Rng& rng) {
+    const Tracked& t = live[rng() % live.size()];
+    std::vector<uint8_t> bytes = make_pattern(t.size, seed_of(t.handle, t.size) + 1);
+    zs_obj_write(pool, t.handle, bytes.data(), t.size);
+    return ::testing::AssertionSuccess();
+  }
+  // zs_store_tagged or zs_malloc_tagged of 1..4096 bytes at a random site.
+  Check store(Rng& rng) {
+    const size_t size = 1 + rng() % 4096;
+    const int site = static_cast<int>(rng() % 3);
+    const bool on = zs_alloc_profiling_enabled() == 1;
+    unsigned long h;
+    if (rng() % 2) {
+      std::vector<uint8_t> bytes = make_pattern(size, size);
+      h = zs_store_tagged(pool, bytes.data(), size, &tags[site]);
+    } else {
+      h = zs_malloc_tagged(pool, size, &tags[site]);
+    }
+    if (h == 0) return ::testing::AssertionFailure() << "a tagged store of " << size << " failed";
+    live.push_back({h, size, site, on});
+    return ::testing::AssertionSuccess();
+  }
+};
+
 TEST_F(Profiling, RandomizedAccountingIsExact) {
   static zs_alloc_tag tags[3] = {{__FILE__, "site0", 1, 0, 0, 0, nullptr},
                                  {__FILE__, "site1", 2, 0, 0, 0, nullptr},
                                  {__FILE__, "site2", 3, 0, 0, 0, nullptr}};
-  std::mt19937_64 rng(11);
-  std::vector<Tracked> live;
-  for (int op = 0; op < 30000; op++) {
-    unsigned r = rng() % 100;
-    if (r < 2) {
-      zs_alloc_profiling_set(static_cast<int>(rng() % 2));  // flip mid-run
-    } else if (r < 3) {
-      zs_compact(pool_);
-    } else if (r < 40 && !live.empty()) {
-      size_t k = rng() % live.size();
-      zs_free(pool_, live[k].handle);
-      live[k] = live.back();
-      live.pop_back();
-    } else if (r < 45 && !live.empty()) {  // overwrite in place: changes no counter
-      Tracked& t = live[rng() % live.size()];
-      std::vector<uint8_t> bytes = make_pattern(t.size, seed_of(t.handle, t.size) + 1);
-      zs_obj_write(pool_, t.handle, bytes.data(), t.size);
-    } else {
-      size_t size = 1 + rng() % 4096;
-      int site = static_cast<int>(rng() % 3);
-      bool on = zs_alloc_profiling_enabled() == 1;
-      unsigned long h;
-      if (rng() % 2) {
-        std::vector<uint8_t> bytes = make_pattern(size, size);
-        h = zs_store_tagged(pool_, bytes.data(), size, &tags[site]);
-      } else {
-        h = zs_malloc_tagged(pool_, size, &tags[site]);
-      }
-      ASSERT_NE(h, 0u);
-      live.push_back({h, size, site, on});
-    }
-  }
+  ProfiledRun run{pool_, tags, {}};
+  Workload<ProfiledRun> mix(run, 11);
+  mix.op("flip profiling", 2, &ProfiledRun::flip_profiling)  // mid-run
+      .op("compact", 1, &ProfiledRun::compact)
+      .op("free", 37, &ProfiledRun::free, Needs::a_live_object)
+      .op("overwrite", 5, &ProfiledRun::overwrite, Needs::a_live_object)
+      .op("store", 55, &ProfiledRun::store, Needs::room);
+  ASSERT_TRUE(mix.run(30000));
+  const std::vector<Tracked>& live = run.live;
   zs_compact(pool_);
   unsigned long bytes[3] = {}, calls[3] = {};
   std::map<unsigned, std::pair<unsigned long, unsigned long>> by_class;

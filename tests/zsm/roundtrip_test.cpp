@@ -1,8 +1,10 @@
 // tests/zsm/roundtrip_test.cpp: store and read back. Every size 1..4096 through zs_store() and
 // through zs_malloc()+zs_obj_write(), byte-exact, including objects that span two pages (read
-// into local_copy) and huge ones; the zspage layout decides which reads are copies; 16K and
-// 64K page pools on a subset of sizes; zs_memcpy(), the public face of the pool's copy. Bad
-// arguments, the error contract, are bad_input_test.cpp's.
+// into local_copy) and huge ones; the zspage layout decides which reads are copies: on every
+// pool configuration of pool_configs.h. 16K and 64K page pools on a subset of sizes;
+// zs_memcpy(), the public face of the pool's copy. Bad arguments, the error contract, are
+// bad_input_test.cpp's.
+#include "pool_configs.h"
 #include "test_support.h"
 
 #include <algorithm>
@@ -17,9 +19,10 @@ size_t expected_capacity(zs_pool* pool, size_t size, size_t page_size) {
   return class_for_request(pool, size).size - ZS_HANDLE_SIZE;
 }
 
-class RoundTrip : public PoolFixture {};
+// Each RoundTrip test runs on every pool configuration of pool_configs.h.
+class RoundTrip : public PoolConfigFixture {};
 
-TEST_F(RoundTrip, EverySizeThroughStore) {
+TEST_P(RoundTrip, EverySizeThroughStore) {
   const size_t huge = zs_huge_class_size(pool_);
   ASSERT_EQ(huge, 3625u);
   std::vector<unsigned long> handles;
@@ -58,7 +61,7 @@ TEST_F(RoundTrip, EverySizeThroughStore) {
   EXPECT_TRUE(check_stats_consistent(pool_, live_.size()));
 }
 
-TEST_F(RoundTrip, EverySizeThroughMallocAndWrite) {
+TEST_P(RoundTrip, EverySizeThroughMallocAndWrite) {
   size_t copied = 0, direct = 0;
   for (size_t size = 1; size <= 4096; ++size) {
     unsigned long h = zs_malloc(pool_, size);
@@ -76,12 +79,14 @@ TEST_F(RoundTrip, EverySizeThroughMallocAndWrite) {
   EXPECT_GT(copied, 0u);
   EXPECT_GT(direct, 0u);
   for (auto& [h, bytes] : live_) ASSERT_TRUE(check_object(pool_, h, bytes));
-  // The whole capacity is writable and readable, not just the requested size.
+  // The whole capacity is writable and readable, not just the requested size (a hardened
+  // pool takes only the size, and dies past it: hardened_test.cpp).
   for (auto& [h, bytes] : live_) {
     size_t cap = zs_obj_capacity(pool_, h);
     ASSERT_GE(cap, bytes.size());
-    bytes = make_pattern(cap, seed_of(h, cap));
-    zs_obj_write(pool_, h, bytes.data(), cap);
+    const size_t writable = hardened(GetParam()) ? bytes.size() : cap;
+    bytes = make_pattern(writable, seed_of(h, writable));
+    zs_obj_write(pool_, h, bytes.data(), writable);
   }
   for (auto& [h, bytes] : live_) ASSERT_TRUE(check_object(pool_, h, bytes));
 }
@@ -89,7 +94,7 @@ TEST_F(RoundTrip, EverySizeThroughMallocAndWrite) {
 // Objects sit back to back in a zspage (§3.2) and a fresh zspage hands out indices 0, 1, 2...
 // (§3.3), so the payload of object k starts at k*size + 8. Its read is a copy exactly when it
 // crosses a page boundary; a 1-byte read never is.
-TEST_F(RoundTrip, SpanningFollowsZspageLayout) {
+TEST_P(RoundTrip, SpanningFollowsZspageLayout) {
   const unsigned sizes[] = {48, 144, 784, 1168, 2384, 3184, 3632};
   for (unsigned cls : sizes) {
     SCOPED_TRACE("class " + std::to_string(cls));
@@ -124,7 +129,7 @@ TEST_F(RoundTrip, SpanningFollowsZspageLayout) {
   }
 }
 
-TEST_F(RoundTrip, PartialReadsAndWrites) {
+TEST_P(RoundTrip, PartialReadsAndWrites) {
   const size_t sizes[] = {1, 7, 8, 9, 100, 777, 2000, 3624, 3625, 4096};
   for (size_t size : sizes) {
     unsigned long h = store(size, size * 31);
@@ -145,7 +150,7 @@ TEST_F(RoundTrip, PartialReadsAndWrites) {
   }
 }
 
-TEST_F(RoundTrip, HugeObjects) {
+TEST_P(RoundTrip, HugeObjects) {
   const size_t huge = zs_huge_class_size(pool_);
   unsigned long before = zs_get_total_pages(pool_);
   std::vector<unsigned long> hs;
@@ -171,7 +176,11 @@ TEST_F(RoundTrip, HugeObjects) {
   EXPECT_FALSE(info.copied);
 }
 
+INSTANTIATE_TEST_SUITE_P(Pools, RoundTrip, ::testing::ValuesIn(kPoolConfigs), config_name);
+
 // ---- other page sizes --------------------------------------------------------------------------
+// On the default configuration only: these are about the page size, which the configurations
+// do not vary (their scattered source serves 4 KiB pages).
 
 class RoundTripPageSize : public PoolFixture, public ::testing::WithParamInterface<size_t> {
  protected:

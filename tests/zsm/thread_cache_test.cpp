@@ -14,18 +14,24 @@
 #include <cstdlib>
 #include <functional>
 #include <future>
+#include <memory>
 #include <mutex>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "test_support.h"
 #include "watchdog.h"
+#include "workload.h"
 
 namespace {
 
+using zsm_test::Check;
+using zsm_test::Needs;
 using zsm_test::PoolPtr;
+using zsm_test::PoolTarget;
+using zsm_test::Rng;
+using zsm_test::Workload;
 
 using zsm_test::check_object;
 using zsm_test::check_stats_consistent;
@@ -388,60 +394,29 @@ TEST(ThreadCache, ThreadsWithCrossThreadFreesAndACompactor) {
 #else
   constexpr int kOps = 200000;
 #endif
-  struct Obj {
-    unsigned long h;
-    size_t size;
-    uint64_t seed;
-  };
-  std::mutex handover_lock;
-  std::vector<Obj> handover;
+  zsm_test::Handoff handover;
   std::atomic<bool> stop{false};
   const unsigned long kMostPerThread = pool_stats(pool.get()).cached_bytes_per_thread;
-  std::atomic<unsigned long> mismatches{0}, cross_frees{0}, check_failures{0};
+  std::atomic<unsigned long> check_failures{0};
+  zsm_test::Mismatches bad;
   zsm_test::Watchdog watchdog("ThreadCache.ThreadsWithCrossThreadFreesAndACompactor", kThreads + 1);
-  std::vector<std::vector<Obj>> survivors(kThreads);
+  std::vector<std::unique_ptr<PoolTarget>> survivors;
   std::vector<std::thread> workers;
   for (int t = 0; t < kThreads; t++) {
-    workers.emplace_back([&, t] {
-      std::mt19937_64 rng(t + 1);
-      std::vector<Obj>& live = survivors[t];
-      for (int op = 0; op < kOps; op++) {
-        watchdog.beat(t);
-        unsigned r = rng() % 100;
-        if (r < 45 || live.empty()) {
-          size_t size = 16 + rng() % 3000;
-          uint64_t seed = rng();
-          unsigned long h = store_pattern(pool.get(), size, seed);
-          if (h == 0) continue;
-          live.push_back({h, size, seed});
-        } else if (r < 70) {
-          size_t i = rng() % live.size();
-          if (!check_object(pool.get(), live[i].h, make_pattern(live[i].size, live[i].seed)))
-            mismatches++;
-        } else if (r < 85) {
-          size_t i = rng() % live.size();
-          zs_free(pool.get(), live[i].h);
-          live[i] = live.back();
-          live.pop_back();
-        } else if (r < 93) {
-          size_t i = rng() % live.size();
-          std::lock_guard lock(handover_lock);
-          handover.push_back(live[i]);
-          live[i] = live.back();
-          live.pop_back();
-        } else {
-          Obj o;
-          {
-            std::lock_guard lock(handover_lock);
-            if (handover.empty()) continue;
-            o = handover.back();
-            handover.pop_back();
-          }
-          if (!check_object(pool.get(), o.h, make_pattern(o.size, o.seed))) mismatches++;
-          zs_free(pool.get(), o.h);  // freed by another thread than the one that stored it
-          cross_frees++;
-        }
-      }
+    survivors.push_back(std::make_unique<PoolTarget>(pool.get()));
+    survivors.back()->sizes = zsm_test::uniform_sizes(16, 3015);
+    workers.emplace_back([&, t, &mine = *survivors.back()] {
+      Workload<PoolTarget> mix(mine, t + 1);
+      mix.op("store", 45, &PoolTarget::store, Needs::room)
+          .op("read", 25, &PoolTarget::read, Needs::a_live_object)
+          .op("free", 15, &PoolTarget::free, Needs::a_live_object)
+          .op("hand over", 8,
+              [&](PoolTarget& p, Rng& rng) { return p.hand_off(handover, rng); },
+              Needs::a_live_object)
+          // freed by another thread than the one that stored it
+          .op("receive", 7, [&](PoolTarget& p, Rng&) { return p.receive(handover, false); })
+          .on_step([&watchdog, t] { watchdog.beat(t); });
+      if (Check c = mix.run(kOps); !c) bad.record(c.message());
     });
   }
   std::thread compactor([&] {
@@ -458,17 +433,22 @@ TEST(ThreadCache, ThreadsWithCrossThreadFreesAndACompactor) {
   for (auto& w : workers) w.join();
   stop = true;
   compactor.join();
-  EXPECT_EQ(mismatches.load(), 0u);
+  EXPECT_EQ(bad.count(), 0u) << bad.first();
   EXPECT_EQ(check_failures.load(), 0u);
-  EXPECT_GT(cross_frees.load(), 0u);
+  uint64_t cross_frees = 0;
   size_t live = handover.size();
-  for (auto& v : survivors) {
-    for (const Obj& o : v) EXPECT_TRUE(check_object(pool.get(), o.h, make_pattern(o.size, o.seed)));
-    live += v.size();
+  for (const auto& mine : survivors) {
+    for (const auto& o : mine->live) EXPECT_TRUE(mine->check(o));
+    live += mine->live_size();
+    cross_frees += mine->cross_frees();
   }
+  EXPECT_GT(cross_frees, 0u);
   EXPECT_TRUE(check_stats_consistent(pool.get(), live));
   EXPECT_EQ(zs_check_pool(pool.get(), stderr), 0);
   EXPECT_EQ(pool_stats(pool.get()).cached_objs, 0u);  // every worker has exited
+  EXPECT_TRUE(survivors[0]->receive_all(handover));
+  for (const auto& mine : survivors) EXPECT_TRUE(mine->free_all());
+  EXPECT_TRUE(zsm_test::compact_and_check_empty(pool.get()));
 }
 
 // A page source whose free_page calls into another pool: statistics, compaction, a drain,
