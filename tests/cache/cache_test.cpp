@@ -262,16 +262,16 @@ TEST(Cache, ValuesAboveAPageAreChainedAndKeepTheirCompression) {
 // call, and a get returns the last value put under that key or nothing (evicted).
 TEST(Cache, CapacityIsNeverExceeded) {
   for (uint64_t seed : {1u, 2u, 3u}) {
-    const size_t capacity = 1 << 20;
-    zsm::Cache cache(small_cache(capacity));
+    constexpr size_t kCapacity = 1 << 20;
+    zsm::Cache cache(small_cache(kCapacity));
     CacheTarget target(cache);
     target.keys = [](Rng& rng) { return "key" + std::to_string(rng() % 2000); };
     target.values = [](Rng& rng) {
       const size_t n = rng() % 4097;
       return rng() % 4 == 0 ? random_bytes(n, rng()) : text_bytes(n, rng());
     };
-    auto within_capacity = [capacity](CacheTarget& t, Rng&) -> Check {
-      if (t.cache().stats().bytes_held > capacity)
+    auto within_capacity = [](CacheTarget& t, Rng&) -> Check {
+      if (t.cache().stats().bytes_held > kCapacity)
         return ::testing::AssertionFailure() << "bytes_held " << t.cache().stats().bytes_held;
       return ::testing::AssertionSuccess();
     };
@@ -283,7 +283,7 @@ TEST(Cache, CapacityIsNeverExceeded) {
     ASSERT_TRUE(mix.run(6000));
     zsm::CacheStats s = cache.stats();
     EXPECT_GT(s.evictions, 0u);
-    EXPECT_LE(s.mem_used_max, capacity);
+    EXPECT_LE(s.mem_used_max, kCapacity);
   }
 }
 
