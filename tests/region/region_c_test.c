@@ -6,13 +6,7 @@
 
 #include <zsm/region.h>
 
-#define CHECK(cond)                                                   \
-	do {                                                          \
-		if (!(cond)) {                                        \
-			fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #cond); \
-			return 1;                                     \
-		}                                                     \
-	} while (0)
+#include "c_check.h"
 
 int main(void)
 {
