@@ -5,6 +5,8 @@
 
 #include <cstring>
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <system_error>
 #include <unistd.h>
 
 namespace zsm::region {
@@ -18,10 +20,20 @@ uint32_t checksum(std::span<const std::byte> bytes) {
   return static_cast<uint32_t>(XXH3_64bits(bytes.data(), bytes.size()));
 }
 
+// The directory a backing file at `path` lives in: the path itself when it is one.
+std::string directory_of(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return path;
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
 }  // namespace
 
 PageFile::PageFile(const std::string& path, uint64_t capacity)
     : file_(detail::OwnedFile::create(path, "backing file", ".zsm-region-")),
+      directory_(directory_of(path)),
       capacity_sectors_(capacity / kSector),
       buffer_(kMaxSectors * kSector) {
   for (auto& list : free_) list.reserve(kReleaseRoom);  // release() from a signal handler
@@ -55,6 +67,7 @@ void PageFile::free_extent(uint64_t sector, size_t sectors) {
 }
 
 std::optional<uint64_t> PageFile::write(std::span<const std::byte> bytes) {
+  if (bytes.empty() || bytes.size() > kMaxSectors * kSector) return std::nullopt;
   size_t sectors = sectors_for(bytes.size());
   auto sector = allocate(sectors);
   full_ = !sector;
@@ -71,8 +84,8 @@ std::optional<uint64_t> PageFile::write(std::span<const std::byte> bytes) {
   return location(*sector, checksum(bytes));
 }
 
-bool PageFile::read(uint64_t where, std::span<std::byte> out) {
-  auto n = ::pread(file_.fd(), out.data(), out.size(), static_cast<off_t>(sector_of(where) * kSector));
+bool PageFile::read_at(int fd, uint64_t where, std::span<std::byte> out) {
+  auto n = ::pread(fd, out.data(), out.size(), static_cast<off_t>(sector_of(where) * kSector));
   return n == static_cast<ssize_t>(out.size()) && checksum(out) == checksum_of(where);
 }
 
@@ -94,6 +107,30 @@ void PageFile::end_batch() {
   ::sync_file_range(file_.fd(), 0, 0,
                     SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
   ::posix_fadvise(file_.fd(), 0, 0, POSIX_FADV_DONTNEED);
+}
+
+}  // namespace zsm::region
+
+namespace zsm::region {
+
+detail::OwnedFile PageFile::copy_for_child() const {
+  detail::OwnedFile copy = detail::OwnedFile::create(directory_, "the child's backing file", ".zsm-region-");
+  auto left = static_cast<size_t>(next_sector_ * kSector);
+  loff_t in = 0, out = 0;
+  while (left > 0) {
+    ssize_t n = ::copy_file_range(file_.fd(), &in, copy.fd(), &out, left, 0);
+    if (n <= 0) {
+      throw std::system_error(n < 0 ? errno : EIO, std::generic_category(),
+                              "copying the backing file for a child of fork() into " + directory_);
+    }
+    left -= static_cast<size_t>(n);
+  }
+  return copy;
+}
+
+void PageFile::adopt_in_child(detail::OwnedFile copy) {
+  file_.close_descriptor_only();
+  file_ = std::move(copy);
 }
 
 }  // namespace zsm::region

@@ -1,9 +1,11 @@
 // The region's backing file (zsm_region_options.backing_file): the copies of stored pages
-// that the pool has no room for (compressed_budget_bytes), written by the region's lock
-// holder and read back when the page faults. The file is made by the cold tier's rules
-// (owned_file.h: the path is the user's), and nothing else writes it.
+// that the pool has no room for (compressed_budget_bytes), written by the evictor and read
+// back when a page faults. The file is made by the cold tier's rules (owned_file.h: the path
+// is the user's), and nothing else writes it. Not thread-safe: the copy store serialises
+// every call but read_at(), which any thread may make at once with the others.
 //
-// Space is 512-byte sectors: a copy takes the fewest that hold it (1 to 8) as one extent.
+// Space is 512-byte sectors: a copy takes the fewest that hold it (1 to 8: a copy is at most
+// one 4 KiB page, whatever the pool's page size) as one extent.
 // Freed extents go on a list for their length and are reused first; past them the file grows
 // to its capacity, and then a longer free extent is split. Nothing is ever overwritten while
 // a page's copy is in it: a full file refuses the write, and the copy stays in the pool.
@@ -35,12 +37,12 @@ class PageFile {
   // path (the cold tier's refusals: it exists, it cannot be made or locked).
   PageFile(const std::string& path, uint64_t capacity);
 
-  // Writes a copy of 1..4096 bytes: its location, or std::nullopt when the file is full or
-  // the write failed (the file is left as it was).
+  // Writes a copy of 1..4096 bytes: its location, or std::nullopt when the file is full, the
+  // write failed (the file is left as it was) or the copy is longer than a page.
   std::optional<uint64_t> write(std::span<const std::byte> bytes);
-  // Reads the copy at `where` (out.size() is the length written): false when the read failed
-  // or the bytes are not those written.
-  bool read(uint64_t where, std::span<std::byte> out);
+  // Reads the copy at `where` through descriptor `fd` (out.size() is the length written):
+  // false when the read failed or the bytes are not those written.
+  static bool read_at(int fd, uint64_t where, std::span<std::byte> out);
   // The copy at `where`, of `length` bytes, is no longer needed: its sectors are reused.
   // With `may_allocate` false (a signal handler's call) nothing is allocated: the free list
   // keeps room for kReleaseRoom more releases after every call that may allocate, and past
@@ -48,9 +50,13 @@ class PageFile {
   void release(uint64_t where, size_t length, bool may_allocate = true);
   // After a batch of writes: to disk, then out of the page cache.
   void end_batch();
-  // In a child of fork(): closes the descriptor only (the file, its name and lock stay the
-  // parent's); nothing else may be called after.
-  void close_descriptor_only() { file_.close_descriptor_only(); }
+  // Before fork(): an unnamed file in the same directory holding a copy of this one's
+  // sectors, for the child (whose copies must not change when the parent reuses sectors).
+  // Throws std::system_error naming the directory.
+  detail::OwnedFile copy_for_child() const;
+  // In the child: the copy becomes this file (the parent's name, lock and file stay its own).
+  void adopt_in_child(detail::OwnedFile copy);
+  int fd() const { return file_.fd(); }
 
   // Whether the last write found no room, or failed (the disk is full): no write is tried
   // again until a release makes room.
@@ -64,6 +70,7 @@ class PageFile {
   void free_extent(uint64_t sector, size_t sectors);  // may allocate
 
   detail::OwnedFile file_;
+  std::string directory_;  // where the file is, for the child's copy
   uint64_t capacity_sectors_ = 0;
   uint64_t next_sector_ = 0;  // the file's end: sectors past it were never used
   uint64_t live_sectors_ = 0;

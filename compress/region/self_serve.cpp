@@ -1,32 +1,15 @@
-// The SIGBUS mode (ZSM_REGION_SELF_SERVE): with UFFD_FEATURE_SIGBUS the kernel queues no
-// fault on the region's userfaultfd; the faulting thread gets SIGBUS instead, and the
-// handler installed here serves the fault in that thread, under the region's lock, then
-// returns, and the access is made again. No other thread is woken, so a fault costs what it
-// does, not a cross-CPU wake-up (faults.cpp). zram's swap-in runs in the faulting thread too.
-//
-// The handler is installed once, for the process, when the first such region is made; it
-// runs with every signal blocked. A SIGBUS at an address no region holds goes to the
-// disposition it replaced: a handler is called, and the default (or an ignored SIGBUS, which
-// the kernel would not ignore for a fault) is restored so that the access, made again,
-// stops the process as it would have without the region. The regions are a fixed table of
-// atomic pointers, read by the handler without a lock.
-//
-// The handler allocates nothing and compresses nothing: a signal may have interrupted malloc
-// or anything else. It installs the page (decompressing with lz4, which needs no state; zstd's
-// per-thread context is why the mode refuses zstd) and leaves eviction to the region's evictor
-// thread, which it wakes through an eventfd (write(2) is async-signal-safe). Resident pages
-// may pass the budget meanwhile, by at most self_serve_slack() pages; past that a fault waits
-// for the evictor (serve_own_fault).
-#include <array>
-#include <atomic>
-#include <cerrno>
-#include <mutex>
+// The SIGBUS mode's handler and its table of regions (self_serve.h).
+#include "self_serve.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
-#include <time.h>
+#include <sys/mman.h>
 #include <ucontext.h>
-#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <mutex>
 
 #include "region_core.h"
 
@@ -43,8 +26,8 @@ std::once_flag installed;
 int install_errno = 0;
 
 // Whether the access that faulted was a write, where the signal context says (x86-64: the
-// page-fault error code's write bit); elsewhere a read, and a write faults again, on the
-// write protection of the page installed clean.
+// page-fault error code's write bit); elsewhere a read, and a write to a clean page is told
+// by the page's state (fault_server.cpp).
 bool was_write(const void* context) {
 #if defined(__x86_64__)
   const auto* uc = static_cast<const ucontext_t*>(context);
@@ -74,8 +57,8 @@ void pass_on(int sig, siginfo_t* info, void* context) {
   }
 }
 
-// The region holding `a`, or null. Only a fault (BUS_ADRERR) can be a region's: a memory error
-// (BUS_MCEERR_*) or a sent SIGBUS is not.
+// The region holding the faulting address, or null. Only a fault (BUS_ADRERR) can be a
+// region's: a memory error (BUS_MCEERR_*) or a sent SIGBUS is not.
 Region* region_of(const siginfo_t* info) {
   if (info->si_code != BUS_ADRERR) return nullptr;
   auto a = reinterpret_cast<uintptr_t>(info->si_addr);
@@ -106,6 +89,36 @@ void install_handler() {
 
 }  // namespace
 
+SignalBuffers::~SignalBuffers() {
+  if (memory_ != nullptr) munmap(memory_, bytes_);
+}
+
+bool SignalBuffers::init(size_t n, size_t pages) {
+  n_ = std::min(n, kMaxSets);
+  size_t set_bytes = (pages + 1) * kPageSize;
+  bytes_ = n_ * set_bytes;
+  memory_ = static_cast<std::byte*>(map_unlocked(bytes_));
+  if (memory_ == nullptr) return false;
+  for (size_t i = 0; i < n_; ++i) {
+    sets_[i].pages = memory_ + i * set_bytes;
+    sets_[i].file_buf = sets_[i].pages + pages * kPageSize;
+  }
+  return true;
+}
+
+size_t SignalBuffers::acquire() {
+  for (;;) {
+    for (size_t i = 0; i < n_; ++i) {
+      bool free = false;
+      if (!taken_[i].load(std::memory_order_relaxed) &&
+          taken_[i].compare_exchange_strong(free, true, std::memory_order_acquire)) {
+        return i;
+      }
+    }
+    sched_yield();  // more threads faulting at once than sets: one finishes within microseconds
+  }
+}
+
 bool register_self_serving(Region* r, std::string* why) {
   std::call_once(installed, install_handler);
   if (install_errno != 0) {
@@ -122,8 +135,7 @@ bool register_self_serving(Region* r, std::string* why) {
   return false;
 }
 
-// After this, no handler can reach r: one that found it has returned (handlers of other
-// regions are waited for too, which costs a destroy at most their faults' time).
+// Handlers of other regions are waited for too, which costs a destroy at most their faults' time.
 void unregister_self_serving(Region* r) {
   for (auto& slot : regions) {
     Region* mine = r;
@@ -132,62 +144,10 @@ void unregister_self_serving(Region* r) {
   while (handlers_running.load(std::memory_order_seq_cst) != 0) sched_yield();
 }
 
-void block_signals(sigset_t* saved) {  // saved may be null
-  sigset_t all;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, saved);
-}
-
-void restore_signals(const sigset_t* saved) { pthread_sigmask(SIG_SETMASK, saved, nullptr); }
-
-// The fault at `a`, served once the pages it may install (with fault-around) fit within the
-// budget and the slack: until then the evictor is woken and the lock left to it for 20 us at
-// a time. When the evictor cannot get under the budget (every page pinned, the pool full),
-// faults are served past it, as the handler threads would.
-void Region::serve_own_fault(uintptr_t a, bool write) {
-  auto p = static_cast<uint32_t>((a - base_) / kPageSize);
-  for (;;) {
-    {
-      std::lock_guard lock(mutex_);  // signals are blocked already: the handler's mask
-      uint64_t most = uint64_t{mapped_budget()} + self_serve_slack();
-      if (eviction_stalled_ || counters_.resident.load(std::memory_order_relaxed) + fault_around_ <= most) {
-        serving_signal_ = true;
-        if (!mapped(p)) {
-          serve_missing(p, write);
-        } else if (kind(p) == Kind::clean) {
-          serve_write_protect(p);
-        }  // resident: another thread's fault installed it meanwhile
-        serving_signal_ = false;
-        return;
-      }
-      wake_evictor();
-    }
-    timespec pause{0, 20'000};
-    nanosleep(&pause, nullptr);
-  }
-}
-
-// From the SIGBUS handler: wakes the evictor when `pages` more would pass the budget.
-void Region::defer_eviction(uint32_t pages) {
-  if (counters_.resident.load(std::memory_order_relaxed) + pages > mapped_budget()) wake_evictor();
-}
-
-void Region::wake_evictor() {
-  uint64_t one = 1;
-  ssize_t n = ::write(evict_fd_, &one, sizeof one);
-  (void)n;  // a full eventfd counter is a wake-up already pending
-}
-
-void Region::evictor_main() {
-  for (;;) {
-    uint64_t wakes;
-    ssize_t n = ::read(evict_fd_, &wakes, sizeof wakes);
-    if (stopping_.load(std::memory_order_relaxed)) return;
-    if (n != sizeof wakes) continue;  // EINTR
-    Locked lock(*this);
-    make_room(0);
-    eviction_stalled_ = counters_.resident.load(std::memory_order_relaxed) > mapped_budget();
-  }
+bool sigbus_blocked_here() {
+  sigset_t now;
+  pthread_sigmask(SIG_BLOCK, nullptr, &now);
+  return sigismember(&now, SIGBUS) == 1;
 }
 
 }  // namespace zsm::region

@@ -1,6 +1,6 @@
 // userfaultfd and the page-table calls (uffd.h). The retry rules: EAGAIN means the address
-// space was changing (the kernel's mmap_changing): yield and retry; a partial UFFDIO_COPY
-// continues from where it stopped.
+// space was changing (the kernel's mmap_changing): yield and retry; a partial UFFDIO_COPY or
+// UFFDIO_MOVE continues from where it stopped.
 #include "uffd.h"
 
 #include <cerrno>
@@ -13,11 +13,28 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+// Linux 6.8's UFFDIO_MOVE, which Debian 12's 6.1 headers do not have.
+#ifndef UFFDIO_MOVE
+struct uffdio_move {
+  __u64 dst;
+  __u64 src;
+  __u64 len;
+  __u64 mode;
+  __s64 move;
+};
+#define _UFFDIO_MOVE (0x05)
+#define UFFDIO_MOVE _IOWR(UFFDIO, _UFFDIO_MOVE, struct uffdio_move)
+#define UFFDIO_MOVE_MODE_DONTWAKE ((__u64)1 << 0)
+#endif
+#ifndef UFFD_FEATURE_MOVE
+#define UFFD_FEATURE_MOVE (1 << 16)
+#endif
+
 namespace zsm::region {
 namespace {
 
 constexpr uint64_t kNeededIoctls = (1ULL << _UFFDIO_COPY) | (1ULL << _UFFDIO_ZEROPAGE) |
-                                   (1ULL << _UFFDIO_WRITEPROTECT) | (1ULL << _UFFDIO_WAKE);
+                                   (1ULL << _UFFDIO_WAKE);
 
 int uffd_syscall(int flags) { return static_cast<int>(syscall(SYS_userfaultfd, flags)); }
 
@@ -31,6 +48,14 @@ int uffd_from_device(int flags) {
   return fd;
 }
 
+// A shortage the process or the machine has now, not a refusal: reported as itself.
+bool is_shortage(int e) { return e == EMFILE || e == ENFILE || e == ENOMEM; }
+
+std::string shortage_message(int e) {
+  return std::string("userfaultfd(2) failed: ") + std::strerror(e) +
+         (e == ENOMEM ? "" : " (the process or the system is out of file descriptors)");
+}
+
 std::string unavailable_message(int syscall_errno, int device_errno) {
   return std::string("userfaultfd is not available: userfaultfd(2) failed (") +
          std::strerror(syscall_errno) + ") and /dev/userfaultfd could not be used (" +
@@ -41,38 +66,50 @@ std::string unavailable_message(int syscall_errno, int device_errno) {
 
 // Opens the fd: kernel-mode handling first (syscall, then the device), user-mode-only last.
 int open_fd(bool force_user_mode_only, bool* user_mode_only, std::string* why) {
-  const int base = O_CLOEXEC | O_NONBLOCK;
-  if (force_user_mode_only) {
+  const int base = O_CLOEXEC;
+  if (!force_user_mode_only) {
+    *user_mode_only = false;
+    int fd = uffd_syscall(base);
+    if (fd >= 0) return fd;
+    int syscall_errno = errno;
+    if (is_shortage(syscall_errno)) {
+      *why = shortage_message(syscall_errno);
+      return -syscall_errno;
+    }
+    fd = uffd_from_device(base);
+    if (fd >= 0) return fd;
+    int device_errno = errno;
     *user_mode_only = true;
-    int fd = uffd_syscall(base | UFFD_USER_MODE_ONLY);
-    if (fd < 0) *why = unavailable_message(errno, errno);
-    return fd < 0 ? -errno : fd;
+    fd = uffd_syscall(base | UFFD_USER_MODE_ONLY);
+    if (fd >= 0) return fd;
+    if (is_shortage(errno)) {
+      *why = shortage_message(errno);
+      return -errno;
+    }
+    *why = unavailable_message(syscall_errno, device_errno);
+    return syscall_errno == ENOSYS ? -ENOSYS : -EPERM;
   }
-  *user_mode_only = false;
-  int fd = uffd_syscall(base);
-  if (fd >= 0) return fd;
-  int syscall_errno = errno;
-  fd = uffd_from_device(base);
-  if (fd >= 0) return fd;
-  int device_errno = errno;
   *user_mode_only = true;
-  fd = uffd_syscall(base | UFFD_USER_MODE_ONLY);
+  int fd = uffd_syscall(base | UFFD_USER_MODE_ONLY);
   if (fd >= 0) return fd;
-  *why = unavailable_message(syscall_errno, device_errno);
-  return syscall_errno == ENOSYS ? -ENOSYS : -EPERM;
+  int e = errno;
+  *why = is_shortage(e) ? shortage_message(e) : unavailable_message(e, e);
+  return is_shortage(e) ? -e : e == ENOSYS ? -ENOSYS : -EPERM;
 }
 
-int handshake(int fd, bool sigbus, std::string* why) {
+uint64_t features_for(const UffdRequest& req, bool with_move) {
+  return UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_THREAD_ID |
+         (req.sigbus ? UFFD_FEATURE_SIGBUS : 0) | (with_move ? UFFD_FEATURE_MOVE : 0);
+}
+
+// The handshake with `features`; the features granted, or -errno.
+int handshake(int fd, uint64_t features, uint64_t* granted) {
   uffdio_api api{};
   api.api = UFFD_API;
-  api.features = UFFD_FEATURE_PAGEFAULT_FLAG_WP | (sigbus ? UFFD_FEATURE_SIGBUS : 0);
-  if (ioctl(fd, UFFDIO_API, &api) == 0) return 0;
-  int e = errno;
-  *why = std::string("userfaultfd lacks write-protect faults on anonymous memory "
-                     "(UFFD_FEATURE_PAGEFAULT_FLAG_WP, Linux 5.7)") +
-         (sigbus ? " or SIGBUS for faults (UFFD_FEATURE_SIGBUS, Linux 4.14)" : "") + ": " +
-         std::strerror(e);
-  return e == EINVAL ? -ENOSYS : -e;
+  api.features = features;
+  if (ioctl(fd, UFFDIO_API, &api) != 0) return -errno;
+  *granted = api.features;
+  return 0;
 }
 
 // Runs an ioctl until it stops failing with EAGAIN.
@@ -87,27 +124,44 @@ int ioctl_retrying(int fd, unsigned long request, Arg* arg) {
 
 }  // namespace
 
-int uffd_open(bool force_user_mode_only, bool sigbus, bool* user_mode_only, std::string* why) {
-  int fd = open_fd(force_user_mode_only, user_mode_only, why);
-  if (fd < 0) return fd;
-  int rc = handshake(fd, sigbus, why);
-  if (sigbus) *user_mode_only = true;  // no handler waits: a syscall gets EFAULT
-  if (rc == 0) return fd;
-  close(fd);
-  return rc;
+int uffd_open(const UffdRequest& req, UffdInfo* out, std::string* why) {
+  // A kernel without UFFDIO_MOVE refuses the whole handshake; the fd is opened again without.
+  for (bool with_move : {req.want_move, false}) {
+    bool user_mode_only = false;
+    int fd = open_fd(req.force_user_mode_only, &user_mode_only, why);
+    if (fd < 0) return fd;
+    uint64_t granted = 0;
+    int rc = handshake(fd, features_for(req, with_move), &granted);
+    if (rc == 0) {
+      out->fd = fd;
+      out->user_mode_only = user_mode_only || req.sigbus;  // SIGBUS: no handler waits
+      out->can_move = with_move && (granted & UFFD_FEATURE_MOVE) != 0;
+      out->thread_ids = (granted & UFFD_FEATURE_THREAD_ID) != 0;
+      return 0;
+    }
+    close(fd);
+    if (rc == -EINVAL && with_move) continue;
+    *why = std::string("userfaultfd lacks write-protect faults on anonymous memory "
+                       "(UFFD_FEATURE_PAGEFAULT_FLAG_WP, Linux 5.7)") +
+           (req.sigbus ? " or SIGBUS for faults (UFFD_FEATURE_SIGBUS, Linux 4.14)" : "") + ": " +
+           std::strerror(-rc);
+    return rc == -EINVAL ? -ENOSYS : rc;
+  }
+  return -ENOSYS;
 }
 
-int uffd_register(int fd, void* addr, size_t len, std::string* why) {
+int uffd_register(int fd, void* addr, size_t len, bool write_protect, std::string* why) {
   uffdio_register reg{};
   reg.range.start = reinterpret_cast<uintptr_t>(addr);
   reg.range.len = len;
-  reg.mode = UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP;
+  reg.mode = UFFDIO_REGISTER_MODE_MISSING | (write_protect ? UFFDIO_REGISTER_MODE_WP : 0);
   if (ioctl(fd, UFFDIO_REGISTER, &reg) != 0) {
     int e = errno;
-    *why = std::string("UFFDIO_REGISTER (missing and write-protect) refused: ") + std::strerror(e);
+    *why = std::string("UFFDIO_REGISTER refused: ") + std::strerror(e);
     return -e;
   }
-  if ((reg.ioctls & kNeededIoctls) != kNeededIoctls) {
+  uint64_t needed = kNeededIoctls | (write_protect ? 1ULL << _UFFDIO_WRITEPROTECT : 0);
+  if ((reg.ioctls & needed) != needed) {
     *why = "userfaultfd offers no COPY, ZEROPAGE, WRITEPROTECT and WAKE on anonymous memory";
     return -ENOSYS;
   }
@@ -140,12 +194,36 @@ int uffd_copy(int fd, uintptr_t dst, const void* src, size_t len, bool write_pro
   return rc;
 }
 
+int uffd_move(int fd, uintptr_t dst, uintptr_t src, size_t len, bool dont_wake, size_t* moved) {
+  size_t done = 0;
+  int rc = 0;
+  while (done < len) {
+    uffdio_move m{};
+    m.dst = dst + done;
+    m.src = src + done;
+    m.len = len - done;
+    m.mode = dont_wake ? UFFDIO_MOVE_MODE_DONTWAKE : 0;
+    if (ioctl(fd, UFFDIO_MOVE, &m) == 0) {
+      done = len;
+      break;
+    }
+    int e = errno;
+    if (m.move > 0) done += static_cast<size_t>(m.move);
+    if (e != EAGAIN) {
+      rc = -e;
+      break;
+    }
+    sched_yield();
+  }
+  if (moved != nullptr) *moved = done;
+  return rc;
+}
+
 int uffd_zeropage(int fd, uintptr_t addr, size_t len) {
   uffdio_zeropage z{};
   z.range.start = addr;
   z.range.len = len;
-  int rc = ioctl_retrying(fd, UFFDIO_ZEROPAGE, &z);
-  return rc == -EEXIST ? 0 : rc;
+  return ioctl_retrying(fd, UFFDIO_ZEROPAGE, &z);
 }
 
 int uffd_write_protect(int fd, uintptr_t addr, size_t len, bool protect) {
@@ -165,6 +243,19 @@ int uffd_wake(int fd, uintptr_t addr, size_t len) {
 
 int drop_pages(uintptr_t addr, size_t len) {
   return madvise(reinterpret_cast<void*>(addr), len, MADV_DONTNEED) == 0 ? 0 : -errno;
+}
+
+void* map_unlocked(size_t len) {
+  void* m = mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) return nullptr;
+  if (munlock(m, len) != 0 || mprotect(m, len, PROT_READ | PROT_WRITE) != 0) {
+    int e = errno;
+    munmap(m, len);
+    errno = e;
+    return nullptr;
+  }
+  madvise(m, len, MADV_NOHUGEPAGE);
+  return m;
 }
 
 }  // namespace zsm::region

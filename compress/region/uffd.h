@@ -1,7 +1,8 @@
 // The region's OS layer: userfaultfd and the page-table calls, one small function each. Every
 // ioctl that the kernel may refuse for a passing reason (EAGAIN while the address space is
-// changing, a partial copy) is retried here, so callers see only 0 or a final -errno.
-// Depends on the kernel's uapi headers only.
+// changing, a partial copy or move) is retried here, so callers see only a final result.
+// Depends on the kernel's uapi headers only (and defines what Debian 12's 6.1 headers lack:
+// UFFDIO_MOVE, Linux 6.8).
 #pragma once
 
 #include <cstddef>
@@ -14,19 +15,31 @@ namespace zsm::region {
 
 inline constexpr size_t kPageSize = 4096;
 
-// A userfaultfd (O_CLOEXEC | O_NONBLOCK) with the API handshake done and write-protect faults
-// on anonymous memory enabled. Tries the syscall, then /dev/userfaultfd (both serve the
-// kernel's own faults too), then the syscall with UFFD_USER_MODE_ONLY, which kernels since
-// 5.11 grant unprivileged; force_user_mode_only goes straight to the last.
-// *user_mode_only says which was granted.
-// Returns the fd, or -errno with `why` set to one line naming what would allow it.
-// With `sigbus`, faults are not queued: the faulting thread gets SIGBUS (UFFD_FEATURE_SIGBUS,
-// Linux 4.14), and a kernel-mode access fails with EFAULT.
-int uffd_open(bool force_user_mode_only, bool sigbus, bool* user_mode_only, std::string* why);
+// What the userfaultfd was opened with and what its kernel offers.
+struct UffdInfo {
+  int fd = -1;
+  bool user_mode_only = false;  // a kernel-mode access to a missing page fails with EFAULT
+  bool can_move = false;        // UFFDIO_MOVE (Linux 6.8)
+  bool thread_ids = false;      // fault messages name the faulting thread (Linux 4.14)
+};
 
-// Registers [addr, addr + len) for MISSING and WP faults; checks that the kernel offers
-// COPY, ZEROPAGE, WRITEPROTECT and WAKE on it. 0 or -errno (`why` set).
-int uffd_register(int fd, void* addr, size_t len, std::string* why);
+struct UffdRequest {
+  bool force_user_mode_only = false;
+  bool sigbus = false;   // faults are SIGBUS to the faulting thread, not queued (Linux 4.14)
+  bool want_move = true;  // ask for UFFDIO_MOVE where the kernel has it
+};
+
+// A userfaultfd (O_CLOEXEC, blocking: handler threads sleep in read(2)) with the API handshake
+// done and write-protect faults on anonymous memory enabled. Tries the syscall, then
+// /dev/userfaultfd (both serve the kernel's own faults too), then the syscall with
+// UFFD_USER_MODE_ONLY, which kernels since 5.11 grant unprivileged. Returns 0 with *out
+// filled, or -errno with `why` set to one line: what would allow userfaultfd (EPERM, ENOSYS),
+// or the shortage itself (EMFILE, ENFILE, ENOMEM), which is not a missing permission.
+int uffd_open(const UffdRequest& req, UffdInfo* out, std::string* why);
+
+// Registers [addr, addr + len) for MISSING faults, and WP faults too when `write_protect`;
+// checks that the kernel offers what the region uses there. 0 or -errno (`why` set).
+int uffd_register(int fd, void* addr, size_t len, bool write_protect, std::string* why);
 
 // UFFDIO_COPY of `len` bytes from src to dst, write-protected if `write_protect`, waking the
 // range's waiters. *copied (may be null) gets the bytes installed, also on error.
@@ -34,8 +47,14 @@ int uffd_register(int fd, void* addr, size_t len, std::string* why);
 int uffd_copy(int fd, uintptr_t dst, const void* src, size_t len, bool write_protect,
               size_t* copied);
 
-// UFFDIO_ZEROPAGE of [addr, addr + len): the shared zero page, no memory. 0 or -errno
-// (-EEXIST is returned as 0: a page is there, which is what the caller wanted).
+// UFFDIO_MOVE of [src, src + len) to dst (both registered with fd): the pages themselves change
+// place, nothing is allocated or copied. Waiters at dst are woken unless `dont_wake`. *moved
+// gets the bytes moved, also on error. 0, -EBUSY (a page pinned for I/O or shared with a
+// child of fork), -EEXIST (dst not empty), -ENOENT (a hole at src), or another -errno.
+int uffd_move(int fd, uintptr_t dst, uintptr_t src, size_t len, bool dont_wake, size_t* moved);
+
+// UFFDIO_ZEROPAGE of [addr, addr + len): the shared zero page, no memory. 0, -EEXIST (a page
+// is there), or another -errno.
 int uffd_zeropage(int fd, uintptr_t addr, size_t len);
 
 // Write-protects (or un-protects, waking the range's waiters) [addr, addr + len).
@@ -46,5 +65,10 @@ int uffd_wake(int fd, uintptr_t addr, size_t len);
 
 // Drops the pages of [addr, addr + len) from the page tables (MADV_DONTNEED).
 int drop_pages(uintptr_t addr, size_t len);
+
+// An anonymous private mapping of `len` bytes (MAP_NORESERVE, no huge pages) that no
+// mlockall(MCL_FUTURE) locks or populates: mapped PROT_NONE, unlocked, then made read-write.
+// nullptr with errno on failure.
+void* map_unlocked(size_t len);
 
 }  // namespace zsm::region

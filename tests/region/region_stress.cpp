@@ -132,13 +132,13 @@ int main(int argc, char** argv) {
   zsm_region_stats(r, &s);
   std::printf("region_stress: %.2f GiB of accesses (%llu page reads, %llu page writes) in %.1f s "
               "by %u threads%s, region %zu MiB, budget %zu MiB: %llu errors; faults %llu, "
-              "evictions %llu (clean %llu, abandoned %llu), wp faults %llu, resident %llu KiB\n",
+              "evictions %llu (clean %llu), wp faults %llu, resident %llu KiB\n",
               bytes.load() / double(1ull << 30), (unsigned long long)reads.load(),
               (unsigned long long)writes.load(), secs, o.threads,
               o.sigbus ? " serving their own faults (SIGBUS mode)" : "", o.mib,
               ro.budget_bytes >> 20, (unsigned long long)errors.load(),
               (unsigned long long)s.faults, (unsigned long long)s.evictions,
-              (unsigned long long)s.clean_evictions, (unsigned long long)s.abandoned_evictions,
+              (unsigned long long)s.clean_evictions,
               (unsigned long long)s.wp_faults, (unsigned long long)(s.resident_bytes >> 10));
   zsm_region_destroy(r);
   return errors.load() == 0 ? 0 : 1;

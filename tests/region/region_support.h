@@ -39,6 +39,22 @@ inline struct zsm_region_stats region_stats(zsm_region* r) {
   return s;
 }
 
+// The stats once the evictor has brought resident + probation within the budget and stopped
+// (it works off the fault path, so right after a burst of faults they may be anywhere up to
+// the hard limit). Gives up after 5 s (the caller's checks then fail with the figures).
+inline struct zsm_region_stats settled_stats(zsm_region* r) {
+  struct zsm_region_stats s = region_stats(r);
+  for (int i = 0; i < 5000; ++i) {
+    usleep(1000);
+    struct zsm_region_stats next = region_stats(r);
+    bool within = next.resident_bytes + next.probation_bytes <= next.resident_limit_bytes;
+    bool idle = next.evictor_runs == s.evictor_runs;
+    s = next;
+    if (within && idle) break;
+  }
+  return s;
+}
+
 // read(2) of `len` bytes of `fill` from a pipe into dst: a syscall's access to region memory,
 // the kernel's own fault if the page is evicted. The bytes read, or -1 with errno.
 inline ssize_t read_from_pipe_into(void* dst, size_t len, char fill) {

@@ -96,14 +96,20 @@ struct zsm_region_options {
  * wake-up on another CPU. The handler is chained: a SIGBUS outside every region goes to the
  * disposition it replaced. As with ZSM_REGION_USER_MODE_ONLY, a syscall that meets an evicted
  * page fails with EFAULT (pin first). The program must not replace the SIGBUS handler while
- * such a region lives. A fault installs its page and allocates nothing; eviction is an
- * evictor thread's, so resident pages may pass the budget by up to an eighth of it (at least
- * 16 pages and a fault-around) while it catches up. (When the evictor cannot get under the
- * budget, every page pinned or the pool full with no file to go to, faults are served past
- * it, and growing the CLOCK ring may then allocate.) Signal handlers may touch the region: the range calls block
- * signals while they hold the region's lock. Not with ZSM_CODEC_ZSTD (EINVAL: its
- * decompression context is allocated per thread). At most 64 such regions at once (EMFILE). */
+ * such a region lives, and no thread that touches the region may block SIGBUS: the kernel
+ * kills a thread that blocks a fault's SIGBUS (creation from such a thread is EINVAL; the
+ * preload library keeps SIGBUS unblocked everywhere). A fault installs its page and allocates
+ * nothing. Not with ZSM_CODEC_ZSTD (EINVAL: its decompression context is allocated per
+ * thread). At most 64 such regions at once (EMFILE). */
 #define ZSM_REGION_SELF_SERVE 0x4u
+/* budget_bytes bounds everything the region costs: its decompressed pages, the compressed
+ * pool and its bookkeeping. The decompressed pages get what the pool and the bookkeeping leave,
+ * and at least an eighth of the budget; past compressed_budget_bytes the pool's copies go to
+ * the backing file. Without the flag the budget bounds the decompressed pages alone. */
+#define ZSM_REGION_BUDGET_ALL 0x8u
+/* Take pages out of the region by write-protect, copy and MADV_DONTNEED, as on kernels before
+ * 6.8, even where UFFDIO_MOVE is there: for tests and comparisons (see the contract on I/O). */
+#define ZSM_REGION_NO_MOVE 0x10u
 
 /*
  * Cumulative statistics, zram's mm_stat in spirit. Read without stopping the region, so
@@ -129,12 +135,23 @@ struct zsm_region_stats {
 	uint64_t read_back;          /* pages read back from the backing file (cumulative) */
 	uint64_t bd_bytes_on_file;   /* the backing file's live bytes, in whole sectors */
 	uint64_t wp_faults;          /* write faults on write-protected pages (clean ones, victims) */
-	uint64_t abandoned_evictions; /* evictions given up because the page was written meanwhile */
 	uint64_t pinned_pages;       /* pages pinned now */
 	uint64_t user_mode_only;     /* 1: kernel-mode accesses to evicted pages get EFAULT */
 	uint64_t probation_bytes;    /* pages in probation now (unmapped, decompressed), in bytes;
 	                                resident_bytes + probation_bytes <= budget_bytes */
 	uint64_t probation_faults;   /* faults served from probation (no decompression) */
+	uint64_t resident_limit_bytes; /* the decompressed pages' budget in effect (with
+	                                ZSM_REGION_BUDGET_ALL: what the pool and bookkeeping leave) */
+	uint64_t hard_limit_bytes;   /* most that resident + probation reach while the evictor works:
+	                                the limit above plus what faults may run ahead of it */
+	uint64_t bookkeeping_bytes;  /* the pool's metadata and the region's tables for pages in use */
+	uint64_t io_pinned_skips;    /* evictions refused: the page was pinned for I/O (it stayed) */
+	uint64_t budget_waits;       /* faults that waited for the evictor at the hard limit */
+	uint64_t over_budget_pages;  /* pages installed past the hard limit while the evictor could
+	                                free nothing (every page pinned, the pool full, no file) */
+	uint64_t evictor_runs;       /* batches the evictor ran */
+	uint64_t clock_sweep_ns;     /* the CLOCK hand's scanning time over its last whole turn */
+	uint64_t pages_move;         /* 1: pages leave and come back by UFFDIO_MOVE; 0: copied */
 };
 
 /* Create a region of `size` bytes (rounded up to whole pages). NULL + errno on failure. */

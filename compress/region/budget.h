@@ -1,0 +1,88 @@
+// The region's budget of decompressed pages, and its watermarks (kswapd's shape).
+//
+// `used` counts the pages that hold decompressed bytes: mapped in the region, or in the
+// probation stage; a fault takes its pages before it installs them (try_take), the evictor
+// gives them back as it compresses or drops them. With B the budget:
+//   - the evictor wakes when used reaches B - headroom/2 (the low watermark),
+//   - and works until used <= B - headroom (the high watermark), off every fault's path;
+//   - a fault installs while used stays <= B + slack (the hard limit), else it waits for the
+//     evictor. slack is what faults may run ahead of the evictor: at most B/64 (at least 16
+//     pages and a fault-around). When the evictor can free nothing (every page pinned, the
+//     pool full with no file to go to), it says so (stalled) and faults go on past the limit,
+//     counted in over_budget, as the handler threads of a kernel without reclaim would.
+// So resident + probation <= B + slack whenever the evictor can evict at all.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include "counters.h"
+#include "futex.h"
+
+namespace zsm::region {
+
+class Budget {
+ public:
+  explicit Budget(Counters& counters) : counters_(counters) {}
+
+  // B in pages, and a fault's most pages at once (fault-around).
+  void configure(uint32_t pages, uint32_t fault_around) {
+    uint32_t headroom = std::clamp<uint32_t>(pages / 32, 4, 4096);
+    headroom = std::min(headroom, pages / 4);
+    uint32_t slack = std::clamp<uint32_t>(pages / 64, 16, 4096) + fault_around;
+    headroom_.store(headroom, std::memory_order_relaxed);
+    slack_.store(slack, std::memory_order_relaxed);
+    limit_.store(pages, std::memory_order_release);
+  }
+  uint32_t limit() const { return limit_.load(std::memory_order_acquire); }
+  uint32_t slack() const { return slack_.load(std::memory_order_relaxed); }
+  uint64_t used() const { return used_.load(std::memory_order_relaxed); }
+
+  // Takes n pages if they fit under the hard limit (or the evictor is stalled).
+  bool try_take(uint32_t n) {
+    uint64_t most = uint64_t{limit()} + slack();
+    uint64_t now = used_.fetch_add(n, std::memory_order_relaxed) + n;
+    if (now <= most) return true;
+    if (stalled_.load(std::memory_order_relaxed)) {
+      bump(counters_.over_budget, n);
+      return true;
+    }
+    used_.fetch_sub(n, std::memory_order_relaxed);
+    return false;
+  }
+  void take_anyway(uint32_t n) { used_.fetch_add(n, std::memory_order_relaxed); }
+  void give(uint32_t n) { used_.fetch_sub(n, std::memory_order_relaxed); }
+
+  // The low watermark: whether the evictor should be running.
+  bool below_low_watermark() const {
+    return used() + headroom_.load(std::memory_order_relaxed) / 2 >= limit();
+  }
+  // The high watermark: what the evictor works down to.
+  uint64_t high_watermark() const {
+    return limit() - std::min(limit(), headroom_.load(std::memory_order_relaxed));
+  }
+
+  // A fault that found no room sleeps until the evictor made some (or 1 ms passed).
+  uint32_t room_seq() const { return room_.seq(); }
+  void wait_for_room(uint32_t seen) {
+    bump(counters_.budget_waits);
+    room_.wait(seen, 1'000'000);
+  }
+  void room_made() { room_.notify(); }
+
+  void set_stalled(bool s) {
+    stalled_.store(s, std::memory_order_relaxed);
+    if (s) room_.notify();
+  }
+  bool stalled() const { return stalled_.load(std::memory_order_relaxed); }
+
+ private:
+  Counters& counters_;
+  std::atomic<uint64_t> used_{0};
+  std::atomic<uint32_t> limit_{0}, headroom_{0}, slack_{0};
+  std::atomic<bool> stalled_{false};
+  Event room_;
+};
+
+}  // namespace zsm::region

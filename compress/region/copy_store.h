@@ -1,0 +1,103 @@
+// The copy store: pages' copies over the zsm pool and the backing file. One 8-byte word
+// repeated over a page is kept as that word (zram's same-filled pages); a page that compresses
+// to less than the pool's huge class size (and than a page) is a pool object of its compressed
+// bytes; any other is a pool object of the whole page (zram's huge pages). With a backing
+// file, the evictor moves pool copies to it when the pool nears its budget.
+//
+// Who calls: the evictor stores (it alone compresses) and moves copies to the file; fault
+// servers load and free (a SIGBUS handler among them: nothing here allocates on those paths
+// but the file's free list, which keeps room ahead); range calls store, load and free. Each
+// call is about one page whose lock the caller holds (page_table.h), so a copy is never used
+// by two at once. The pool is thread-safe (its own shards); the file's space map takes a
+// spin lock; its reads take none.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <zsm/codec.hpp>
+#include <zsm/zsmalloc.h>
+
+#include "counters.h"
+#include "descriptors.h"
+#include "futex.h"
+#include "owned_file.h"
+#include "page_file.h"
+#include "page_table.h"
+#include "uffd.h"
+
+namespace zsm::region {
+
+struct CopyStoreOptions {
+  CodecOptions codec;
+  zs_pool_config pool{};  // max_pages: the pool's budget (0 = none)
+  std::string file;       // "" = no backing file
+  uint64_t file_capacity = 0;
+};
+
+class CopyStore {
+ public:
+  CopyStore(Counters& counters) : counters_(counters) {}
+  ~CopyStore();
+  CopyStore(const CopyStore&) = delete;
+  CopyStore& operator=(const CopyStore&) = delete;
+
+  // 0, or -errno with *why (the pool's configuration, the codec's options, the file's path).
+  int init(const CopyStoreOptions& o, std::string* why);
+
+  // A buffer of this many bytes holds a compressed page (store's `work`).
+  size_t work_bytes() const { return work_bytes_; }
+
+  // Makes a copy of `page` (4096 bytes) into *st and *word; false when the pool refuses it
+  // (its budget reached). `work`: work_bytes() of the caller's.
+  bool store(const std::byte* page, PageState* st, uint64_t* word, std::byte* work);
+  // Writes the page's contents from its copy into `out` (a page); `file_buf` a page of the
+  // caller's. A copy that cannot be read or decompressed stops the process (page_file.h).
+  void load(uint32_t p, const PageState& st, uint64_t word, std::byte* out, std::byte* file_buf);
+  // Frees the copy. With may_allocate false (a signal handler) the file's free list takes the
+  // sectors only while it has room.
+  void free(PageState* st, uint64_t* word, bool may_allocate);
+
+  // The backing file, if any: moves a pool copy there (false when the file is full).
+  bool has_file() const { return file_ != nullptr; }
+  bool move_to_file(PageState* st, uint64_t* word, std::byte* buf);
+  // After a batch of moves: the file's pages leave the page cache, the pool is compacted.
+  void end_writeback_batch();
+  bool file_full();
+
+  // The pool's bytes now, its budget (0: none), and whether it is within `pages` of it.
+  uint64_t pool_bytes() const;
+  uint64_t pool_budget_bytes() const { return pool_budget_; }
+  size_t pool_page_size() const { return pool_page_size_; }
+  size_t bookkeeping_bytes() const;
+  // The largest zspage, in bytes, of the classes a copy may use (a page at most).
+  size_t largest_zspage_bytes() const;
+
+  // fork(): the child's copy of the file, made before the fork; adopted in the child.
+  void prepare_fork();
+  void after_fork_in_parent();
+  void after_fork_in_child();
+  // The file's descriptor, once the keeper holds it too.
+  void keep_file_descriptor(pid_t keeper);
+  int file_descriptor() const { return file_ ? file_->fd() : -1; }
+
+ private:
+  void load_from_file(uint32_t p, const PageState& st, uint64_t word, std::byte* out, std::byte* file_buf);
+
+  Counters& counters_;
+  std::unique_ptr<Codec> codec_;
+  zs_pool* pool_ = nullptr;
+  size_t pool_page_size_ = 4096;
+  uint64_t pool_budget_ = 0;
+  size_t huge_class_ = 0;
+  size_t work_bytes_ = 0;
+  std::unique_ptr<PageFile> file_;
+  KeptFd file_fd_;
+  SpinLock file_lock_;  // the file's space map (write, release, end_batch)
+  detail::OwnedFile child_file_;
+};
+
+}  // namespace zsm::region

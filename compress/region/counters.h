@@ -1,0 +1,30 @@
+// The region's counters (zsm_region_stats()), written by whichever part does the work and read
+// without any lock: each is an atomic, and a reader may see one lag another.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace zsm::region {
+
+struct Counters {
+  // Pages: mapped now, in probation now, pinned now.
+  std::atomic<uint64_t> resident{0}, probation{0}, pinned{0};
+  // Copies (copy_store.cpp): held, their pool bytes, same-filled, whole pages.
+  std::atomic<uint64_t> stored{0}, compr_bytes{0}, same{0}, whole{0};
+  // Faults (fault_server.cpp).
+  std::atomic<uint64_t> faults{0}, zero_faults{0}, wp_faults{0}, fault_around{0}, refaults{0};
+  std::atomic<uint64_t> probation_faults{0}, budget_waits{0};
+  // Eviction (evictor.cpp).
+  std::atomic<uint64_t> evictions{0}, clean_evictions{0}, io_pinned{0}, evictor_runs{0};
+  std::atomic<uint64_t> over_budget{0};  // pages faulted in past the hard limit (evictor stalled)
+  std::atomic<uint64_t> sweep_ns{0};     // the CLOCK hand's last whole turn over the region
+  // The backing file.
+  std::atomic<uint64_t> written_back{0}, read_back{0}, file_bytes{0};
+};
+
+inline void bump(std::atomic<uint64_t>& c, uint64_t n = 1) { c.fetch_add(n, std::memory_order_relaxed); }
+inline void drop(std::atomic<uint64_t>& c, uint64_t n = 1) { c.fetch_sub(n, std::memory_order_relaxed); }
+inline uint64_t get(const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); }
+
+}  // namespace zsm::region

@@ -1,0 +1,411 @@
+// The evictor (evictor.h).
+#include "evictor.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define ZSM_REGION_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define ZSM_REGION_TSAN 1
+#endif
+#ifdef ZSM_REGION_TSAN
+extern "C" void __tsan_ignore_thread_begin(void);
+extern "C" void __tsan_ignore_thread_end(void);
+#endif
+
+namespace zsm::region {
+namespace {
+
+// Victims taken and probation pages retired per batch: fewer ioctls, and a batch never
+// overshoots the high watermark by much.
+constexpr uint32_t kBatch = 32;
+// Pool copies a write-back batch sends to the file, before the pool is compacted.
+constexpr uint32_t kWritebackBatch = 64;
+
+uint64_t now_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+// Hidden from ThreadSanitizer: the program's threads write these pages, and the kernel orders
+// those writes with the region's reads (the write protection, or the page changing place).
+void copy_page_ordered_by_kernel(std::byte* out, const std::byte* page) {
+#ifdef ZSM_REGION_TSAN
+  __tsan_ignore_thread_begin();
+#endif
+  std::memcpy(out, page, kPageSize);
+#ifdef ZSM_REGION_TSAN
+  __tsan_ignore_thread_end();
+#endif
+}
+
+// Writes the page's first word back to itself, atomically (an add of 0): the kernel gives
+// the region a page of its own in place of one shared with a child of fork(), and nothing a
+// program thread writes meanwhile is lost. Only called on a writable, mapped page whose lock
+// is held, so it cannot fault on the region.
+void unshare_by_writing(uintptr_t addr) {
+#ifdef ZSM_REGION_TSAN
+  __tsan_ignore_thread_begin();
+#endif
+  __atomic_fetch_add(reinterpret_cast<uint64_t*>(addr), 0, __ATOMIC_RELAXED);
+#ifdef ZSM_REGION_TSAN
+  __tsan_ignore_thread_end();
+#endif
+}
+
+}  // namespace
+
+Evictor::Evictor(const RegionParts& parts, uintptr_t base, uint32_t npages)
+    : parts_(parts), base_(base), npages_(npages), work_(2 * kPageSize + 64 * 1024) {}
+
+Evictor::~Evictor() { stop(); }
+
+void Evictor::start(std::function<void(pid_t)> keeper_start) {
+  stopping_.store(false);
+  thread_ = std::thread([this, keeper_start = std::move(keeper_start)] { main(keeper_start); });
+  while (tid_.load() == 0) std::this_thread::yield();  // the keeper has set itself up
+}
+
+void Evictor::stop() {
+  if (!thread_.joinable()) return;
+  stopping_.store(true);
+  parts_.evictor_wake.notify();
+  thread_.join();
+  tid_.store(0);
+}
+
+void Evictor::forget_in_child() {
+  new std::thread(std::move(thread_));  // never joined, never destroyed
+  tid_.store(0);
+  stopping_.store(false);
+}
+
+void Evictor::main(std::function<void(pid_t)> keeper_start) {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);  // no program handler runs here, holding page locks
+  auto tid = static_cast<pid_t>(syscall(SYS_gettid));
+  keeper_start(tid);
+  tid_.store(tid);
+  while (!stopping_.load(std::memory_order_relaxed)) {
+    uint32_t seen = parts_.evictor_wake.seq();
+    if (before_batch_) before_batch_();
+    if (parts_.budget.used() <= parts_.budget.high_watermark() && !pool_near_budget()) {
+      parts_.budget.set_stalled(false);
+      parts_.evictor_wake.wait(seen);
+      continue;
+    }
+    bool progress;
+    {
+      InsideGate inside(parts_.gate);
+      bump(parts_.counters.evictor_runs);
+      progress = run_batch();
+    }
+    parts_.budget.room_made();
+    if (!progress) {  // nothing could be freed now: faults go on past the limit meanwhile
+      parts_.budget.set_stalled(true);
+      parts_.evictor_wake.wait(seen, 10'000'000);
+    } else {
+      parts_.budget.set_stalled(false);
+    }
+  }
+}
+
+// One batch: victims into probation (refilling it to its size), the oldest there retired as
+// far as the budget needs, the pool's copies to the file when it nears its budget. Whether
+// anything was freed or moved.
+bool Evictor::run_batch() {
+  bool progress = false;
+  if (pool_near_budget()) progress |= write_back_batch();
+  uint64_t used = parts_.budget.used();
+  uint64_t high = parts_.budget.high_watermark();
+  uint32_t count = parts_.probation.count(), size = parts_.probation.target();
+  auto need = static_cast<uint32_t>(used > high ? std::min<uint64_t>(used - high, kBatch) : 0);
+  uint32_t excess = count > size ? count - size : 0;  // the budget shrank under it
+  if (need > 0) {
+    uint32_t refill = size > count ? size - count : 0;
+    uint32_t pages[kBatch];
+    PageState states[kBatch];
+    uint32_t n = pick_victims(std::min(kBatch, need + refill), pages, states);
+    progress |= move_to_probation(n, pages, states) > 0;
+  }
+  uint32_t retire = std::min(std::max(need, excess), kBatch);
+  if (retire > 0) progress |= retire_oldest(retire) > 0;
+  return progress;
+}
+
+// Up to n victims, locked: mapped, unpinned, unmarked pages in CLOCK's order. A marked page
+// loses its mark and is passed over. At most two turns of the hand.
+uint32_t Evictor::pick_victims(uint32_t n, uint32_t* pages, PageState* states) {
+  uint32_t found = 0;
+  int wraps = 0;
+  uint64_t t0 = now_ns();
+  while (found < n && wraps < 2) {
+    uint32_t p = parts_.pages.next_mapped(hand_, npages_ - hand_);
+    if (p == kNoPage) {  // a whole turn: its scanning time is published
+      uint64_t t = now_ns();
+      parts_.counters.sweep_ns.store(sweep_ns_ + (t - t0), std::memory_order_relaxed);
+      sweep_ns_ = 0;
+      t0 = t;
+      hand_ = 0;
+      ++wraps;
+      continue;
+    }
+    hand_ = p + 1 == npages_ ? 0 : p + 1;
+    PageState s;
+    if (!parts_.pages.try_lock(p, &s)) continue;
+    if (!s.mapped() || s.pins > 0) {
+      parts_.pages.unlock(p, s);
+      continue;
+    }
+    if (s.referenced) {
+      s.referenced = false;
+      parts_.pages.unlock(p, s);
+      continue;
+    }
+    pages[found] = p;
+    states[found] = s;
+    ++found;
+  }
+  sweep_ns_ += now_ns() - t0;
+  return found;
+}
+
+// Moves the locked victims into probation slots, runs of neighbours in one UFFDIO_MOVE; a page
+// the kernel refuses is handled alone. Unlocks them all. How many left the region.
+uint32_t Evictor::move_to_probation(uint32_t n, const uint32_t* pages, PageState* states) {
+  uint32_t done = 0, out = 0;
+  while (done < n) {
+    uint32_t first_slot;
+    uint32_t slots = parts_.probation.reserve(n - done, &first_slot);
+    if (slots == 0 && retire_oldest(n - done) == 0) break;  // the ring is full of pages
+    for (uint32_t i = 0; i < slots;) {
+      uint32_t run = 1;  // neighbours in the region, in neighbouring slots
+      while (i + run < slots && pages[done + i + run] == pages[done + i] + run) ++run;
+      size_t moved = 0;
+      int rc = -EBUSY;
+      if (parts_.calls.can_move()) {
+        rc = parts_.calls.move(parts_.probation.slot_addr(first_slot + i), addr(pages[done + i]),
+                               run * kPageSize, true, &moved);
+      }
+      auto m = static_cast<uint32_t>(moved / kPageSize);
+      for (uint32_t k = 0; k < m; ++k) after_out(pages[done + i + k], &states[done + i + k], first_slot + i + k, Out::moved);
+      i += m;
+      if (rc != 0 && i < slots) {  // the page the call stopped at, alone
+        uint32_t p = pages[done + i];
+        Out o = parts_.calls.can_move() ? move_out(p, &states[done + i], first_slot + i)
+                                        : copy_out(p, &states[done + i], first_slot + i);
+        after_out(p, &states[done + i], first_slot + i, o);
+        ++i;
+      }
+    }
+    done += slots;
+  }
+  for (uint32_t i = done; i < n; ++i) parts_.pages.unlock(pages[i], states[i]);  // not taken
+  for (uint32_t i = 0; i < done; ++i) {
+    if (!states[i].mapped()) ++out;
+    parts_.pages.unlock(pages[i], states[i]);
+  }
+  return out;
+}
+
+// One page out by UFFDIO_MOVE, with what the kernel may refuse handled.
+Evictor::Out Evictor::move_out(uint32_t p, PageState* s, uint32_t slot) {
+  bool unlocked = false;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    int rc = parts_.calls.move(parts_.probation.slot_addr(slot), addr(p), kPageSize, true, nullptr);
+    if (rc == 0) return Out::moved;
+    if (rc == -EBUSY) return handle_busy(p, s, slot);
+    if (rc == -ENOENT) return Out::gone;  // dropped by the program (madvise) behind the region's back
+    if (rc == -EEXIST) {                  // the slot was populated (mlockall): empty it first
+      check(drop_pages(parts_.probation.slot_addr(slot), kPageSize), "madvise(MADV_DONTNEED) of a slot");
+      continue;
+    }
+    if (rc == -EINVAL && !unlocked) {  // mlock()ed: the region's ranges must not be locked
+      unlock_ranges();
+      unlocked = true;
+      continue;
+    }
+    if (rc == -EINVAL) return Out::kept;  // mprotect()ed by the program: it stays mapped
+    check(rc, "UFFDIO_MOVE (eviction)");
+  }
+  return Out::kept;
+}
+
+// EBUSY: pinned for I/O, or shared with a child of fork(). A clean page's copy is its
+// contents: it is only dropped. A dirty one is made the region's own, and moved.
+Evictor::Out Evictor::handle_busy(uint32_t p, PageState* s, uint32_t slot) {
+  if (s->kind == Kind::clean) {
+    check(drop_pages(addr(p), kPageSize), "madvise(MADV_DONTNEED)");
+    return Out::dropped_clean;
+  }
+  unshare_by_writing(addr(p));
+  int rc = parts_.calls.move(parts_.probation.slot_addr(slot), addr(p), kPageSize, true, nullptr);
+  if (rc == 0) return Out::moved;
+  if (rc != -EBUSY) check(rc, "UFFDIO_MOVE (eviction, after unsharing)");
+  bump(parts_.counters.io_pinned);
+  s->referenced = true;  // pinned for I/O: passed over for a turn of the hand
+  return Out::kept;
+}
+
+// Without UFFDIO_MOVE: write-protect, copy into the slot, drop. A write meanwhile waits for
+// the page's lock, then refaults and finds the page in its slot.
+Evictor::Out Evictor::copy_out(uint32_t p, PageState* s, uint32_t slot) {
+  if (s->kind == Kind::resident) check(parts_.calls.write_protect(addr(p), kPageSize, true), "UFFDIO_WRITEPROTECT");
+  copy_page_ordered_by_kernel(parts_.probation.slot_bytes(slot), reinterpret_cast<std::byte*>(addr(p)));
+  int rc = drop_pages(addr(p), kPageSize);
+  if (rc == -EINVAL) {  // mlock()ed
+    unlock_ranges();
+    rc = drop_pages(addr(p), kPageSize);
+  }
+  check(rc, "madvise(MADV_DONTNEED)");
+  return Out::moved;
+}
+
+// The victim's new state once it is out (or not).
+void Evictor::after_out(uint32_t p, PageState* s, uint32_t slot, Out out) {
+  if (out == Out::kept) {
+    parts_.probation.give_up(slot);
+    return;
+  }
+  parts_.pages.set_mapped(p, false);
+  drop(parts_.counters.resident);
+  if (out == Out::moved) {
+    s->kind = Kind::probation;
+    s->slot = slot;
+    parts_.probation.fill(slot, p);
+    return;
+  }
+  parts_.probation.give_up(slot);
+  parts_.budget.give(1);
+  if (out == Out::dropped_clean) {
+    s->kind = Kind::stored;
+    s->referenced = true;
+    bump(parts_.counters.clean_evictions);
+  } else {  // gone: it reads as zeros
+    parts_.copies.free(s, &parts_.pages.copy_word(p), true);
+    s->kind = Kind::empty;
+  }
+}
+
+// Retires up to n of the oldest probation pages. How many.
+uint32_t Evictor::retire_oldest(uint32_t n) {
+  Probation::Entry oldest[kBatch];
+  size_t k = parts_.probation.oldest(std::min(n, kBatch), oldest);
+  uint32_t retired = 0;
+  for (size_t i = 0; i < k; ++i) {
+    PageState s;
+    uint32_t p = oldest[i].page;
+    if (!parts_.pages.try_lock(p, &s)) continue;  // a fault is taking it back
+    bool ok = s.kind == Kind::probation && s.slot == oldest[i].slot && retire(p, &s, work_.data());
+    parts_.pages.unlock(p, s);
+    if (!ok) break;  // the pool is full
+    ++retired;
+  }
+  return retired;
+}
+
+// p leaves its slot for the copy store: compressed, or only dropped when its copy is valid.
+bool Evictor::retire(uint32_t p, PageState* s, std::byte* work) {
+  bool clean = s->has_copy();
+  if (!clean && !store_or_write_back(p, s, work)) return false;
+  uint32_t slot = s->slot;
+  check(drop_pages(parts_.probation.slot_addr(slot), kPageSize), "madvise(MADV_DONTNEED) of a slot");
+  parts_.probation.vacate(slot);
+  parts_.budget.give(1);
+  s->kind = Kind::stored;
+  s->referenced = true;  // the write-back hand passes over it once
+  bump(clean ? parts_.counters.clean_evictions : parts_.counters.evictions);
+  return true;
+}
+
+bool Evictor::store_or_write_back(uint32_t p, PageState* s, std::byte* work) {
+  const std::byte* bytes = parts_.probation.slot_bytes(s->slot);
+  uint64_t& word = parts_.pages.copy_word(p);
+  for (int tries = 0; tries < 4; ++tries) {
+    if (parts_.copies.store(bytes, s, &word, work)) return true;
+    if (!parts_.copies.has_file() || !write_back_batch()) return false;
+  }
+  return false;
+}
+
+bool Evictor::evict_now(uint32_t p, PageState* s, std::byte* work) {
+  uint32_t slot;
+  if (parts_.probation.reserve(1, &slot) == 0 && (retire_oldest(1) == 0 || parts_.probation.reserve(1, &slot) == 0)) {
+    return false;
+  }
+  Out o = parts_.calls.can_move() ? move_out(p, s, slot) : copy_out(p, s, slot);
+  after_out(p, s, slot, o);
+  if (o != Out::moved) return o != Out::kept;
+  if (retire(p, s, work)) return true;
+  // The pool is full: the page waits in probation for room.
+  return false;
+}
+
+bool Evictor::retire_now(uint32_t p, PageState* s, std::byte* work) { return retire(p, s, work); }
+
+void Evictor::wait_until_within_budget() {
+  for (int i = 0; i < 100000 && parts_.budget.used() > parts_.budget.high_watermark(); ++i) {
+    uint32_t seen = parts_.budget.room_seq();
+    if (parts_.budget.stalled()) return;
+    parts_.evictor_wake.notify();
+    parts_.budget.wait_for_room(seen);
+  }
+}
+
+bool Evictor::pool_near_budget() const {
+  uint64_t budget = parts_.copies.pool_budget_bytes();
+  if (budget == 0 || !parts_.copies.has_file()) return false;
+  return parts_.copies.pool_bytes() + budget / 16 > budget;
+}
+
+// Sends a batch of the pool's copies to the backing file, then compacts the pool. The second
+// hand passes over a stored page once before it takes it (a page stored since its last turn
+// waits for the next). Whether any went.
+bool Evictor::write_back_batch() {
+  if (!parts_.copies.has_file() || parts_.copies.file_full() || get(parts_.counters.compr_bytes) == 0) return false;
+  uint32_t written = 0;
+  std::byte* buf = work_.data() + work_.size() - kPageSize;
+  for (uint64_t steps = 0; steps < 2 * uint64_t{npages_} && written < kWritebackBatch; ++steps) {
+    uint32_t p = writeback_hand_;
+    writeback_hand_ = writeback_hand_ + 1 == npages_ ? 0 : writeback_hand_ + 1;
+    PageState hint = parts_.pages.peek(p);
+    if (hint.kind != Kind::stored || (hint.copy != CopyKind::pool && hint.copy != CopyKind::whole)) continue;
+    PageState s;
+    if (!parts_.pages.try_lock(p, &s)) continue;
+    bool ok = true;
+    if (s.kind == Kind::stored && (s.copy == CopyKind::pool || s.copy == CopyKind::whole)) {
+      if (s.referenced) {
+        s.referenced = false;
+      } else if ((ok = parts_.copies.move_to_file(&s, &parts_.pages.copy_word(p), buf))) {
+        ++written;
+      }
+    }
+    parts_.pages.unlock(p, s);
+    if (!ok) break;  // the file is full
+  }
+  if (written == 0) return false;
+  parts_.copies.end_writeback_batch();
+  return true;
+}
+
+// The program mlock()ed the region (mlockall(MCL_CURRENT) after creation): its ranges are
+// unlocked again, so that pages can leave them (region.h).
+void Evictor::unlock_ranges() {
+  if (unlock_size_ != 0) munlock(reinterpret_cast<void*>(unlock_base_), unlock_size_);
+  munlock(reinterpret_cast<void*>(parts_.probation.base()), parts_.probation.bytes());
+}
+
+}  // namespace zsm::region

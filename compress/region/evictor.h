@@ -1,0 +1,100 @@
+// The evictor: the region's kswapd. One thread, woken when a fault takes the budget below its
+// low watermark, works until the high one (budget.h): a CLOCK hand walks the mapped pages'
+// bits (a page's mark is set by a minor fault from probation, or a write to a clean page),
+// moves unmarked victims out of the region into probation slots, and retires the oldest
+// probation pages: compressed into the pool, or only dropped when their copy is still valid.
+// Faults never compress and never wait for it unless they reach the hard limit.
+//
+// Taking a page out of the region is UFFDIO_MOVE where the kernel has it (6.8): one call
+// moves a run of pages, atomically with any thread writing them (a write before the move goes
+// with the page; one after faults and finds it in its slot), and the kernel refuses a page
+// pinned for I/O (O_DIRECT, io_uring's fixed buffers) with EBUSY: such a page stays mapped,
+// and its I/O completes into it. EBUSY also means a page shared with a child of fork(); the
+// evictor then writes one of the page's own words back to itself (an atomic add of 0), which
+// gives the region a page of its own, and moves that; a clean page is only dropped. Without
+// UFFDIO_MOVE a victim is write-protected, copied into its slot and dropped: a write that
+// comes meanwhile waits for the page's lock and refaults; I/O that pinned the page before the
+// protection writes into a page the region no longer maps (region.h: pin such buffers).
+//
+// With a backing file, the evictor also sends pool copies to the file (a second hand, passing
+// over each stored page once, so the copies stored longest go first) when the pool nears its
+// budget, and when a store finds it full. It holds page locks by try-lock only.
+//
+// The evictor's thread is also the region's keeper (descriptors.h): it starts on a
+// descriptor table of its own, and any other thread the region has is started from it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "fault_server.h"
+
+namespace zsm::region {
+
+class Evictor {
+ public:
+  Evictor(const RegionParts& parts, uintptr_t base, uint32_t npages);
+  ~Evictor();
+  Evictor(const Evictor&) = delete;
+  Evictor& operator=(const Evictor&) = delete;
+
+  // Starts the thread; on it, `keeper_start(tid)` runs first.
+  void start(std::function<void(pid_t)> keeper_start);
+  void stop();
+  pid_t tid() const { return tid_.load(); }
+
+  // The range calls' evictions, made by the caller with p's lock held, inside the gate:
+  // a mapped page compressed (or dropped) now; false when it cannot be taken (pinned for I/O,
+  // the pool full). A page in probation retired now.
+  bool evict_now(uint32_t p, PageState* s, std::byte* work);
+  bool retire_now(uint32_t p, PageState* s, std::byte* work);
+  // The caller waits until used <= the high watermark, or the evictor is stalled.
+  void wait_until_within_budget();
+  // Run before each batch (the budget that counts everything retunes itself there).
+  void set_before_batch(std::function<void()> f) { before_batch_ = std::move(f); }
+  // In a child of fork(): the parent's thread is not here; its handle is forgotten.
+  void forget_in_child();
+  // The region's range, which it unlocks when it finds it mlock()ed.
+  void set_range(uintptr_t base, size_t size) {
+    unlock_base_ = base;
+    unlock_size_ = size;
+  }
+
+ private:
+  enum class Out { moved, dropped_clean, gone, kept };
+
+  void main(std::function<void(pid_t)> keeper_start);
+  bool run_batch();
+  uint32_t pick_victims(uint32_t n, uint32_t* pages, PageState* states);
+  uint32_t move_to_probation(uint32_t n, const uint32_t* pages, PageState* states);
+  Out move_out(uint32_t p, PageState* s, uint32_t slot);
+  Out copy_out(uint32_t p, PageState* s, uint32_t slot);
+  Out handle_busy(uint32_t p, PageState* s, uint32_t slot);
+  void after_out(uint32_t p, PageState* s, uint32_t slot, Out out);
+  uint32_t retire_oldest(uint32_t n);
+  bool retire(uint32_t p, PageState* s, std::byte* work);
+  bool store_or_write_back(uint32_t p, PageState* s, std::byte* work);
+  bool write_back_batch();
+  bool pool_near_budget() const;
+  void unlock_ranges();
+  uintptr_t addr(uint32_t p) const { return base_ + uintptr_t{p} * kPageSize; }
+
+  RegionParts parts_;
+  uintptr_t base_;
+  uint32_t npages_;
+  uint32_t hand_ = 0;            // CLOCK's hand over the mapped bits
+  uint32_t writeback_hand_ = 0;  // the write-back hand over the stored pages
+  uint64_t sweep_ns_ = 0;  // the hand's scanning time since its turn began
+  std::vector<std::byte> work_;  // a compressed page, and a page for file writes
+  std::thread thread_;
+  std::atomic<pid_t> tid_{0};
+  std::atomic<bool> stopping_{false};
+  uintptr_t unlock_base_ = 0;
+  size_t unlock_size_ = 0;
+  std::function<void()> before_batch_;
+};
+
+}  // namespace zsm::region

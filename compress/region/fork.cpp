@@ -1,0 +1,143 @@
+// What fork() does to a region. The child gets its parent's region as ordinary memory would
+// be: the contents at the fork, its own from then on (copy-on-write; neither sees the other's
+// later writes). Its pages are served in the child, by a userfaultfd and threads of its own,
+// set up by the atfork child handler before fork() returns there:
+//   - prepare (the parent, before the fork): every region's fork gate closes, so the copy is
+//     taken between changes; a region with a backing file copies it for the child (the parent
+//     may reuse its sectors, and the child's copies must not change);
+//   - parent: the gates open again; the file copy, now the child's, is closed here;
+//   - child: a new userfaultfd takes the old one's number (the inherited one is the parent's:
+//     its calls would act on the parent's memory), the region and its probation stage are
+//     registered with it, the clean pages are write-protected again (the kernel copied their
+//     entries without the protection), the file copy becomes the region's file, and the
+//     evictor and handler threads start.
+// posix_spawn() and vfork() run no atfork handler: they cost nothing here.
+#include <fcntl.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <system_error>
+#include <vector>
+
+#include "region_core.h"
+
+namespace zsm::region {
+namespace {
+
+std::mutex& list_mutex() {
+  static std::mutex* m = new std::mutex;  // never destroyed: fork() may come at exit
+  return *m;
+}
+std::vector<Region*>& regions() {
+  static auto* list = new std::vector<Region*>;
+  return *list;
+}
+
+void prepare() {
+  list_mutex().lock();
+  for (Region* r : regions()) r->fork_prepare();
+}
+
+void parent() {
+  for (Region* r : regions()) r->fork_parent();
+  list_mutex().unlock();
+}
+
+void child() {
+  for (Region* r : regions()) r->fork_child();
+  list_mutex().unlock();
+}
+
+[[noreturn]] void child_cannot_serve(const std::string& why) {
+  std::fprintf(stderr, "zsm region: a child of fork() cannot serve its copy of the region: %s\n", why.c_str());
+  std::abort();
+}
+
+}  // namespace
+
+void register_for_fork(Region* r) {
+  static std::once_flag once;
+  std::call_once(once, [] { pthread_atfork(prepare, parent, child); });
+  std::lock_guard lock(list_mutex());
+  regions().push_back(r);
+}
+
+void unregister_for_fork(Region* r) {
+  std::lock_guard lock(list_mutex());
+  auto& list = regions();
+  list.erase(std::remove(list.begin(), list.end(), r), list.end());
+}
+
+void Region::fork_prepare() {
+  gate_.close();
+  try {
+    copies_.prepare_fork();
+  } catch (const std::system_error& e) {
+    std::fprintf(stderr, "zsm region: %s; the child will read its parent's backing file\n", e.what());
+  }
+}
+
+void Region::fork_parent() {
+  copies_.after_fork_in_parent();
+  gate_.open();
+}
+
+void Region::fork_child() {
+  owner_ = getpid();
+  if (handlers_) handlers_->forget_in_child();
+  evictor_->forget_in_child();
+  signal_buffers_.reset_in_child();
+  const int old = calls_.number();
+  const bool lost = calls_.lost();
+  UffdInfo info;
+  std::string why;
+  if (uffd_open(settings_.uffd, &info, &why) != 0) child_cannot_serve(why);
+  if (!lost && info.fd != old) {
+    if (dup3(info.fd, old, O_CLOEXEC) < 0) child_cannot_serve(std::string("dup3: ") + std::strerror(errno));
+    close(info.fd);
+    info.fd = old;
+  }
+  calls_ = PageCalls(info);
+  if (uffd_register(info.fd, reinterpret_cast<void*>(base_), settings_.size, true, &why) != 0 ||
+      (info.can_move &&
+       uffd_register(info.fd, reinterpret_cast<void*>(probation_.base()), probation_.bytes(), false, &why) != 0) ||
+      (handlers_ && handlers_->reregister(info.fd, &why) != 0)) {
+    child_cannot_serve(why);
+  }
+  reprotect_clean_pages();
+  copies_.after_fork_in_child();
+  start_threads();
+  gate_.open();
+}
+
+// The clean pages' write protection, which the child's page table lost: runs of them at once.
+void Region::reprotect_clean_pages() {
+  uint32_t run_start = kNoPage, run = 0;
+  auto flush = [&] {
+    if (run > 0) check(calls_.write_protect(addr(run_start), size_t{run} * kPageSize, true), "UFFDIO_WRITEPROTECT");
+    run = 0;
+  };
+  for (uint32_t p = pages_.next_mapped(0, npages_); p != kNoPage; p = pages_.next_mapped(p + 1, npages_ - p - 1)) {
+    if (p + 1 > npages_) break;
+    if (pages_.peek(p).kind != Kind::clean) {
+      flush();
+      continue;
+    }
+    if (run > 0 && run_start + run == p) {
+      ++run;
+    } else {
+      flush();
+      run_start = p;
+      run = 1;
+    }
+    if (p + 1 == npages_) break;
+  }
+  flush();
+}
+
+}  // namespace zsm::region

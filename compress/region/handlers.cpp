@@ -1,0 +1,155 @@
+// The handler threads (handlers.h).
+#include "handlers.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+
+#include "descriptors.h"
+
+namespace zsm::region {
+namespace {
+
+constexpr size_t kMaxHandlers = 8;
+
+void block_all_signals() {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
+}
+
+// A spin-wait hint to the CPU (x86 pause, arm64 yield), nothing elsewhere.
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+}  // namespace
+
+Handlers::~Handlers() {
+  stop();
+  if (doorbell_ != 0) munmap(reinterpret_cast<void*>(doorbell_), kPageSize);
+}
+
+int Handlers::init(int uffd, std::string* why) {
+  void* m = map_unlocked(kPageSize);
+  if (m == nullptr) {
+    *why = "mmap of the handlers' doorbell failed";
+    return -errno;
+  }
+  doorbell_ = reinterpret_cast<uintptr_t>(m);
+  return uffd_register(uffd, m, kPageSize, false, why);
+}
+
+int Handlers::reregister(int uffd, std::string* why) {
+  drop_pages(doorbell_, kPageSize);
+  return uffd_register(uffd, reinterpret_cast<void*>(doorbell_), kPageSize, false, why);
+}
+
+// The CPUs the process may run on, at most kMaxHandlers of them; none: one unpinned handler.
+std::vector<int> Handlers::cpus() const {
+  std::vector<int> cpus;
+  cpu_set_t allowed;
+  if (c_.one_handler || sched_getaffinity(0, sizeof allowed, &allowed) != 0) return cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE && cpus.size() < kMaxHandlers; ++cpu) {
+    if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
+  }
+  if (cpus.size() < 2) cpus.clear();
+  return cpus;
+}
+
+void Handlers::start() {
+  stopping_.store(false);
+  std::vector<int> pinned = cpus();
+  if (pinned.empty()) {
+    threads_.emplace_back([this] { main(c_.spin_us > 0); });
+    return;
+  }
+  for (int cpu : pinned) {
+    threads_.emplace_back([this, cpu] {
+      cpu_set_t only;
+      CPU_ZERO(&only);
+      CPU_SET(cpu, &only);
+      sched_setaffinity(0, sizeof only, &only);  // if refused, it serves from where it runs
+      main(false);
+    });
+  }
+}
+
+void Handlers::main(bool spin) {
+  block_all_signals();  // a program's handler here touching the region could not be served
+  mark_private_files();
+  std::vector<std::byte> pages(std::max(c_.fault_around, 1u) * kPageSize), file_buf(kPageSize);
+  ServeBuffers b{pages.data(), file_buf.data()};
+  const int fd = calls_.number();
+  bool served = false;
+  for (;;) {
+    if (spin && served) wait_spinning();
+    uffd_msg msg;
+    ssize_t n = read(fd, &msg, sizeof msg);
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      check(-errno, "read from the userfaultfd");
+    }
+    if (n != sizeof msg || msg.event != UFFD_EVENT_PAGEFAULT) continue;
+    uintptr_t a = msg.arg.pagefault.address & ~uintptr_t{kPageSize - 1};
+    uint64_t flags = msg.arg.pagefault.flags;
+    if (a == doorbell_) {
+      int rc = uffd_zeropage(fd, a, kPageSize);
+      if (rc != -EEXIST) check(rc, "UFFDIO_ZEROPAGE (doorbell)");
+      if (stopping_.load()) return;
+      continue;
+    }
+    if (a - c_.base >= c_.size) {  // the probation stage, populated by mlockall(): a zero page
+      int rc = uffd_zeropage(fd, a, kPageSize);
+      if (rc != -EEXIST) check(rc, "UFFDIO_ZEROPAGE (probation stage)");
+      continue;
+    }
+    FaultServer::Fault f{static_cast<uint32_t>((a - c_.base) / kPageSize),
+                         (flags & UFFD_PAGEFAULT_FLAG_WRITE) != 0, (flags & UFFD_PAGEFAULT_FLAG_WP) != 0,
+                         msg.arg.pagefault.feat.ptid};
+    server_.serve(f, b, false);
+    served = true;
+  }
+}
+
+bool Handlers::wait_spinning() {
+  auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(c_.spin_us);
+  pollfd p{calls_.number(), POLLIN, 0};
+  while (std::chrono::steady_clock::now() < until) {
+    if (stopping_.load(std::memory_order_relaxed)) return false;
+    if (poll(&p, 1, 0) > 0) return true;
+    cpu_relax();
+  }
+  return false;
+}
+
+void Handlers::ring_doorbell() {
+  volatile const char* bell = reinterpret_cast<volatile const char*>(doorbell_);
+  (void)*bell;  // blocks until a handler serves it
+  drop_pages(doorbell_, kPageSize);
+}
+
+void Handlers::stop() {
+  if (threads_.empty()) return;
+  stopping_.store(true);
+  for (size_t i = 0; i < threads_.size(); ++i) ring_doorbell();
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
+}
+
+void Handlers::forget_in_child() {
+  new std::vector<std::thread>(std::move(threads_));  // never joined, never destroyed
+  threads_.clear();
+}
+
+}  // namespace zsm::region

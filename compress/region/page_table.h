@@ -1,0 +1,113 @@
+// The region's page table: one 8-byte state word and one 8-byte copy word per page, and one
+// bit per page saying it is mapped (the evictor's CLOCK hand walks those bits). Vocabulary: a
+// *page* is one 4 KiB page of the region; its *copy* is its contents kept compressed (a pool
+// object, one repeated word, the whole page, or an extent of the backing file).
+//
+// A page is in one of five kinds:
+//   empty      never written since creation or discard: unmapped, reads as zeros, costs nothing
+//   resident   mapped, writable, no valid copy (dirty)
+//   clean      mapped, write-protected, its copy still valid: evicting it costs no compression;
+//              the first write takes a write-protect fault, which frees the copy
+//   probation  unmapped, its bytes in a slot of the probation stage (probation.h), and its copy
+//              if it was clean: a touch is a minor fault that also says the page is in use
+//   stored     unmapped, its copy holds its contents
+//
+// Locking: each page's state word has a lock bit (zram's slot lock). Whoever changes a page
+// (its kind, copy, pins, mark or slot) holds its lock: a fault server installing it, the
+// evictor taking it, a range call. Two parties racing for one page serialise on the bit; the
+// second sees the first's result and acts on it (a fault finds the page mapped and only wakes
+// its thread; the evictor finds it gone and skips it). The evictor only ever try-locks, so it
+// never waits for a fault, and a fault never waits for anything while it holds a page's lock
+// except the kernel's own calls, so no two locks wait on each other. Waiting is a futex on the
+// word's low half, which a SIGBUS handler may do too. The lock orders the copy word and the
+// page's memory as well: whoever takes the lock sees what the last holder wrote.
+//
+// The tables are anonymous mappings: they read as zeros (empty) and cost memory only where
+// pages were used.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace zsm::region {
+
+enum class Kind : uint8_t { empty = 0, resident = 1, clean = 2, stored = 3, probation = 4 };
+enum class CopyKind : uint8_t { none = 0, pool = 1, same = 2, whole = 3, file = 4 };
+
+inline constexpr uint32_t kMaxPins = (1u << 11) - 1;
+inline constexpr uint32_t kNoPage = UINT32_MAX;
+
+// A page's state, unpacked. comp_len: a pool or file copy's compressed bytes (0 for a whole
+// page on file); slot: the probation slot holding its bytes (kind probation only).
+struct PageState {
+  Kind kind = Kind::empty;
+  bool referenced = false;  // CLOCK's mark (for a stored page: the write-back hand's)
+  CopyKind copy = CopyKind::none;
+  uint16_t pins = 0;
+  uint16_t comp_len = 0;
+  uint32_t slot = 0;
+
+  bool mapped() const { return kind == Kind::resident || kind == Kind::clean; }
+  bool has_copy() const { return copy != CopyKind::none; }
+};
+static_assert(sizeof(PageState) == 12);
+
+class PageTable {
+ public:
+  PageTable() = default;
+  PageTable(const PageTable&) = delete;
+  PageTable& operator=(const PageTable&) = delete;
+  ~PageTable();
+  // False (errno set) when the tables cannot be mapped.
+  bool allocate(uint32_t pages);
+  uint32_t pages() const { return pages_; }
+
+  // Waits for page p's lock; its state.
+  PageState lock(uint32_t p);
+  // p's lock if free now: true with *out set.
+  bool try_lock(uint32_t p, PageState* out);
+  // Publishes p's new state and releases its lock, waking whoever waits for it.
+  void unlock(uint32_t p, const PageState& s);
+  // p's state without its lock: a hint that may be stale by the time it is used.
+  PageState peek(uint32_t p) const;
+
+  // The copy word (handle, repeated word or file location): read and written under p's lock.
+  uint64_t& copy_word(uint32_t p) { return copies_[p]; }
+
+  // The mapped bits, set and cleared under the page's lock (and by nothing else).
+  void set_mapped(uint32_t p, bool on);
+  bool is_mapped(uint32_t p) const;
+  // The first page >= from whose mapped bit is set, or kNoPage; scans at most `limit` pages.
+  uint32_t next_mapped(uint32_t from, uint32_t limit) const;
+  // Bytes the tables may take for `pages` pages (all of them used).
+  static size_t bookkeeping_bytes(uint32_t pages);
+
+ private:
+  std::atomic<uint64_t>* states_ = nullptr;
+  uint64_t* copies_ = nullptr;
+  std::atomic<uint64_t>* mapped_ = nullptr;  // 64 pages a word
+  uint32_t pages_ = 0;
+  size_t bytes_ = 0;
+};
+
+// A page's lock held for a scope; `state` is published at the end.
+class PageLock {
+ public:
+  PageLock(PageTable& t, uint32_t p) : t_(&t), p_(p), state(t.lock(p)) {}
+  ~PageLock() {
+    if (t_ != nullptr) t_->unlock(p_, state);
+  }
+  PageLock(const PageLock&) = delete;
+  PageLock& operator=(const PageLock&) = delete;
+  uint32_t page() const { return p_; }
+
+ private:
+  PageTable* t_;
+  uint32_t p_;
+
+ public:
+  PageState state;
+};
+
+}  // namespace zsm::region

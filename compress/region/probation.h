@@ -1,0 +1,79 @@
+// The probation stage: CLOCK's victims wait here, unmapped from the region but still whole, so
+// that a touch soon after is a minor fault (no decompression) that also tells the policy the
+// page is in use: with no accessed bit in userspace, this is how the region learns which
+// mapped pages are used (tools/region/policy_sim.cpp measures it against exact LRU).
+//
+// It is a ring of page-sized slots in an anonymous mapping of its own (the *staging* area,
+// registered with the region's userfaultfd so that UFFDIO_MOVE may move pages in and out of
+// it): the evictor moves victims into slots at the head, and retires the oldest at the tail
+// (compressed, or only dropped when their copy is still valid). A fault takes a page back out
+// of its slot, leaving a hole that the tail passes over. A slot costs memory only while a page
+// is in it.
+//
+// Who calls: the evictor reserves, fills, retires and releases slots; a fault server vacates
+// the slot of the page whose lock it holds. The ring's indices take a spin lock, held for a
+// few instructions (a SIGBUS handler may take it).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "counters.h"
+#include "futex.h"
+
+namespace zsm::region {
+
+class Probation {
+ public:
+  struct Entry {
+    uint32_t slot;
+    uint32_t page;
+  };
+
+  explicit Probation(Counters& counters) : counters_(counters) {}
+  ~Probation();
+  Probation(const Probation&) = delete;
+  Probation& operator=(const Probation&) = delete;
+
+  // A ring of `capacity` slots; 0, or -errno with *why.
+  int init(uint32_t capacity, std::string* why);
+  uintptr_t base() const { return base_; }
+  size_t bytes() const { return size_t{capacity_} * 4096; }
+  uintptr_t slot_addr(uint32_t s) const { return base_ + uintptr_t{s} * 4096; }
+  std::byte* slot_bytes(uint32_t s) const { return reinterpret_cast<std::byte*>(slot_addr(s)); }
+
+  // Pages held now, and how many the policy wants held (the rest of the budget is mapped).
+  uint32_t count() const { return static_cast<uint32_t>(get(counters_.probation)); }
+  uint32_t target() const { return target_.load(std::memory_order_relaxed); }
+  void set_target(uint32_t pages);
+
+  // Evictor: up to n consecutive slots at the head (fewer where the ring wraps or is full);
+  // the first in *first. Each is then filled (a page moved in) or given up (a hole).
+  uint32_t reserve(uint32_t n, uint32_t* first);
+  void fill(uint32_t slot, uint32_t page);
+  void give_up(uint32_t slot);
+  // Evictor: up to n of the oldest pages held, oldest first.
+  size_t oldest(size_t n, Entry* out);
+  // The slot's page left it (a fault took it back, or the evictor retired it and dropped the
+  // slot's memory): the slot is a hole.
+  void vacate(uint32_t slot);
+  // Slots in the ring that hold nothing and are not free yet (holes between pages).
+  uint32_t free_slots();
+
+ private:
+  static constexpr uint32_t kHole = UINT32_MAX;
+  static constexpr uint32_t kReserved = UINT32_MAX - 1;
+  void advance_tail();  // with the lock
+
+  Counters& counters_;
+  uintptr_t base_ = 0;
+  uint32_t capacity_ = 0;
+  std::atomic<uint32_t> target_{0};
+  SpinLock lock_;
+  uint64_t head_ = 0, tail_ = 0;  // slots [tail, head) are in use (a page, reserved, or a hole)
+  uint32_t* slot_page_ = nullptr;  // per slot
+};
+
+}  // namespace zsm::region
