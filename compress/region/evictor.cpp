@@ -29,7 +29,9 @@ namespace {
 
 // Victims taken and probation pages retired per batch: fewer ioctls, and a batch never
 // overshoots the high watermark by much.
-constexpr uint32_t kBatch = 32;
+constexpr uint32_t kBatch = 64;
+// The most pages one UFFDIO_MOVE of victims spans, holes included.
+constexpr uint32_t kMaxSpan = 256;
 // Pool copies a write-back batch sends to the file, before the pool is compacted.
 constexpr uint32_t kWritebackBatch = 64;
 
@@ -67,8 +69,12 @@ void unshare_by_writing(uintptr_t addr) {
 
 }  // namespace
 
+size_t Evictor::work_bytes(const CopyStore& copies) { return copies.work_bytes() + kPageSize; }
+
 Evictor::Evictor(const RegionParts& parts, uintptr_t base, uint32_t npages)
-    : parts_(parts), base_(base), npages_(npages), work_(2 * kPageSize + 64 * 1024) {}
+    : parts_(parts), base_(base), npages_(npages), work_(work_bytes(parts.copies)) {
+  holes_.reserve(kMaxSpan);
+}
 
 Evictor::~Evictor() { stop(); }
 
@@ -99,40 +105,52 @@ void Evictor::main(std::function<void(pid_t)> keeper_start) {
   auto tid = static_cast<pid_t>(syscall(SYS_gettid));
   keeper_start(tid);
   tid_.store(tid);
+  // kswapd's rhythm: asleep until a fault finds the budget past the low watermark (or
+  // someone asks), then batches until the high watermark, then asleep again.
   while (!stopping_.load(std::memory_order_relaxed)) {
     uint32_t seen = parts_.evictor_wake.seq();
     if (before_batch_) before_batch_();
-    if (parts_.budget.used() <= parts_.budget.high_watermark() && !pool_near_budget()) {
+    if (!parts_.budget.below_low_watermark() && !pool_near_budget()) {
       parts_.budget.set_stalled(false);
       parts_.evictor_wake.wait(seen);
       continue;
     }
-    bool progress;
-    {
-      InsideGate inside(parts_.gate);
-      bump(parts_.counters.evictor_runs);
-      progress = run_batch();
-    }
-    parts_.budget.room_made();
-    if (!progress) {  // nothing could be freed now: faults go on past the limit meanwhile
-      parts_.budget.set_stalled(true);
-      parts_.evictor_wake.wait(seen, 10'000'000);
-    } else {
-      parts_.budget.set_stalled(false);
+    while (work_needed() && !stopping_.load(std::memory_order_relaxed)) {
+      bool progress;
+      {
+        InsideGate inside(parts_.gate);
+        bump(parts_.counters.evictor_runs);
+        progress = run_batch();
+      }
+      parts_.budget.room_made();
+      parts_.budget.set_stalled(!progress);
+      if (!progress) {  // nothing could be freed now: faults go on past the limit meanwhile
+        parts_.evictor_wake.wait(parts_.evictor_wake.seq(), 10'000'000);
+        break;
+      }
     }
   }
+}
+
+// Whether there is anything to do: pages past the high watermark, or the pool near its budget.
+bool Evictor::work_needed() const {
+  return parts_.budget.used() > parts_.budget.high_watermark() || pool_near_budget();
 }
 
 // One batch: victims into probation (refilling it to its size), the oldest there retired as
 // far as the budget needs, the pool's copies to the file when it nears its budget. Whether
 // anything was freed or moved.
 bool Evictor::run_batch() {
-  bool progress = false;
-  if (pool_near_budget()) progress |= write_back_batch();
+  bool progress = drain_stale();
+  if (pool_near_budget()) progress |= write_back_batch(work_.data());
   uint64_t used = parts_.budget.used();
   uint64_t high = parts_.budget.high_watermark();
   uint32_t count = parts_.probation.count(), size = parts_.probation.target();
-  auto need = static_cast<uint32_t>(used > high ? std::min<uint64_t>(used - high, kBatch) : 0);
+  // A whole batch whenever past the high watermark (kswapd's SWAP_CLUSTER_MAX), but a 16th
+  // of the budget at most: chasing each fault's page would run a batch (and a TLB flush) per
+  // page, and a batch as large as a small budget would empty it.
+  uint32_t batch = std::clamp<uint32_t>(parts_.budget.limit() / 16, 1, kBatch);
+  uint32_t need = used > high ? batch : 0;
   uint32_t excess = count > size ? count - size : 0;  // the budget shrank under it
   if (need > 0) {
     uint32_t refill = size > count ? size - count : 0;
@@ -142,7 +160,7 @@ bool Evictor::run_batch() {
     progress |= move_to_probation(n, pages, states) > 0;
   }
   uint32_t retire = std::min(std::max(need, excess), kBatch);
-  if (retire > 0) progress |= retire_oldest(retire) > 0;
+  if (retire > 0) progress |= retire_oldest(retire, work_.data()) > 0;
   return progress;
 }
 
@@ -153,7 +171,7 @@ uint32_t Evictor::pick_victims(uint32_t n, uint32_t* pages, PageState* states) {
   int wraps = 0;
   uint64_t t0 = now_ns();
   while (found < n && wraps < 2) {
-    uint32_t p = parts_.pages.next_mapped(hand_, npages_ - hand_);
+    uint32_t p = hand_ < npages_ ? parts_.pages.next_mapped(hand_, npages_ - hand_) : kNoPage;
     if (p == kNoPage) {  // a whole turn: its scanning time is published
       uint64_t t = now_ns();
       parts_.counters.sweep_ns.store(sweep_ns_ + (t - t0), std::memory_order_relaxed);
@@ -163,7 +181,7 @@ uint32_t Evictor::pick_victims(uint32_t n, uint32_t* pages, PageState* states) {
       ++wraps;
       continue;
     }
-    hand_ = p + 1 == npages_ ? 0 : p + 1;
+    hand_ = p + 1;
     PageState s;
     if (!parts_.pages.try_lock(p, &s)) continue;
     if (!s.mapped() || s.pins > 0) {
@@ -183,42 +201,90 @@ uint32_t Evictor::pick_victims(uint32_t n, uint32_t* pages, PageState* states) {
   return found;
 }
 
-// Moves the locked victims into probation slots, runs of neighbours in one UFFDIO_MOVE; a page
-// the kernel refuses is handled alone. Unlocks them all. How many left the region.
+// Locks the pages [a, b), each unmapped, so that no fault maps one while a span moves over
+// it; appends them to holes_. False (none of them kept) when one is mapped or busy.
+bool Evictor::lock_holes(uint32_t a, uint32_t b) {
+  size_t before = holes_.size();
+  for (uint32_t p = a; p < b; ++p) {
+    PageState s;
+    bool locked = parts_.pages.try_lock(p, &s);
+    if (locked && !s.mapped()) {
+      holes_.push_back({p, s});
+      continue;
+    }
+    if (locked) parts_.pages.unlock(p, s);  // mapped, not a victim: the span ends here
+    for (size_t i = before; i < holes_.size(); ++i) parts_.pages.unlock(holes_[i].page, holes_[i].state);
+    holes_.resize(before);
+    return false;
+  }
+  return true;
+}
+
+// Moves the locked victims (ascending, but for a wrap of the hand) into probation slots, and
+// unlocks them. Victims whose pages between are all unmapped form a span that moves in one
+// UFFDIO_MOVE passing over the holes: one TLB flush for the span, where a page at a time would
+// interrupt every other CPU running the program once a page. How many left the region.
 uint32_t Evictor::move_to_probation(uint32_t n, const uint32_t* pages, PageState* states) {
-  uint32_t done = 0, out = 0;
-  while (done < n) {
-    uint32_t first_slot;
-    uint32_t slots = parts_.probation.reserve(n - done, &first_slot);
-    if (slots == 0 && retire_oldest(n - done) == 0) break;  // the ring is full of pages
-    for (uint32_t i = 0; i < slots;) {
-      uint32_t run = 1;  // neighbours in the region, in neighbouring slots
-      while (i + run < slots && pages[done + i + run] == pages[done + i] + run) ++run;
-      size_t moved = 0;
-      int rc = -EBUSY;
-      if (parts_.calls.can_move()) {
-        rc = parts_.calls.move(parts_.probation.slot_addr(first_slot + i), addr(pages[done + i]),
-                               run * kPageSize, true, &moved);
-      }
-      auto m = static_cast<uint32_t>(moved / kPageSize);
-      for (uint32_t k = 0; k < m; ++k) after_out(pages[done + i + k], &states[done + i + k], first_slot + i + k, Out::moved);
-      i += m;
-      if (rc != 0 && i < slots) {  // the page the call stopped at, alone
-        uint32_t p = pages[done + i];
-        Out o = parts_.calls.can_move() ? move_out(p, &states[done + i], first_slot + i)
-                                        : copy_out(p, &states[done + i], first_slot + i);
-        after_out(p, &states[done + i], first_slot + i, o);
-        ++i;
+  uint32_t i = 0;
+  while (i < n) {
+    holes_.clear();
+    uint32_t j = i + 1;
+    while (j < n && pages[j] > pages[j - 1] && pages[j] - pages[i] < kMaxSpan &&
+           lock_holes(pages[j - 1] + 1, pages[j])) {
+      ++j;
+    }
+    uint32_t span = pages[j - 1] - pages[i] + 1;
+    uint32_t first_slot = 0;
+    uint32_t got = parts_.probation.reserve(span, &first_slot);
+    if (got < span) {  // the ring's end, or full: this victim alone
+      for (uint32_t k = 0; k < got; ++k) parts_.probation.give_up(first_slot + k);
+      for (const Hole& h : holes_) parts_.pages.unlock(h.page, h.state);
+      holes_.clear();
+      j = i + 1;
+      span = 1;
+      if (parts_.probation.reserve(1, &first_slot) == 0 &&
+          (retire_oldest(kBatch, work_.data()) == 0 || parts_.probation.reserve(1, &first_slot) == 0)) {
+        break;  // the ring is full of pages the pool cannot take now
       }
     }
-    done += slots;
+    move_span(pages + i, states + i, j - i, first_slot, span);
+    for (const Hole& h : holes_) parts_.pages.unlock(h.page, h.state);
+    i = j;
   }
-  for (uint32_t i = done; i < n; ++i) parts_.pages.unlock(pages[i], states[i]);  // not taken
-  for (uint32_t i = 0; i < done; ++i) {
-    if (!states[i].mapped()) ++out;
-    parts_.pages.unlock(pages[i], states[i]);
+  uint32_t out = 0;
+  for (uint32_t k = 0; k < n; ++k) {
+    if (k < i && !states[k].mapped()) ++out;
+    parts_.pages.unlock(pages[k], states[k]);
   }
   return out;
+}
+
+// The victims pages[0..n) within [pages[0], pages[0] + span), to slots from first_slot on (a
+// page at offset d to first_slot + d). Where the kernel stops at a page (EBUSY), that page and
+// the victims after it are handled one at a time.
+void Evictor::move_span(const uint32_t* pages, PageState* states, uint32_t n, uint32_t first_slot, uint32_t span) {
+  const uint32_t base = pages[0];
+  size_t done_bytes = 0;
+  int rc = -EBUSY;
+  if (parts_.calls.can_move()) {
+    rc = parts_.calls.move(parts_.probation.slot_addr(first_slot), addr(base), span * kPageSize, true,
+                           &done_bytes, true);
+  }
+  auto done = static_cast<uint32_t>(done_bytes / kPageSize);
+  uint32_t k = 0;
+  for (uint32_t d = 0; d < span; ++d) {
+    bool victim = k < n && pages[k] == base + d;
+    if (!victim) {
+      parts_.probation.give_up(first_slot + d);
+      continue;
+    }
+    Out o = d < done ? Out::moved
+                     : parts_.calls.can_move() ? move_out(pages[k], &states[k], first_slot + d)
+                                               : copy_out(pages[k], &states[k], first_slot + d);
+    after_out(pages[k], &states[k], first_slot + d, o);
+    ++k;
+  }
+  (void)rc;  // what it stopped at was handled page by page above
 }
 
 // One page out by UFFDIO_MOVE, with what the kernel may refuse handled.
@@ -300,31 +366,59 @@ void Evictor::after_out(uint32_t p, PageState* s, uint32_t slot, Out out) {
   }
 }
 
-// Retires up to n of the oldest probation pages. How many.
-uint32_t Evictor::retire_oldest(uint32_t n) {
+// Retires up to n of the oldest probation pages, then drops their slots' memory, runs of
+// neighbouring slots in one call. How many.
+uint32_t Evictor::retire_oldest(uint32_t n, std::byte* work) {
   Probation::Entry oldest[kBatch];
   size_t k = parts_.probation.oldest(std::min(n, kBatch), oldest);
+  uint32_t slots[kBatch];
   uint32_t retired = 0;
   for (size_t i = 0; i < k; ++i) {
     PageState s;
     uint32_t p = oldest[i].page;
     if (!parts_.pages.try_lock(p, &s)) continue;  // a fault is taking it back
-    bool ok = s.kind == Kind::probation && s.slot == oldest[i].slot && retire(p, &s, work_.data());
+    if (s.kind != Kind::probation || s.slot != oldest[i].slot) {  // it left its slot meanwhile
+      parts_.pages.unlock(p, s);
+      continue;
+    }
+    bool ok = retire_page(p, &s, work);
     parts_.pages.unlock(p, s);
     if (!ok) break;  // the pool is full
-    ++retired;
+    slots[retired++] = oldest[i].slot;
   }
+  release_slots(slots, retired);
   return retired;
 }
 
-// p leaves its slot for the copy store: compressed, or only dropped when its copy is valid.
-bool Evictor::retire(uint32_t p, PageState* s, std::byte* work) {
+// The slots faults copied their pages back from: dropped, many in one call. Whether any.
+bool Evictor::drain_stale() {
+  uint32_t slots[4 * kBatch];
+  size_t n = parts_.probation.take_stale(slots, std::size(slots));
+  std::sort(slots, slots + n);
+  release_slots(slots, static_cast<uint32_t>(n));
+  return n > 0;
+}
+
+// The slots of retired pages, or stale ones (ascending): their memory dropped, then free.
+void Evictor::release_slots(const uint32_t* slots, uint32_t n) {
+  for (uint32_t i = 0; i < n;) {
+    uint32_t j = i + 1;
+    while (j < n && slots[j] > slots[j - 1] && parts_.probation.only_holes_between(slots[j - 1], slots[j])) ++j;
+    uint32_t len = slots[j - 1] - slots[i] + 1;
+    check(drop_pages(parts_.probation.slot_addr(slots[i]), size_t{len} * kPageSize), "madvise(MADV_DONTNEED) of slots");
+    for (uint32_t k = i; k < j; ++k) {
+      parts_.probation.vacate(slots[k]);
+      parts_.budget.give(1);
+    }
+    i = j;
+  }
+}
+
+// p's copy made from its slot (or kept, when it is still valid): p is stored. Its slot is the
+// caller's to release.
+bool Evictor::retire_page(uint32_t p, PageState* s, std::byte* work) {
   bool clean = s->has_copy();
   if (!clean && !store_or_write_back(p, s, work)) return false;
-  uint32_t slot = s->slot;
-  check(drop_pages(parts_.probation.slot_addr(slot), kPageSize), "madvise(MADV_DONTNEED) of a slot");
-  parts_.probation.vacate(slot);
-  parts_.budget.give(1);
   s->kind = Kind::stored;
   s->referenced = true;  // the write-back hand passes over it once
   bump(clean ? parts_.counters.clean_evictions : parts_.counters.evictions);
@@ -336,25 +430,29 @@ bool Evictor::store_or_write_back(uint32_t p, PageState* s, std::byte* work) {
   uint64_t& word = parts_.pages.copy_word(p);
   for (int tries = 0; tries < 4; ++tries) {
     if (parts_.copies.store(bytes, s, &word, work)) return true;
-    if (!parts_.copies.has_file() || !write_back_batch()) return false;
+    if (!parts_.copies.has_file() || !write_back_batch(work)) return false;
   }
   return false;
 }
 
 bool Evictor::evict_now(uint32_t p, PageState* s, std::byte* work) {
   uint32_t slot;
-  if (parts_.probation.reserve(1, &slot) == 0 && (retire_oldest(1) == 0 || parts_.probation.reserve(1, &slot) == 0)) {
+  if (parts_.probation.reserve(1, &slot) == 0 &&
+      (retire_oldest(1, work) == 0 || parts_.probation.reserve(1, &slot) == 0)) {
     return false;
   }
   Out o = parts_.calls.can_move() ? move_out(p, s, slot) : copy_out(p, s, slot);
   after_out(p, s, slot, o);
   if (o != Out::moved) return o != Out::kept;
-  if (retire(p, s, work)) return true;
-  // The pool is full: the page waits in probation for room.
-  return false;
+  return retire_now(p, s, work);  // false: the pool is full, and the page waits in probation
 }
 
-bool Evictor::retire_now(uint32_t p, PageState* s, std::byte* work) { return retire(p, s, work); }
+bool Evictor::retire_now(uint32_t p, PageState* s, std::byte* work) {
+  uint32_t slot = s->slot;
+  if (!retire_page(p, s, work)) return false;
+  release_slots(&slot, 1);
+  return true;
+}
 
 void Evictor::wait_until_within_budget() {
   for (int i = 0; i < 100000 && parts_.budget.used() > parts_.budget.high_watermark(); ++i) {
@@ -374,10 +472,11 @@ bool Evictor::pool_near_budget() const {
 // Sends a batch of the pool's copies to the backing file, then compacts the pool. The second
 // hand passes over a stored page once before it takes it (a page stored since its last turn
 // waits for the next). Whether any went.
-bool Evictor::write_back_batch() {
+bool Evictor::write_back_batch(std::byte* work) {
   if (!parts_.copies.has_file() || parts_.copies.file_full() || get(parts_.counters.compr_bytes) == 0) return false;
+  SpinGuard one_at_a_time(writeback_lock_);  // the evictor, or a range call's eviction
   uint32_t written = 0;
-  std::byte* buf = work_.data() + work_.size() - kPageSize;
+  std::byte* buf = work + parts_.copies.work_bytes();
   for (uint64_t steps = 0; steps < 2 * uint64_t{npages_} && written < kWritebackBatch; ++steps) {
     uint32_t p = writeback_hand_;
     writeback_hand_ = writeback_hand_ + 1 == npages_ ? 0 : writeback_hand_ + 1;

@@ -48,7 +48,8 @@ class Evictor {
 
   // The range calls' evictions, made by the caller with p's lock held, inside the gate:
   // a mapped page compressed (or dropped) now; false when it cannot be taken (pinned for I/O,
-  // the pool full). A page in probation retired now.
+  // the pool full). A page in probation retired now. `work`: work_bytes() of the caller's.
+  static size_t work_bytes(const CopyStore& copies);
   bool evict_now(uint32_t p, PageState* s, std::byte* work);
   bool retire_now(uint32_t p, PageState* s, std::byte* work);
   // The caller waits until used <= the high watermark, or the evictor is stalled.
@@ -68,16 +69,21 @@ class Evictor {
 
   void main(std::function<void(pid_t)> keeper_start);
   bool run_batch();
+  bool work_needed() const;
   uint32_t pick_victims(uint32_t n, uint32_t* pages, PageState* states);
   uint32_t move_to_probation(uint32_t n, const uint32_t* pages, PageState* states);
+  bool lock_holes(uint32_t a, uint32_t b);
+  void move_span(const uint32_t* pages, PageState* states, uint32_t n, uint32_t first_slot, uint32_t span);
   Out move_out(uint32_t p, PageState* s, uint32_t slot);
   Out copy_out(uint32_t p, PageState* s, uint32_t slot);
   Out handle_busy(uint32_t p, PageState* s, uint32_t slot);
   void after_out(uint32_t p, PageState* s, uint32_t slot, Out out);
-  uint32_t retire_oldest(uint32_t n);
-  bool retire(uint32_t p, PageState* s, std::byte* work);
+  uint32_t retire_oldest(uint32_t n, std::byte* work);
+  bool retire_page(uint32_t p, PageState* s, std::byte* work);
+  void release_slots(const uint32_t* slots, uint32_t n);
+  bool drain_stale();
   bool store_or_write_back(uint32_t p, PageState* s, std::byte* work);
-  bool write_back_batch();
+  bool write_back_batch(std::byte* work);
   bool pool_near_budget() const;
   void unlock_ranges();
   uintptr_t addr(uint32_t p) const { return base_ + uintptr_t{p} * kPageSize; }
@@ -88,7 +94,13 @@ class Evictor {
   uint32_t hand_ = 0;            // CLOCK's hand over the mapped bits
   uint32_t writeback_hand_ = 0;  // the write-back hand over the stored pages
   uint64_t sweep_ns_ = 0;  // the hand's scanning time since its turn began
-  std::vector<std::byte> work_;  // a compressed page, and a page for file writes
+  std::vector<std::byte> work_;  // the evictor thread's: work_bytes()
+  SpinLock writeback_lock_;      // the write-back hand's
+  struct Hole {
+    uint32_t page;
+    PageState state;
+  };
+  std::vector<Hole> holes_;  // the unmapped pages a span of victims moves over, locked
   std::thread thread_;
   std::atomic<pid_t> tid_{0};
   std::atomic<bool> stopping_{false};

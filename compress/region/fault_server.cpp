@@ -50,11 +50,11 @@ bool FaultServer::serve_once(const Fault& f, ServeBuffers& b, bool in_signal) {
   } else if (f.write_protect) {  // evicted since the fault was raised: the writer refaults
     bump(parts_.counters.wp_faults);
     check(parts_.calls.wake(addr(p), kPageSize), "UFFDIO_WAKE");
-  } else if (s.kind == Kind::probation) {
-    install_from_probation(p, &s, !in_signal);
   } else if (!parts_.budget.try_take(1)) {
     parts_.pages.unlock(p, s);
     return false;
+  } else if (s.kind == Kind::probation) {
+    install_from_probation(p, &s, f.write, !in_signal);
   } else if (s.kind == Kind::empty) {
     install_zero(p, &s, f.write);
   } else {
@@ -115,24 +115,24 @@ void FaultServer::install_zero(uint32_t p, PageState* s, bool write) {
   mapped_now(p, s, Kind::resident, parts_.probation.target() == 0);
 }
 
-// A minor fault: the page moves back from its slot (or, where it cannot move, is copied).
-void FaultServer::install_from_probation(uint32_t p, PageState* s, bool may_allocate) {
+// A minor fault: the page is copied back from its slot, clean when its copy is still valid
+// and this is a read. Copied, not moved: moving it out of the slot would flush the slot's
+// entry from every CPU's TLB (an interrupt of each CPU running the program, some 10 us on a
+// VM) on the fault's path; the evictor drops stale slots later, many in one call.
+void FaultServer::install_from_probation(uint32_t p, PageState* s, bool write, bool may_allocate) {
   const uint32_t slot = s->slot;
+  const bool clean = s->has_copy() && !write;
   bump(parts_.counters.faults);
   bump(parts_.counters.probation_faults);
-  int rc = -EBUSY;
-  if (parts_.calls.can_move()) {
-    rc = parts_.calls.move(addr(p), parts_.probation.slot_addr(slot), kPageSize, false, nullptr);
+  check(parts_.calls.copy(addr(p), parts_.probation.slot_bytes(slot), kPageSize, clean, nullptr),
+        "UFFDIO_COPY (probation)");
+  if (!parts_.probation.vacate_stale(slot)) {  // no room to defer it: dropped now
+    check(drop_pages(parts_.probation.slot_addr(slot), kPageSize), "madvise(MADV_DONTNEED) of a slot");
+    parts_.probation.vacate(slot);
+    parts_.budget.give(1);
   }
-  if (rc == -EBUSY) {  // no UFFDIO_MOVE, or the slot's page is shared with a child of fork()
-    check(parts_.calls.copy(addr(p), parts_.probation.slot_bytes(slot), kPageSize, false, nullptr),
-          "UFFDIO_COPY (probation)");
-    rc = drop_pages(parts_.probation.slot_addr(slot), kPageSize);
-  }
-  check(rc, "UFFDIO_MOVE (probation)");
-  parts_.probation.vacate(slot);
-  parts_.copies.free(s, &parts_.pages.copy_word(p), may_allocate);
-  mapped_now(p, s, Kind::resident, true);
+  if (!clean) parts_.copies.free(s, &parts_.pages.copy_word(p), may_allocate);
+  mapped_now(p, s, clean ? Kind::clean : Kind::resident, true);
 }
 
 // A major fault: from the copy, writable (the copy freed) or write-protected and clean.
@@ -204,7 +204,7 @@ void FaultServer::install(uint32_t p, PageState* s, bool writable, ServeBuffers&
   }
   switch (s->kind) {
     case Kind::empty: return install_zero(p, s, writable);
-    case Kind::probation: return install_from_probation(p, s, true);
+    case Kind::probation: return install_from_probation(p, s, writable, true);
     default: return install_copy(p, s, writable, b, true);
   }
 }

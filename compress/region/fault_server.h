@@ -5,7 +5,7 @@
 //
 // A MISSING fault installs the page: a never-written page as the zero page (a write fault: a
 // zeroed page it may write), a page in probation by moving it back from its slot (a minor
-// fault), a stored page from its copy: write-protected and clean for a read (its copy stays
+// fault: copied from its slot), a stored page from its copy: write-protected and clean for a read (its copy stays
 // valid), writable for a write (the copy is freed). A read fault that continues its thread's
 // sequential stream also installs the stored pages after it, clean, in one UFFDIO_COPY: the
 // window doubles while the stream goes on (2, 4, ... fault_around_pages) and starts again at
@@ -96,7 +96,7 @@ class FaultServer {
   bool serve_once(const Fault& f, ServeBuffers& b, bool in_signal);
   void serve_mapped(const Fault& f, PageState* s, bool in_signal);
   void install_zero(uint32_t p, PageState* s, bool write);
-  void install_from_probation(uint32_t p, PageState* s, bool may_allocate);
+  void install_from_probation(uint32_t p, PageState* s, bool write, bool may_allocate);
   void install_copy(uint32_t p, PageState* s, bool write, ServeBuffers& b, bool may_allocate);
   uint32_t install_run(const Fault& f, PageState* s, ServeBuffers& b, uint32_t window);
   uint32_t lock_stored_run(uint32_t p, uint32_t most, PageState* states);

@@ -32,8 +32,8 @@ class PageCalls {
     return fd_.call([&](int fd) { return uffd_copy(fd, dst, src, len, write_protect, copied); },
                     KeptFd::suspect_ioctl);
   }
-  int move(uintptr_t dst, uintptr_t src, size_t len, bool dont_wake, size_t* moved) {
-    return fd_.call([&](int fd) { return uffd_move(fd, dst, src, len, dont_wake, moved); },
+  int move(uintptr_t dst, uintptr_t src, size_t len, bool dont_wake, size_t* moved, bool allow_holes = false) {
+    return fd_.call([&](int fd) { return uffd_move(fd, dst, src, len, dont_wake, allow_holes, moved); },
                     KeptFd::suspect_ioctl);
   }
   int zeropage(uintptr_t addr, size_t len) {

@@ -12,19 +12,20 @@ namespace zsm::region {
 
 Probation::~Probation() {
   if (base_ != 0) munmap(reinterpret_cast<void*>(base_), bytes());
-  if (slot_page_ != nullptr) munmap(slot_page_, size_t{capacity_} * sizeof(uint32_t));
+  if (slot_page_ != nullptr) munmap(slot_page_, 2 * size_t{capacity_} * sizeof(uint32_t));
 }
 
 int Probation::init(uint32_t capacity, std::string* why) {
   capacity_ = capacity;
   void* area = map_unlocked(bytes());
-  void* table = map_unlocked(size_t{capacity} * sizeof(uint32_t));
+  void* table = map_unlocked(2 * size_t{capacity} * sizeof(uint32_t));  // slot_page_, stale_
   if (area == nullptr || table == nullptr) {
     *why = "mmap of the probation stage failed";
     return -errno;
   }
   base_ = reinterpret_cast<uintptr_t>(area);
   slot_page_ = static_cast<uint32_t*>(table);
+  stale_ = slot_page_ + capacity;
   return 0;
 }
 
@@ -63,22 +64,40 @@ size_t Probation::oldest(size_t n, Entry* out) {
   for (uint64_t i = tail_; i < head_ && found < n; ++i) {
     auto s = static_cast<uint32_t>(i % capacity_);
     uint32_t p = slot_page_[s];
-    if (p != kHole && p != kReserved) out[found++] = {s, p};
+    if (p != kHole && p != kReserved && p != kStale) out[found++] = {s, p};
   }
   return found;
 }
 
 void Probation::vacate(uint32_t slot) {
   SpinGuard g(lock_);
+  if (slot_page_[slot] != kStale) drop(counters_.probation);
   slot_page_[slot] = kHole;
-  drop(counters_.probation);
   advance_tail();
 }
 
-uint32_t Probation::free_slots() {
+bool Probation::vacate_stale(uint32_t slot) {
   SpinGuard g(lock_);
-  advance_tail();
-  return static_cast<uint32_t>(capacity_ - (head_ - tail_));
+  if (stale_count_ == capacity_) return false;
+  slot_page_[slot] = kStale;
+  stale_[stale_count_++] = slot;
+  drop(counters_.probation);
+  return true;
+}
+
+size_t Probation::take_stale(uint32_t* out, size_t n) {
+  SpinGuard g(lock_);
+  size_t k = std::min<size_t>(n, stale_count_);
+  for (size_t i = 0; i < k; ++i) out[i] = stale_[--stale_count_];
+  return k;
+}
+
+bool Probation::only_holes_between(uint32_t a, uint32_t b) {
+  SpinGuard g(lock_);
+  for (uint32_t s = a + 1; s < b; ++s) {
+    if (slot_page_[s] != kHole && slot_page_[s] != kStale) return false;
+  }
+  return true;
 }
 
 void Probation::advance_tail() {

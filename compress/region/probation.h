@@ -56,11 +56,21 @@ class Probation {
   void give_up(uint32_t slot);
   // Evictor: up to n of the oldest pages held, oldest first.
   size_t oldest(size_t n, Entry* out);
-  // The slot's page left it (a fault took it back, or the evictor retired it and dropped the
-  // slot's memory): the slot is a hole.
+  // The slot's page left it (the evictor retired it and dropped the slot's memory): the slot
+  // is a hole.
   void vacate(uint32_t slot);
-  // Slots in the ring that hold nothing and are not free yet (holes between pages).
-  uint32_t free_slots();
+  // A fault copied the slot's page back into the region: the slot's memory is the evictor's to
+  // drop (drain_stale), with others, in as few calls (and TLB flushes) as it can; false when
+  // the list of such slots is full (the caller drops it itself).
+  bool vacate_stale(uint32_t slot);
+  // The evictor: takes the stale slots (up to n, in the ring's order); each is then dropped
+  // and vacated.
+  size_t take_stale(uint32_t* out, size_t n);
+  // Whether every slot strictly between a and b (a < b, one turn of the ring) is a hole: the
+  // memory of [a, b] may then be dropped in one call once a's and b's are.
+  bool only_holes_between(uint32_t a, uint32_t b);
+  // A slot of this ring's, on its way to be dropped (stale) or holding a page.
+  static constexpr uint32_t kStale = UINT32_MAX - 2;
 
  private:
   static constexpr uint32_t kHole = UINT32_MAX;
@@ -74,6 +84,8 @@ class Probation {
   SpinLock lock_;
   uint64_t head_ = 0, tail_ = 0;  // slots [tail, head) are in use (a page, reserved, or a hole)
   uint32_t* slot_page_ = nullptr;  // per slot
+  uint32_t* stale_ = nullptr;      // slots to drop, capacity_ of them at most
+  uint32_t stale_count_ = 0;
 };
 
 }  // namespace zsm::region

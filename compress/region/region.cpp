@@ -59,7 +59,11 @@ int Region::init(std::string* why) {
   CopyStoreOptions co{settings_.codec, settings_.pool, settings_.backing_file, settings_.backing_file_capacity};
   if (int rc = copies_.init(co, why); rc != 0) return rc;
   if (int rc = check_pool_budget(why); rc != 0) return rc;
-  uint32_t capacity = settings_.probation_divisor == 0 ? 128 : 2 * std::max(npages_ / settings_.probation_divisor, 64u);
+  // Room for probation's pages and the holes between them (a span of victims passes over
+  // unmapped pages, and their slots stay holes until the tail passes): virtual, a slot costs
+  // memory only while a page is in it.
+  uint32_t most = settings_.probation_divisor == 0 ? 0 : npages_ / settings_.probation_divisor;
+  uint32_t capacity = 8 * std::max(most, 64u) + 1024;
   if (int rc = probation_.init(capacity, why); rc != 0) return rc;
   budget_.configure(settings_.budget_pages, settings_.fault_around);
   probation_.set_target(probation_target(settings_.budget_pages));
@@ -178,7 +182,7 @@ int Region::prefetch(uint32_t first, uint32_t count) {
     RangeCall call(*this);
     for (uint32_t p = first; p < first + count && budget_.used() < budget_.limit(); ++p) {
       PageState s = pages_.lock(p);
-      if (s.kind == Kind::probation || (s.kind == Kind::stored && budget_.try_take(1))) {
+      if ((s.kind == Kind::probation || s.kind == Kind::stored) && budget_.try_take(1)) {
         server_->install(p, &s, false, b);
       }
       pages_.unlock(p, s);
@@ -189,7 +193,7 @@ int Region::prefetch(uint32_t first, uint32_t count) {
 }
 
 int Region::evict(uint32_t first, uint32_t count) {
-  std::vector<std::byte> work(copies_.work_bytes());
+  std::vector<std::byte> work(Evictor::work_bytes(copies_));
   RangeCall call(*this);
   for (uint32_t p = first; p < first + count; ++p) {
     PageState s = pages_.lock(p);
@@ -253,7 +257,7 @@ int Region::pin(uint32_t first, uint32_t count) {
         pages_.unlock(p, s);
         return -EOVERFLOW;
       }
-      if (!s.mapped() && s.kind != Kind::probation) budget_.take_anyway(1);
+      if (!s.mapped()) budget_.take_anyway(1);
       // Writable: a syscall may write it, and must meet no fault it could not have served.
       server_->install(p, &s, true, b);
       if (s.pins++ == 0) bump(counters_.pinned);

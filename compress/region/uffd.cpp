@@ -25,6 +25,7 @@ struct uffdio_move {
 #define _UFFDIO_MOVE (0x05)
 #define UFFDIO_MOVE _IOWR(UFFDIO, _UFFDIO_MOVE, struct uffdio_move)
 #define UFFDIO_MOVE_MODE_DONTWAKE ((__u64)1 << 0)
+#define UFFDIO_MOVE_MODE_ALLOW_SRC_HOLES ((__u64)1 << 1)
 #endif
 #ifndef UFFD_FEATURE_MOVE
 #define UFFD_FEATURE_MOVE (1 << 16)
@@ -194,7 +195,8 @@ int uffd_copy(int fd, uintptr_t dst, const void* src, size_t len, bool write_pro
   return rc;
 }
 
-int uffd_move(int fd, uintptr_t dst, uintptr_t src, size_t len, bool dont_wake, size_t* moved) {
+int uffd_move(int fd, uintptr_t dst, uintptr_t src, size_t len, bool dont_wake, bool allow_holes,
+              size_t* moved) {
   size_t done = 0;
   int rc = 0;
   while (done < len) {
@@ -202,7 +204,7 @@ int uffd_move(int fd, uintptr_t dst, uintptr_t src, size_t len, bool dont_wake, 
     m.dst = dst + done;
     m.src = src + done;
     m.len = len - done;
-    m.mode = dont_wake ? UFFDIO_MOVE_MODE_DONTWAKE : 0;
+    m.mode = (dont_wake ? UFFDIO_MOVE_MODE_DONTWAKE : 0) | (allow_holes ? UFFDIO_MOVE_MODE_ALLOW_SRC_HOLES : 0);
     if (ioctl(fd, UFFDIO_MOVE, &m) == 0) {
       done = len;
       break;

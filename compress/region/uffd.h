@@ -48,10 +48,13 @@ int uffd_copy(int fd, uintptr_t dst, const void* src, size_t len, bool write_pro
               size_t* copied);
 
 // UFFDIO_MOVE of [src, src + len) to dst (both registered with fd): the pages themselves change
-// place, nothing is allocated or copied. Waiters at dst are woken unless `dont_wake`. *moved
-// gets the bytes moved, also on error. 0, -EBUSY (a page pinned for I/O or shared with a
-// child of fork), -EEXIST (dst not empty), -ENOENT (a hole at src), or another -errno.
-int uffd_move(int fd, uintptr_t dst, uintptr_t src, size_t len, bool dont_wake, size_t* moved);
+// place, nothing is allocated or copied, and the range's old entries are flushed from the TLBs
+// once. Waiters at dst are woken unless `dont_wake`; with `allow_holes` a missing source page
+// is passed over (it stays missing at dst). *moved gets the bytes done, holes included, also
+// on error. 0, -EBUSY (a page pinned for I/O or shared with a child of fork), -EEXIST (dst not
+// empty), -ENOENT (a hole at src without allow_holes), or another -errno.
+int uffd_move(int fd, uintptr_t dst, uintptr_t src, size_t len, bool dont_wake, bool allow_holes,
+              size_t* moved);
 
 // UFFDIO_ZEROPAGE of [addr, addr + len): the shared zero page, no memory. 0, -EEXIST (a page
 // is there), or another -errno.

@@ -70,6 +70,21 @@ bool holds(const unsigned char* page, uint64_t p, uint64_t version) {
   return true;
 }
 
+// One line naming a page that does not hold what was written: where it first differs, and which
+// version (if any) its first and last words belong to.
+void report(const unsigned char* page, uint64_t p, uint64_t version, const char* when) {
+  auto version_at = [&](size_t off) {
+    uint64_t a;
+    std::memcpy(&a, page + off, 8);
+    return a ^ (p * 0x9E3779B97F4A7C15ull);
+  };
+  long at = version == 0 ? 0 : page_mismatch(page, p, version);
+  std::fprintf(stderr, "region_stress: %s: page %llu should hold version %llu; first wrong 16 bytes at %ld; "
+               "its first words are version %llu, its last %llu\n", when, (unsigned long long)p,
+               (unsigned long long)version, at * 16, (unsigned long long)version_at(0),
+               (unsigned long long)version_at(kPage - 16));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -100,7 +115,10 @@ int main(int argc, char** argv) {
       while (bytes.load(std::memory_order_relaxed) < total_bytes) {
         size_t p = (rng() % mine) * o.threads + t;
         unsigned char* page = base + p * kPage;
-        if (!holds(page, p, version[p])) errors.fetch_add(1);
+        if (!holds(page, p, version[p])) {
+          report(page, p, version[p], "during the run");
+          errors.fetch_add(1);
+        }
         local += kPage;
         reads.fetch_add(1, std::memory_order_relaxed);
         if (rng() % 4 != 0) {
@@ -126,7 +144,10 @@ int main(int argc, char** argv) {
   evictor.join();
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (size_t p = 0; p < pages; ++p) {
-    if (!holds(base + p * kPage, p, version[p])) errors.fetch_add(1);
+    if (!holds(base + p * kPage, p, version[p])) {
+      report(base + p * kPage, p, version[p], "at the end");
+      errors.fetch_add(1);
+    }
   }
   struct zsm_region_stats s {};
   zsm_region_stats(r, &s);
