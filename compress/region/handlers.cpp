@@ -133,10 +133,12 @@ bool Handlers::wait_spinning() {
   return false;
 }
 
+// The bell is dropped first (mlockall() may have populated and locked it: drop_pages unlocks
+// it), so that the touch faults.
 void Handlers::ring_doorbell() {
+  check(drop_pages(doorbell_, kPageSize), "madvise(MADV_DONTNEED) of the doorbell");
   volatile const char* bell = reinterpret_cast<volatile const char*>(doorbell_);
   (void)*bell;  // blocks until a handler serves it
-  drop_pages(doorbell_, kPageSize);
 }
 
 void Handlers::stop() {

@@ -244,7 +244,10 @@ int uffd_wake(int fd, uintptr_t addr, size_t len) {
 }
 
 int drop_pages(uintptr_t addr, size_t len) {
-  return madvise(reinterpret_cast<void*>(addr), len, MADV_DONTNEED) == 0 ? 0 : -errno;
+  void* a = reinterpret_cast<void*>(addr);
+  if (madvise(a, len, MADV_DONTNEED) == 0) return 0;
+  if (errno != EINVAL || munlock(a, len) != 0) return -errno;
+  return madvise(a, len, MADV_DONTNEED) == 0 ? 0 : -errno;
 }
 
 void* map_unlocked(size_t len) {

@@ -66,7 +66,9 @@ int uffd_write_protect(int fd, uintptr_t addr, size_t len, bool protect);
 // Wakes the threads waiting on faults in [addr, addr + len).
 int uffd_wake(int fd, uintptr_t addr, size_t len);
 
-// Drops the pages of [addr, addr + len) from the page tables (MADV_DONTNEED).
+// Drops the pages of [addr, addr + len) from the page tables (MADV_DONTNEED). A range the
+// program mlock()ed (mlockall() after the region was made) is unlocked first: the region's
+// ranges are never locked (region.h).
 int drop_pages(uintptr_t addr, size_t len);
 
 // An anonymous private mapping of `len` bytes (MAP_NORESERVE, no huge pages) that no

@@ -30,16 +30,6 @@ constexpr size_t kPages = 2048;           // 8 MiB of region
 constexpr size_t kBudgetPages = 64;       // 256 KiB resident
 constexpr size_t kPoolBudget = 64 << 10;  // 64 KiB of pool: the rest must go to the file
 
-// A fresh directory for one test's files, removed with everything in it.
-struct TempDir {
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "zsm-region-file-XXXXXX").string();
-    path = mkdtemp(t.data());
-  }
-  ~TempDir() { fs::remove_all(path); }
-  size_t entries() const { return static_cast<size_t>(std::distance(fs::directory_iterator(path), {})); }
-  std::string path;
-};
 
 struct RegionFile : ::testing::Test {
   void SetUp() override { ZSM_REQUIRE_REGION(); }
@@ -63,7 +53,7 @@ struct RegionFile : ::testing::Test {
   }
   zsm_region* r = nullptr;
   unsigned char* base = nullptr;
-  TempDir dir;
+  zsm_test::TempDir dir{"zsm-region-file"};
 };
 
 TEST_F(RegionFile, ThePoolsOverflowGoesToTheFileAndComesBack) {

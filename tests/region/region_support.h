@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,23 @@
 #include "region_patterns.h"
 
 namespace zsm_test {
+
+// A fresh directory for one test's files, removed with everything in it: under TMPDIR, or
+// under `parent` (a file system O_DIRECT works on, say: tmpfs has none).
+struct TempDir {
+  explicit TempDir(const std::string& prefix, const std::string& parent = "") {
+    std::filesystem::path where = parent.empty() ? std::filesystem::temp_directory_path() : std::filesystem::path(parent);
+    std::string t = (where / (prefix + "-XXXXXX")).string();
+    path = mkdtemp(t.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  size_t entries() const {
+    return static_cast<size_t>(std::distance(std::filesystem::directory_iterator(path), {}));
+  }
+  std::string path;
+};
 
 // "" when a region can be made here, else zsm_region_last_error()'s line.
 inline std::string region_unavailable() {
