@@ -3,8 +3,9 @@
 // an access is a read of a whole page checked against the version it last wrote, followed
 // (three times in four) by a word-by-word write of the next version. At the end every page is
 // checked. Exit status 0 only when no byte was wrong. --sigbus 1: the SIGBUS mode
-// (ZSM_REGION_SELF_SERVE), each thread serving its own faults.
-//   region_stress [--gib N] [--threads T] [--mib REGION_MIB] [--seed S] [--sigbus 0|1]
+// (ZSM_REGION_SELF_SERVE), each thread serving its own faults; --no-move 1: pages copied out
+// of the region (ZSM_REGION_NO_MOVE), as on kernels without UFFDIO_MOVE.
+//   region_stress [--gib N] [--threads T] [--mib REGION_MIB] [--seed S] [--sigbus 0|1] [--no-move 0|1]
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -33,11 +34,12 @@ struct Options {
   size_t mib = 64;
   uint64_t seed = 1;
   bool sigbus = false;
+  bool no_move = false;
 };
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr, "region_stress: %s\nusage: region_stress [--gib N] [--threads T] "
-               "[--mib REGION_MIB] [--seed S] [--sigbus 0|1]\n", why);
+               "[--mib REGION_MIB] [--seed S] [--sigbus 0|1] [--no-move 0|1]\n", why);
   std::exit(2);
 }
 
@@ -53,6 +55,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--mib") o.mib = std::strtoul(v, &end, 10);
     else if (a == "--seed") o.seed = std::strtoull(v, &end, 10);
     else if (a == "--sigbus") o.sigbus = std::strtoul(v, &end, 10) != 0;
+    else if (a == "--no-move") o.no_move = std::strtoul(v, &end, 10) != 0;
     else usage(("unknown option " + a).c_str());
     if (end == v || *end != '\0') usage(("not a number: " + std::string(v)).c_str());
   }
@@ -92,7 +95,7 @@ int main(int argc, char** argv) {
   size_t pages = o.mib * 1024 * 1024 / kPage;
   zsm_region_options ro{};
   ro.budget_bytes = std::max<size_t>(pages / 8, 16) * kPage;
-  ro.flags = o.sigbus ? ZSM_REGION_SELF_SERVE : 0;
+  ro.flags = (o.sigbus ? ZSM_REGION_SELF_SERVE : 0) | (o.no_move ? ZSM_REGION_NO_MOVE : 0);
   zsm_region* r = zsm_region_create(pages * kPage, &ro);
   if (r == nullptr) {
     std::fprintf(stderr, "region_stress: %s\n", zsm_region_last_error());
