@@ -208,4 +208,15 @@ int zsm_region_set_budget(struct zsm_region* region, size_t budget_bytes) {
 
 const char* zsm_region_last_error(void) { return last_error.c_str(); }
 
+int zsm_region_descriptors(struct zsm_region* region, int* fds, int n) {
+  if (region == nullptr || (fds == nullptr && n > 0) || n < 0) return -EINVAL;
+  return reinterpret_cast<Region*>(region)->descriptors(fds, n);
+}
+
+int zsm_region_sigbus_action(const struct sigaction* act, struct sigaction* old) {
+  return zsm::region::chain_sigbus(act, old);
+}
+
+int zsm_region_internal_thread(void) { return zsm::region::on_region_thread() ? 1 : 0; }
+
 }  // extern "C"

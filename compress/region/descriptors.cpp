@@ -22,6 +22,7 @@ namespace zsm::region {
 namespace {
 
 __attribute__((tls_model("initial-exec"))) thread_local bool private_files = false;
+__attribute__((tls_model("initial-exec"))) thread_local bool region_thread = false;
 
 // Closes [from, to] (to may be UINT_MAX); close_range(2) where the kernel has it (5.9).
 void close_between(unsigned from, unsigned to) {
@@ -60,7 +61,11 @@ void write_to_program_stderr(const char* line, size_t n) {
 }
 
 bool on_private_files() { return private_files; }
-void mark_private_files() { private_files = true; }
+bool on_region_thread() { return region_thread; }
+void mark_region_thread(bool private_table) {
+  region_thread = true;
+  private_files = private_table;
+}
 
 bool make_files_private(std::initializer_list<int> keep) {
   if (unshare(CLONE_FILES) != 0) return false;
@@ -75,7 +80,6 @@ bool make_files_private(std::initializer_list<int> keep) {
     from = fd + 1;
   }
   close_between(from, UINT_MAX);
-  mark_private_files();
   return true;
 }
 

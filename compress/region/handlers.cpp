@@ -67,27 +67,27 @@ std::vector<int> Handlers::cpus() const {
   return cpus;
 }
 
-void Handlers::start() {
+void Handlers::start(bool own_table) {
   stopping_.store(false);
   std::vector<int> pinned = cpus();
   if (pinned.empty()) {
-    threads_.emplace_back([this] { main(c_.spin_us > 0); });
+    threads_.emplace_back([this, own_table] { main(c_.spin_us > 0, own_table); });
     return;
   }
   for (int cpu : pinned) {
-    threads_.emplace_back([this, cpu] {
+    threads_.emplace_back([this, cpu, own_table] {
       cpu_set_t only;
       CPU_ZERO(&only);
       CPU_SET(cpu, &only);
       sched_setaffinity(0, sizeof only, &only);  // if refused, it serves from where it runs
-      main(false);
+      main(false, own_table);
     });
   }
 }
 
-void Handlers::main(bool spin) {
+void Handlers::main(bool spin, bool own_table) {
   block_all_signals();  // a program's handler here touching the region could not be served
-  mark_private_files();
+  mark_region_thread(own_table);
   std::vector<std::byte> pages(std::max(c_.fault_around, 1u) * kPageSize), file_buf(kPageSize);
   ServeBuffers b{pages.data(), file_buf.data()};
   const int fd = calls_.number();

@@ -44,8 +44,9 @@ class Handlers {
   int init(int uffd, std::string* why);
   // Registers the doorbell again with a new userfaultfd (a child of fork()).
   int reregister(int uffd, std::string* why);
-  // Starts the threads; run on the keeper thread, whose descriptor table they share.
-  void start();
+  // Starts the threads; run on the keeper thread, whose descriptor table they share (when it
+  // has one of its own: `own_table`).
+  void start(bool own_table);
   // Rings the doorbell once per thread and joins them.
   void stop();
   // In a child of fork(): the parent's threads are not here; their handles are forgotten.
@@ -53,7 +54,7 @@ class Handlers {
 
  private:
   std::vector<int> cpus() const;
-  void main(bool spin);
+  void main(bool spin, bool own_table);
   bool wait_spinning();  // one handler: polls for spin_us; whether a fault came
   void ring_doorbell();
 

@@ -138,10 +138,21 @@ void Region::start_threads() {
 // On the evictor's thread, before anything else: the keeper's descriptor table, and the
 // handler threads started from it, so that they share it (descriptors.h).
 void Region::keeper_start(pid_t tid) {
-  make_files_private({calls_.number(), copies_.file_descriptor()});
+  bool own_table = make_files_private({calls_.number(), copies_.file_descriptor()});
+  mark_region_thread(own_table);
   calls_.set_keeper(tid);
   copies_.keep_file_descriptor(tid);
-  if (handlers_) handlers_->start();
+  if (handlers_) handlers_->start(own_table);
+}
+
+int Region::descriptors(int* fds, int n) const {
+  int held = 0;
+  for (int fd : {calls_.lost() ? -1 : calls_.number(), copies_.file_descriptor()}) {
+    if (fd < 0) continue;
+    if (held < n) fds[held] = fd;
+    ++held;
+  }
+  return held;
 }
 
 // ZSM_REGION_BUDGET_ALL: the decompressed pages get what the pool and the bookkeeping leave of

@@ -75,6 +75,8 @@ class Region {
   int unpin(uint32_t first, uint32_t count);
   int set_budget(uint32_t pages);
   void stats(struct zsm_region_stats* out) const;
+  // zsm_region_descriptors(): the ones in the program's table.
+  int descriptors(int* fds, int n) const;
 
   // fork.cpp: before fork() (the gate closed, the file copied), and after, in each process.
   void fork_prepare();

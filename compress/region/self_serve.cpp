@@ -24,6 +24,7 @@ std::atomic<int> handlers_running{0};
 struct sigaction replaced {};
 std::once_flag installed;
 int install_errno = 0;
+std::atomic<bool> handler_installed{false};
 
 // Whether the access that faulted was a write, where the signal context says (x86-64: the
 // page-fault error code's write bit); elsewhere a read, and a write to a clean page is told
@@ -84,7 +85,11 @@ void install_handler() {
   sa.sa_sigaction = on_sigbus;
   sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
   sigfillset(&sa.sa_mask);
-  if (sigaction(SIGBUS, &sa, &replaced) != 0) install_errno = errno;
+  if (sigaction(SIGBUS, &sa, &replaced) != 0) {
+    install_errno = errno;
+  } else {
+    handler_installed.store(true);
+  }
 }
 
 }  // namespace
@@ -142,6 +147,17 @@ void unregister_self_serving(Region* r) {
     if (slot.compare_exchange_strong(mine, nullptr, std::memory_order_seq_cst)) break;
   }
   while (handlers_running.load(std::memory_order_seq_cst) != 0) sched_yield();
+}
+
+int chain_sigbus(const struct sigaction* act, struct sigaction* old) {
+  if (!handler_installed.load()) return -EINVAL;
+  sigset_t all, saved;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &saved);  // no SIGBUS reads `replaced` half written
+  if (old != nullptr) *old = replaced;
+  if (act != nullptr) replaced = *act;
+  pthread_sigmask(SIG_SETMASK, &saved, nullptr);
+  return 0;
 }
 
 bool sigbus_blocked_here() {

@@ -16,6 +16,8 @@
 // SIGBUS, and the preload library keeps it unblocked in every thread (tools/region_preload/).
 #pragma once
 
+#include <signal.h>
+
 #include <atomic>
 #include <cstddef>
 #include <string>
@@ -57,5 +59,7 @@ bool register_self_serving(Region* r, std::string* why);
 void unregister_self_serving(Region* r);
 // Whether the calling thread blocks SIGBUS (such a thread cannot be served).
 bool sigbus_blocked_here();
+// zsm_region_sigbus_action(): the disposition SIGBUSes that are not a region's go to.
+int chain_sigbus(const struct sigaction* act, struct sigaction* old);
 
 }  // namespace zsm::region

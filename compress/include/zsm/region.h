@@ -49,6 +49,7 @@ extern "C" {
 
 /* An opaque region, made by zsm_region_create() and freed by zsm_region_destroy(). */
 struct zsm_region;
+struct sigaction; /* <signal.h>'s, for zsm_region_sigbus_action() */
 
 /*
  * A zero-filled struct asks for every default. Out of range is EINVAL at creation.
@@ -195,6 +196,31 @@ int zsm_region_set_budget(struct zsm_region *region, size_t budget_bytes);
  * that would allow userfaultfd, the option out of range, ...); "" if it did not.
  */
 const char *zsm_region_last_error(void);
+
+/*
+ * The descriptors the region holds in the process's table (its userfaultfd, its backing
+ * file): up to n into fds; how many it holds. A program that closes every descriptor it did
+ * not open may leave these (closing them loses nothing: the region's own threads keep copies,
+ * but its calls then borrow those, which is slower). -EINVAL for a NULL region.
+ */
+int zsm_region_descriptors(struct zsm_region *region, int *fds, int n);
+
+/*
+ * The SIGBUS mode's handler passes every SIGBUS that is not a region's fault to the disposition
+ * it replaced. A program that wants a SIGBUS handler of its own while such a region lives sets
+ * it here instead of with sigaction(): `act` (NULL: unchanged) becomes that disposition, and
+ * the one before goes to *old (NULL: not wanted). 0, or -EINVAL when no region was ever made
+ * in the SIGBUS mode. The preload library routes the program's sigaction(SIGBUS) here.
+ */
+int zsm_region_sigbus_action(const struct sigaction *act, struct sigaction *old);
+
+/*
+ * 1 on the threads the regions run (the evictor, the handler threads), else 0. Memory a region
+ * holds must never be given to them: they would fault on the region they serve. An allocator
+ * that places memory in a region (the preload library) gives these threads memory from
+ * elsewhere.
+ */
+int zsm_region_internal_thread(void);
 
 #ifdef __cplusplus
 }
