@@ -1,5 +1,6 @@
 // The keeper's own descriptor table, and borrowing from it (descriptors.h).
 #include "descriptors.h"
+#include "uffd.h"
 
 #include <sched.h>
 #include <sys/syscall.h>
@@ -29,7 +30,7 @@ void close_between(unsigned from, unsigned to) {
   if (from > to) return;
   if (syscall(SYS_close_range, from, to, 0) == 0) return;
   long most = sysconf(_SC_OPEN_MAX);
-  for (long fd = from; fd <= std::min<long>(to, most); ++fd) close(static_cast<int>(fd));
+  for (long fd = from; fd <= std::min<long>(to, most); ++fd) close_fd(static_cast<int>(fd));
 }
 
 [[noreturn]] void stop_process(const char* what, int e) {
@@ -55,17 +56,15 @@ void write_to_program_stderr(const char* line, size_t n) {
   int fd = pidfd < 0 ? -1 : static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, STDERR_FILENO, 0));
   if (fd >= 0) {
     (void)!write(fd, line, n);
-    close(fd);
+    close_fd(fd);
   }
-  if (pidfd >= 0) close(pidfd);
+  if (pidfd >= 0) close_fd(pidfd);
 }
 
 bool on_private_files() { return private_files; }
 bool on_region_thread() { return region_thread; }
-void mark_region_thread(bool private_table) {
-  region_thread = true;
-  private_files = private_table;
-}
+void mark_region_thread() { region_thread = true; }
+void mark_private_files() { private_files = true; }
 
 bool make_files_private(std::initializer_list<int> keep) {
   if (unshare(CLONE_FILES) != 0) return false;
@@ -88,11 +87,11 @@ int KeptFd::borrow() const {
   if (pidfd < 0) stop_process("descriptor", errno);
   int fd = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, number_, 0));
   int e = errno;
-  close(pidfd);
+  close_fd(pidfd);
   if (fd < 0) stop_process("descriptor", e);
   return fd;
 }
 
-void KeptFd::give_back(int fd) { close(fd); }
+void KeptFd::give_back(int fd) { close_fd(fd); }
 
 }  // namespace zsm::region

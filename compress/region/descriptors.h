@@ -35,7 +35,8 @@ void write_to_program_stderr(const char* line, size_t n);
 // Whether the calling thread is one of the region's; and whether its table is the keeper's.
 bool on_region_thread();
 bool on_private_files();
-void mark_region_thread(bool private_files);
+void mark_region_thread();
+void mark_private_files();
 
 // One of the region's descriptors: its number, which is the same in the program's table and
 // the keeper's, and how to borrow the keeper's.

@@ -99,6 +99,7 @@ void Evictor::forget_in_child() {
 }
 
 void Evictor::main(std::function<void(pid_t)> keeper_start) {
+  mark_region_thread();
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);  // no program handler runs here, holding page locks
@@ -116,6 +117,7 @@ void Evictor::main(std::function<void(pid_t)> keeper_start) {
       continue;
     }
     while (work_needed() && !stopping_.load(std::memory_order_relaxed)) {
+      if (before_batch_) before_batch_();
       bool progress;
       {
         InsideGate inside(parts_.gate);
@@ -503,8 +505,8 @@ bool Evictor::write_back_batch(std::byte* work) {
 // The program mlock()ed the region (mlockall(MCL_CURRENT) after creation): its ranges are
 // unlocked again, so that pages can leave them (region.h).
 void Evictor::unlock_ranges() {
-  if (unlock_size_ != 0) munlock(reinterpret_cast<void*>(unlock_base_), unlock_size_);
-  munlock(reinterpret_cast<void*>(parts_.probation.base()), parts_.probation.bytes());
+  if (unlock_size_ != 0) unlock(reinterpret_cast<void*>(unlock_base_), unlock_size_);
+  unlock(reinterpret_cast<void*>(parts_.probation.base()), parts_.probation.bytes());
 }
 
 }  // namespace zsm::region

@@ -99,7 +99,7 @@ void Region::fork_child() {
   if (uffd_open(settings_.uffd, &info, &why) != 0) child_cannot_serve(why);
   if (!lost && info.fd != old) {
     if (dup3(info.fd, old, O_CLOEXEC) < 0) child_cannot_serve(std::string("dup3: ") + std::strerror(errno));
-    close(info.fd);
+    close_fd(info.fd);
     info.fd = old;
   }
   calls_ = PageCalls(info);

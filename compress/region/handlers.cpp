@@ -37,7 +37,7 @@ void cpu_relax() {
 
 Handlers::~Handlers() {
   stop();
-  if (doorbell_ != 0) munmap(reinterpret_cast<void*>(doorbell_), kPageSize);
+  if (doorbell_ != 0) unmap(reinterpret_cast<void*>(doorbell_), kPageSize);
 }
 
 int Handlers::init(int uffd, std::string* why) {
@@ -86,8 +86,9 @@ void Handlers::start(bool own_table) {
 }
 
 void Handlers::main(bool spin, bool own_table) {
+  mark_region_thread();
+  if (own_table) mark_private_files();
   block_all_signals();  // a program's handler here touching the region could not be served
-  mark_region_thread(own_table);
   std::vector<std::byte> pages(std::max(c_.fault_around, 1u) * kPageSize), file_buf(kPageSize);
   ServeBuffers b{pages.data(), file_buf.data()};
   const int fd = calls_.number();

@@ -14,6 +14,7 @@
 #include <cerrno>
 
 #include "futex.h"
+#include "uffd.h"
 
 namespace zsm::region {
 namespace {
@@ -45,10 +46,7 @@ const std::atomic<uint32_t>* low_half(const std::atomic<uint64_t>* w) {
   return reinterpret_cast<const std::atomic<uint32_t>*>(w);
 }
 
-void* map_zeros(size_t bytes) {
-  void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  return m == MAP_FAILED ? nullptr : m;
-}
+void* map_zeros(size_t bytes) { return map_unlocked(bytes); }
 
 size_t table_bytes(uint32_t pages) {
   size_t words = (size_t{pages} + 63) / 64;
@@ -58,7 +56,7 @@ size_t table_bytes(uint32_t pages) {
 }  // namespace
 
 PageTable::~PageTable() {
-  if (states_ != nullptr) munmap(states_, bytes_);
+  if (states_ != nullptr) unmap(states_, bytes_);
 }
 
 size_t PageTable::bookkeeping_bytes(uint32_t pages) { return table_bytes(pages); }

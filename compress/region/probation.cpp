@@ -11,8 +11,8 @@
 namespace zsm::region {
 
 Probation::~Probation() {
-  if (base_ != 0) munmap(reinterpret_cast<void*>(base_), bytes());
-  if (slot_page_ != nullptr) munmap(slot_page_, 2 * size_t{capacity_} * sizeof(uint32_t));
+  if (base_ != 0) unmap(reinterpret_cast<void*>(base_), bytes());
+  if (slot_page_ != nullptr) unmap(slot_page_, 2 * size_t{capacity_} * sizeof(uint32_t));
 }
 
 int Probation::init(uint32_t capacity, std::string* why) {

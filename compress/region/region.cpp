@@ -139,7 +139,7 @@ void Region::start_threads() {
 // handler threads started from it, so that they share it (descriptors.h).
 void Region::keeper_start(pid_t tid) {
   bool own_table = make_files_private({calls_.number(), copies_.file_descriptor()});
-  mark_region_thread(own_table);
+  if (own_table) mark_private_files();
   calls_.set_keeper(tid);
   copies_.keep_file_descriptor(tid);
   if (handlers_) handlers_->start(own_table);
@@ -174,8 +174,8 @@ Region::~Region() {
   if (settings_.uffd.sigbus) unregister_self_serving(this);
   if (handlers_) handlers_->stop();
   if (evictor_) evictor_->stop();
-  if (calls_.number() >= 0 && !calls_.lost()) close(calls_.number());  // the range is unregistered
-  if (base_ != 0) munmap(reinterpret_cast<void*>(base_), settings_.size);
+  if (calls_.number() >= 0 && !calls_.lost()) close_fd(calls_.number());  // the range is unregistered
+  if (base_ != 0) unmap(reinterpret_cast<void*>(base_), settings_.size);
 }
 
 void Region::serve_own_fault(uintptr_t a, bool write) {

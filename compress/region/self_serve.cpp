@@ -95,7 +95,7 @@ void install_handler() {
 }  // namespace
 
 SignalBuffers::~SignalBuffers() {
-  if (memory_ != nullptr) munmap(memory_, bytes_);
+  if (memory_ != nullptr) unmap(memory_, bytes_);
 }
 
 bool SignalBuffers::init(size_t n, size_t pages) {

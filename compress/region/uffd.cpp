@@ -44,7 +44,7 @@ int uffd_from_device(int flags) {
   if (dev < 0) return -1;
   int fd = ioctl(dev, USERFAULTFD_IOC_NEW, flags);
   int saved = errno;
-  close(dev);
+  close_fd(dev);
   errno = saved;
   return fd;
 }
@@ -140,7 +140,7 @@ int uffd_open(const UffdRequest& req, UffdInfo* out, std::string* why) {
       out->thread_ids = (granted & UFFD_FEATURE_THREAD_ID) != 0;
       return 0;
     }
-    close(fd);
+    close_fd(fd);
     if (rc == -EINVAL && with_move) continue;
     *why = std::string("userfaultfd lacks write-protect faults on anonymous memory "
                        "(UFFD_FEATURE_PAGEFAULT_FLAG_WP, Linux 5.7)") +
@@ -243,23 +243,36 @@ int uffd_wake(int fd, uintptr_t addr, size_t len) {
   return ioctl_retrying(fd, UFFDIO_WAKE, &r);
 }
 
+namespace {
+
+long sys(long rc) { return rc < 0 ? -errno : rc; }
+int advise(void* addr, size_t len, int advice) { return static_cast<int>(sys(syscall(SYS_madvise, addr, len, advice))); }
+
+}  // namespace
+
+int unmap(void* addr, size_t len) { return static_cast<int>(sys(syscall(SYS_munmap, addr, len))); }
+int unlock(void* addr, size_t len) { return static_cast<int>(sys(syscall(SYS_munlock, addr, len))); }
+int close_fd(int fd) { return static_cast<int>(sys(syscall(SYS_close, fd))); }
+
 int drop_pages(uintptr_t addr, size_t len) {
   void* a = reinterpret_cast<void*>(addr);
-  if (madvise(a, len, MADV_DONTNEED) == 0) return 0;
-  if (errno != EINVAL || munlock(a, len) != 0) return -errno;
-  return madvise(a, len, MADV_DONTNEED) == 0 ? 0 : -errno;
+  int rc = advise(a, len, MADV_DONTNEED);
+  if (rc != -EINVAL) return rc;
+  if (int u = unlock(a, len); u != 0) return u;
+  return advise(a, len, MADV_DONTNEED);
 }
 
 void* map_unlocked(size_t len) {
-  void* m = mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* m = reinterpret_cast<void*>(
+      syscall(SYS_mmap, nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
   if (m == MAP_FAILED) return nullptr;
-  if (munlock(m, len) != 0 || mprotect(m, len, PROT_READ | PROT_WRITE) != 0) {
+  if (unlock(m, len) != 0 || syscall(SYS_mprotect, m, len, PROT_READ | PROT_WRITE) != 0) {
     int e = errno;
-    munmap(m, len);
+    unmap(m, len);
     errno = e;
     return nullptr;
   }
-  madvise(m, len, MADV_NOHUGEPAGE);
+  advise(m, len, MADV_NOHUGEPAGE);
   return m;
 }
 

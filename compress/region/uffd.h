@@ -76,4 +76,12 @@ int drop_pages(uintptr_t addr, size_t len);
 // nullptr with errno on failure.
 void* map_unlocked(size_t len);
 
+// The memory and descriptor calls the region makes on its own memory and descriptors. They are
+// system calls, not libc's functions: a library that interposes those (the preload library
+// serves munmap, madvise and close of region memory and descriptors itself) must not see the
+// region's own calls, or it would serve them with the region. 0 or -errno.
+int unmap(void* addr, size_t len);
+int unlock(void* addr, size_t len);
+int close_fd(int fd);
+
 }  // namespace zsm::region

@@ -66,6 +66,23 @@ TEST_F(PageRunsTest, EverythingFreedIsOneRunAgain) {
   EXPECT_EQ(page(runs_.allocate(kPages, 1)), 0u);
 }
 
+// munmap()'s semantics: a part of an allocation goes, the rest stays allocated.
+TEST_F(PageRunsTest, UnmapFreesPartsOfAllocations) {
+  void* a = runs_.allocate(10, 1);   // [0, 10)
+  void* b = runs_.allocate(10, 1);   // [10, 20)
+  runs_.unmap(static_cast<char*>(a) + 4 * kPage, 10);  // [4, 14): a's tail and b's head
+  EXPECT_EQ(runs_.pages_of(a), 4u);
+  EXPECT_EQ(runs_.pages_of(b), 0u) << "b now starts at page 14";
+  EXPECT_EQ(runs_.pages_of(static_cast<char*>(a) + 14 * kPage), 6u);
+  EXPECT_EQ(runs_.free_pages(), kPages - 10);
+  runs_.unmap(static_cast<char*>(a) + 1 * kPage, 2);  // the middle of what is left of a
+  EXPECT_EQ(runs_.pages_of(a), 1u);
+  EXPECT_EQ(runs_.pages_of(static_cast<char*>(a) + 3 * kPage), 1u);
+  runs_.unmap(a, kPages);  // everything, allocated or not
+  EXPECT_EQ(runs_.free_pages(), kPages);
+  EXPECT_EQ(runs_.free_runs(), 1u);
+}
+
 TEST_F(PageRunsTest, AlignmentLeavesTheGapFree) {
   runs_.allocate(1, 1);
   void* p = runs_.allocate(4, 64);

@@ -109,6 +109,27 @@ PageRuns::Run PageRuns::shrink(void* p, size_t pages) {
   return tail;
 }
 
+void PageRuns::unmap(const void* p, size_t pages) {
+  const size_t first = page_index(p);
+  const size_t end = first + pages < pages_ ? first + pages : pages_;
+  size_t start = first;  // the allocation that holds `first` may start before it
+  while (start > 0 && length_at_[start] == 0) start--;
+  for (size_t a = start; a < end;) {
+    const size_t len = length_at_[a];
+    if (len == 0 || a + len <= first) {
+      a = len == 0 ? a + 1 : a + len;
+      continue;
+    }
+    const size_t cut_from = a > first ? a : first;
+    const size_t cut_to = a + len < end ? a + len : end;
+    length_at_[a] = 0;
+    if (cut_from > a) length_at_[a] = static_cast<uint32_t>(cut_from - a);
+    if (cut_to < a + len) length_at_[cut_to] = static_cast<uint32_t>(a + len - cut_to);
+    insert_free({cut_from, cut_to - cut_from});
+    a += len;
+  }
+}
+
 size_t PageRuns::free_pages() const {
   size_t n = 0;
   for (size_t i = 0; i < runs_; i++) n += free_[i].pages;

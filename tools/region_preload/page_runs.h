@@ -45,6 +45,11 @@ class PageRuns {
   // Shrink the allocation at `p` to `pages` (at least 1); the freed tail, to be discarded.
   Run shrink(void* p, size_t pages);
 
+  // Frees the allocated pages of [p, p + pages pages), as munmap() frees part of a mapping:
+  // what is left of an allocation on either side stays allocated; pages not allocated are
+  // left as they are. p must be page aligned and inside the range.
+  void unmap(const void* p, size_t pages);
+
   bool contains(const void* p) const {
     auto a = reinterpret_cast<uintptr_t>(p);
     return a >= base_ && a < base_ + pages_ * page_size_;

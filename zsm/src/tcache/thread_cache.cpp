@@ -32,10 +32,13 @@ namespace {
 
 // Cache slots (ZsPool::fast.cache_slot): those of destroyed pools, reused newest first, and the
 // next never used. Room for every slot is reserved when the slot is first handed out, so
-// that giving one back never allocates. Never destroyed: a pool may outlive static
-// destruction.
-std::vector<uint32_t>* const free_slots ZSM_PT_GUARDED_BY(registry_lock) =
-    new std::vector<uint32_t>;
+// that giving one back never allocates. Made on first use, so that a pool made by another
+// library's static constructor (the preload library's, say) finds it; never destroyed: a pool
+// may outlive static destruction. Guarded by registry_lock.
+std::vector<uint32_t>& free_slots() {
+  static auto* const slots = new std::vector<uint32_t>;
+  return *slots;
+}
 uint32_t next_slot ZSM_GUARDED_BY(registry_lock) = 0;
 
 // Magazine maps (ZsPool::fast.magazine_by_granule), one per distinct class table: pools of one
@@ -375,12 +378,12 @@ bool register_pool(ZsPool* pool) {
   static const bool fork_handled = handle_fork();
   if (!fork_handled) return false;
   MutexGuard guard(registry_lock);
-  if (!free_slots->empty()) {
-    pool->fast.cache_slot = free_slots->back();
-    free_slots->pop_back();
+  if (!free_slots().empty()) {
+    pool->fast.cache_slot = free_slots().back();
+    free_slots().pop_back();
   } else {
     try {
-      free_slots->reserve(size_t{next_slot} + 1);
+      free_slots().reserve(size_t{next_slot} + 1);
     } catch (const std::bad_alloc&) {
       return false;
     }
@@ -403,7 +406,7 @@ void unregister_pool(ZsPool* pool) {
   if (pool->registry.registered) {
     all_pools.remove(pool);
     pool->registry.registered = false;
-    free_slots->push_back(pool->fast.cache_slot);
+    free_slots().push_back(pool->fast.cache_slot);
   }
 }
 
