@@ -43,7 +43,10 @@ class Budget {
   bool try_take(uint32_t n) {
     uint64_t most = uint64_t{limit()} + slack();
     uint64_t now = used_.fetch_add(n, std::memory_order_relaxed) + n;
-    if (now <= most) return true;
+    if (now <= most) {
+      if (now * 4096 > counters_.peak_used.load(std::memory_order_relaxed)) raise_to(counters_.peak_used, now * 4096);
+      return true;
+    }
     if (stalled_.load(std::memory_order_relaxed)) {
       bump(counters_.over_budget, n);
       return true;

@@ -19,6 +19,9 @@ struct Counters {
   std::atomic<uint64_t> evictions{0}, clean_evictions{0}, io_pinned{0}, evictor_runs{0};
   std::atomic<uint64_t> over_budget{0};  // pages faulted in past the hard limit (evictor stalled)
   std::atomic<uint64_t> sweep_ns{0};     // the CLOCK hand's last whole turn over the region
+  // The most used (decompressed pages, at each fault), and the pool's and everything's most
+  // (at each evictor batch), in bytes.
+  std::atomic<uint64_t> peak_used{0}, peak_pool{0}, peak_total{0};
   // The backing file.
   std::atomic<uint64_t> written_back{0}, read_back{0}, file_bytes{0};
 };
@@ -26,5 +29,10 @@ struct Counters {
 inline void bump(std::atomic<uint64_t>& c, uint64_t n = 1) { c.fetch_add(n, std::memory_order_relaxed); }
 inline void drop(std::atomic<uint64_t>& c, uint64_t n = 1) { c.fetch_sub(n, std::memory_order_relaxed); }
 inline uint64_t get(const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); }
+inline void raise_to(std::atomic<uint64_t>& peak, uint64_t v) {
+  uint64_t old = peak.load(std::memory_order_relaxed);
+  while (v > old && !peak.compare_exchange_weak(old, v, std::memory_order_relaxed)) {
+  }
+}
 
 }  // namespace zsm::region

@@ -2,6 +2,7 @@
 #include "evictor.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -80,8 +81,10 @@ Evictor::~Evictor() { stop(); }
 
 void Evictor::start(std::function<void(pid_t)> keeper_start) {
   stopping_.store(false);
-  thread_ = std::thread([this, keeper_start = std::move(keeper_start)] { main(keeper_start); });
-  while (tid_.load() == 0) std::this_thread::yield();  // the keeper has set itself up
+  if (!thread_.start([this, keeper_start = std::move(keeper_start)] { main(keeper_start); })) {
+    check(-errno, "starting the evictor thread");
+  }
+  while (tid_.load() == 0) sched_yield();  // the keeper has set itself up
 }
 
 void Evictor::stop() {
@@ -93,7 +96,7 @@ void Evictor::stop() {
 }
 
 void Evictor::forget_in_child() {
-  new std::thread(std::move(thread_));  // never joined, never destroyed
+  thread_.forget();
   tid_.store(0);
   stopping_.store(false);
 }

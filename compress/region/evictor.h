@@ -27,10 +27,10 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <thread>
 #include <vector>
 
 #include "fault_server.h"
+#include "region_thread.h"
 
 namespace zsm::region {
 
@@ -101,7 +101,7 @@ class Evictor {
     PageState state;
   };
   std::vector<Hole> holes_;  // the unmapped pages a span of victims moves over, locked
-  std::thread thread_;
+  RegionThread thread_;
   std::atomic<pid_t> tid_{0};
   std::atomic<bool> stopping_{false};
   uintptr_t unlock_base_ = 0;

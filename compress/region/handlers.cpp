@@ -70,12 +70,16 @@ std::vector<int> Handlers::cpus() const {
 void Handlers::start(bool own_table) {
   stopping_.store(false);
   std::vector<int> pinned = cpus();
+  auto spawn = [this](std::function<void()> body) {
+    threads_.push_back(std::make_unique<RegionThread>());
+    if (!threads_.back()->start(std::move(body))) check(-errno, "starting a handler thread");
+  };
   if (pinned.empty()) {
-    threads_.emplace_back([this, own_table] { main(c_.spin_us > 0, own_table); });
+    spawn([this, own_table] { main(c_.spin_us > 0, own_table); });
     return;
   }
   for (int cpu : pinned) {
-    threads_.emplace_back([this, cpu, own_table] {
+    spawn([this, cpu, own_table] {
       cpu_set_t only;
       CPU_ZERO(&only);
       CPU_SET(cpu, &only);
@@ -146,12 +150,12 @@ void Handlers::stop() {
   if (threads_.empty()) return;
   stopping_.store(true);
   for (size_t i = 0; i < threads_.size(); ++i) ring_doorbell();
-  for (std::thread& t : threads_) t.join();
+  for (auto& t : threads_) t->join();
   threads_.clear();
 }
 
 void Handlers::forget_in_child() {
-  new std::vector<std::thread>(std::move(threads_));  // never joined, never destroyed
+  for (auto& t : threads_) t.release()->forget();  // never joined, never destroyed
   threads_.clear();
 }
 

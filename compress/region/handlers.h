@@ -19,10 +19,11 @@
 
 #include <atomic>
 #include <string>
-#include <thread>
+#include <memory>
 #include <vector>
 
 #include "fault_server.h"
+#include "region_thread.h"
 
 namespace zsm::region {
 
@@ -63,7 +64,7 @@ class Handlers {
   Config c_;
   uintptr_t doorbell_ = 0;
   std::atomic<bool> stopping_{false};
-  std::vector<std::thread> threads_;
+  std::vector<std::unique_ptr<RegionThread>> threads_;
 };
 
 }  // namespace zsm::region

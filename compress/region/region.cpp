@@ -82,7 +82,7 @@ int Region::init(std::string* why) {
   server_ = std::make_unique<FaultServer>(parts_, base_, settings_.fault_around, self_serve);
   evictor_ = std::make_unique<Evictor>(parts_, base_, npages_);
   evictor_->set_range(base_, settings_.size);
-  if (settings_.budget_all) evictor_->set_before_batch([this] { retune_budget(); });
+  evictor_->set_before_batch([this] { before_batch(); });
   if (self_serve) {
     if (sigbus_blocked_here()) {
       *why = "the SIGBUS mode: the calling thread blocks SIGBUS, and the kernel kills a thread that "
@@ -155,11 +155,22 @@ int Region::descriptors(int* fds, int n) const {
   return held;
 }
 
+// Before each evictor batch: the peaks of the pool and of everything, and the budget retuned.
+void Region::before_batch() {
+  uint64_t pool = copies_.pool_bytes();
+  raise_to(counters_.peak_pool, pool);
+  raise_to(counters_.peak_total, budget_.used() * kPageSize + pool + bookkeeping_bytes());
+  if (settings_.budget_all) retune_budget();
+}
+
+size_t Region::bookkeeping_bytes() const {
+  return copies_.bookkeeping_bytes() + (get(counters_.resident) + get(counters_.probation) + get(counters_.stored)) * 16;
+}
+
 // ZSM_REGION_BUDGET_ALL: the decompressed pages get what the pool and the bookkeeping leave of
 // the budget, and at least an eighth of it.
 void Region::retune_budget() {
-  uint64_t pages_used = get(counters_.resident) + get(counters_.probation) + get(counters_.stored);
-  uint64_t others = copies_.pool_bytes() + copies_.bookkeeping_bytes() + pages_used * 16;
+  uint64_t others = copies_.pool_bytes() + bookkeeping_bytes();
   uint64_t floor = total_budget_ / 8;
   uint64_t left = total_budget_ > others + floor ? total_budget_ - others : floor;
   auto pages = static_cast<uint32_t>(std::max<uint64_t>(left / kPageSize, 16));
@@ -333,8 +344,10 @@ void Region::stats(struct zsm_region_stats* out) const {
   out->bd_bytes_on_file = get(counters_.file_bytes);
   out->resident_limit_bytes = uint64_t{budget_.limit()} * kPageSize;
   out->hard_limit_bytes = (uint64_t{budget_.limit()} + budget_.slack()) * kPageSize;
-  out->bookkeeping_bytes = copies_.bookkeeping_bytes() +
-                           (get(counters_.resident) + get(counters_.probation) + get(counters_.stored)) * 16;
+  out->bookkeeping_bytes = bookkeeping_bytes();
+  out->peak_decompressed_bytes = get(counters_.peak_used);
+  out->peak_pool_bytes = get(counters_.peak_pool);
+  out->peak_total_bytes = get(counters_.peak_total);
   out->io_pinned_skips = get(counters_.io_pinned);
   out->budget_waits = get(counters_.budget_waits);
   out->over_budget_pages = get(counters_.over_budget);

@@ -91,6 +91,8 @@ class Region {
   void start_threads();
   void keeper_start(pid_t tid);
   void retune_budget();
+  void before_batch();
+  size_t bookkeeping_bytes() const;
   void reprotect_clean_pages();
   void discard_page(uint32_t p, PageState* s);
   uintptr_t addr(uint32_t p) const { return base_ + uintptr_t{p} * kPageSize; }

@@ -83,7 +83,9 @@ TEST_F(RegionFile, IncompressiblePagesGoWholeAndComeBack) {
   std::memcpy(base, want.data(), want.size() * 8);
   ASSERT_EQ(zsm_region_evict(r, base, kPages * kPage), 0);
   auto s = region_stats(r);
-  EXPECT_EQ(s.huge_pages, kPages) << s.resident_bytes << " " << s.probation_bytes << " " << s.stored_pages << " " << s.mem_used_total << " wb " << s.written_back;
+  // Each page went whole to the pool or the file, but for a few a full pool left waiting in
+  // probation for the evictor.
+  EXPECT_EQ(s.huge_pages + s.probation_bytes / kPage, kPages);
   EXPECT_GT(s.written_back, kPages / 2);
   EXPECT_EQ(std::memcmp(base, want.data(), want.size() * 8), 0);
 }

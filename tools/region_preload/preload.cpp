@@ -84,7 +84,7 @@ struct Mimalloc {
 std::atomic<bool> turned_on{false};
 const char* off_reason = "ZSM_REGION_BUDGET is not set";
 int stats_fd = -1;  // ZSM_REGION_STATS=1: stderr, duplicated (a program may close stderr first)
-std::atomic<uint64_t> peak_resident{0}, peak_pool{0}, peak_total{0}, outside{0};
+std::atomic<uint64_t> outside{0};
 
 __attribute__((tls_model("initial-exec"))) thread_local bool in_library = false;
 
@@ -228,34 +228,9 @@ bool give_heap_to_mimalloc() {
                              true, false, true, -1);
 }
 
-void raise_to(std::atomic<uint64_t>& peak, uint64_t v) {
-  uint64_t old = peak.load();
-  while (v > old && !peak.compare_exchange_weak(old, v)) {
-  }
-}
-
-// ZSM_REGION_STATS=1: the most the region held, sampled every 10 ms by a thread of its own.
-void* sample_peaks(void*) {
-  in_library = true;
-  for (;;) {
-    struct zsm_region_stats s {};
-    if (zsm_region_stats(layout.region, &s) == 0) {
-      raise_to(peak_resident, s.resident_bytes + s.probation_bytes);
-      raise_to(peak_pool, s.mem_used_total);
-      raise_to(peak_total, s.resident_bytes + s.probation_bytes + s.mem_used_total + s.bookkeeping_bytes);
-    }
-    usleep(10000);
-  }
-  return nullptr;
-}
-
 void start_stats() {
   const char* want = std::getenv("ZSM_REGION_STATS");
-  if (want == nullptr || std::strcmp(want, "1") != 0) return;
-  stats_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
-  if (!turned_on.load()) return;
-  pthread_t sampler;
-  if (pthread_create(&sampler, nullptr, sample_peaks, nullptr) == 0) pthread_detach(sampler);
+  if (want != nullptr && std::strcmp(want, "1") == 0) stats_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
 }
 
 bool turn_on() {
@@ -326,8 +301,8 @@ __attribute__((destructor)) void print_stats_at_exit() {
         "zsm_region_preload: at exit: budget %llu MiB (decompressed now %llu MiB), resident %llu KiB, "
         "probation %llu KiB, stored pages %llu (orig %llu KiB, pool %llu KiB), faults %llu (zero %llu, "
         "around %llu, from probation %llu), evictions %llu (clean %llu), backing file %llu KiB "
-        "(written back %llu, read back %llu), io-pinned skips %llu, over budget %llu; peaks "
-        "(10 ms samples): decompressed %llu MiB, pool %llu MiB, all %llu MiB; allocations outside the region %llu\n",
+        "(written back %llu, read back %llu), io-pinned skips %llu, over budget %llu; peaks: "
+        "decompressed %llu MiB, pool %llu MiB, all %llu MiB; allocations outside the region %llu\n",
         (unsigned long long)s.budget_bytes >> 20, (unsigned long long)s.resident_limit_bytes >> 20,
         (unsigned long long)s.resident_bytes >> 10, (unsigned long long)s.probation_bytes >> 10,
         (unsigned long long)s.stored_pages, (unsigned long long)s.orig_data_size >> 10,
@@ -337,8 +312,8 @@ __attribute__((destructor)) void print_stats_at_exit() {
         (unsigned long long)s.clean_evictions, (unsigned long long)s.bd_bytes_on_file >> 10,
         (unsigned long long)s.written_back, (unsigned long long)s.read_back,
         (unsigned long long)s.io_pinned_skips, (unsigned long long)s.over_budget_pages,
-        (unsigned long long)peak_resident.load() >> 20, (unsigned long long)peak_pool.load() >> 20,
-        (unsigned long long)peak_total.load() >> 20,
+        (unsigned long long)s.peak_decompressed_bytes >> 20, (unsigned long long)s.peak_pool_bytes >> 20,
+        (unsigned long long)s.peak_total_bytes >> 20,
         (unsigned long long)outside.load());
   }
   if (n > 0) (void)!::write(stats_fd, line, std::min(static_cast<size_t>(n), sizeof line - 1));

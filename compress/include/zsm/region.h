@@ -153,6 +153,10 @@ struct zsm_region_stats {
 	uint64_t evictor_runs;       /* batches the evictor ran */
 	uint64_t clock_sweep_ns;     /* the CLOCK hand's scanning time over its last whole turn */
 	uint64_t pages_move;         /* 1: pages leave and come back by UFFDIO_MOVE; 0: copied */
+	uint64_t peak_decompressed_bytes; /* the most resident + probation ever held (at faults) */
+	uint64_t peak_pool_bytes;    /* the pool's most (at the evictor's batches) */
+	uint64_t peak_total_bytes;   /* the most of everything the region costs: decompressed pages,
+	                                the pool and bookkeeping (at the evictor's batches) */
 };
 
 /* Create a region of `size` bytes (rounded up to whole pages). NULL + errno on failure. */
