@@ -1,0 +1,119 @@
+// zsm-run: runs a program with all of its memory in a zsm region, as eatmydata or numactl run
+// one with their change (the preload library, libzsm_region_preload.so, does the work: its
+// top comment says what it takes and what stays outside).
+//
+//   zsm-run [--budget=SIZE] [--pool-budget=SIZE] [--backing-file=PATH|none] [--self-serve]
+//           [--region-size=SIZE] [--stats] -- PROGRAM ARGS...
+//
+// It sets the library's variables (ZSM_REGION_*), puts the library first in LD_PRELOAD and
+// executes the program in its own place (its exit status is the program's). The library is
+// found beside zsm-run (the build tree), in ../lib/ (an install), or where --library says.
+// A program that cannot be run is exit status 127, with the reason; a bad flag, 2.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Options {
+  std::string budget;  // as given: the library parses them the same way
+  std::string pool_budget, backing_file, region_size, library;
+  bool self_serve = false, stats = false;
+  std::vector<std::string> program;
+};
+
+// A size as the library reads it (bytes, or with K, M, G), checked here so that a mistake is
+// an error of zsm-run's, not a line from the library.
+std::string size_flag(const std::string& v, const char* what) {
+  zsm_cli::parse_size(v, what, 1);
+  return v;
+}
+
+const zsm_cli::Flag<Options> kFlags[] = {
+    {"--budget", "SIZE", "all the region may cost: decompressed pages, pool, bookkeeping (default: half the machine's memory)",
+     [](Options& o, const std::string& v) { o.budget = size_flag(v, "--budget"); }},
+    {"--pool-budget", "SIZE", "the compressed pool's most (default: half the budget); past it, pages go to the file",
+     [](Options& o, const std::string& v) { o.pool_budget = size_flag(v, "--pool-budget"); }},
+    {"--backing-file", "PATH", "a directory (an unnamed file there), a path that does not exist, or none (default $TMPDIR or /tmp)",
+     [](Options& o, const std::string& v) { o.backing_file = v; }},
+    {"--region-size", "SIZE", "the region's virtual size (default 64G)",
+     [](Options& o, const std::string& v) { o.region_size = size_flag(v, "--region-size"); }},
+    {"--self-serve", nullptr, "the SIGBUS mode: each thread serves its own faults (docs/region.md)",
+     [](Options& o, const std::string&) { o.self_serve = true; }},
+    {"--stats", nullptr, "the region's statistics on stderr at exit (or why there was none)",
+     [](Options& o, const std::string&) { o.stats = true; }},
+    {"--library", "PATH", "the preload library (default: found beside zsm-run or in ../lib)",
+     [](Options& o, const std::string& v) { o.library = zsm_cli::existing_path(v, "--library"); }},
+};
+
+constexpr const char* kSynopsis = "zsm-run [flags] -- PROGRAM [ARGS...]";
+
+std::string default_budget() {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  unsigned long long half = pages > 0 && page > 0 ? static_cast<unsigned long long>(pages) * page / 2 : 1ull << 30;
+  return std::to_string(half);
+}
+
+// The library: beside this program, or in ../lib (and its multiarch folder).
+std::string find_library(const char* argv0) {
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) self = fs::absolute(argv0);
+  fs::path dir = self.parent_path();
+  for (fs::path candidate : {dir / "libzsm_region_preload.so", dir / "../lib/libzsm_region_preload.so",
+                             dir / "../lib/x86_64-linux-gnu/libzsm_region_preload.so",
+                             dir / "../lib/aarch64-linux-gnu/libzsm_region_preload.so"}) {
+    if (fs::exists(candidate, ec)) return fs::canonical(candidate, ec).string();
+  }
+  return "";
+}
+
+void set(const char* name, const std::string& value) {
+  if (!value.empty()) setenv(name, value.c_str(), 1);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string me = zsm_cli::program_name(argv[0]);
+  Options o;
+  try {
+    zsm_cli::parse<Options>(argc, argv, kSynopsis, kFlags, o,
+                            [](Options& opt, const std::string& a) { opt.program.push_back(a); });
+    if (o.program.empty()) throw std::invalid_argument("no program to run (zsm-run [flags] -- PROGRAM ARGS...)");
+  } catch (const std::exception& e) {
+    return zsm_cli::usage_error(me, e);
+  }
+  std::string library = o.library.empty() ? find_library(argv[0]) : o.library;
+  if (library.empty()) {
+    std::fprintf(stderr, "%s: libzsm_region_preload.so is neither beside %s nor in ../lib; give --library\n",
+                 me.c_str(), me.c_str());
+    return 2;
+  }
+  set("ZSM_REGION_BUDGET", o.budget.empty() ? default_budget() : o.budget);
+  set("ZSM_REGION_POOL_BUDGET", o.pool_budget);
+  set("ZSM_REGION_BACKING_FILE", o.backing_file);
+  set("ZSM_REGION_SIZE", o.region_size);
+  if (o.self_serve) setenv("ZSM_REGION_SELF_SERVE", "1", 1);
+  if (o.stats) setenv("ZSM_REGION_STATS", "1", 1);
+  const char* before = std::getenv("LD_PRELOAD");
+  set("LD_PRELOAD", before != nullptr && *before != '\0' ? library + ":" + before : library);
+
+  std::vector<char*> args;
+  for (std::string& a : o.program) args.push_back(a.data());
+  args.push_back(nullptr);
+  execvp(args[0], args.data());
+  std::fprintf(stderr, "%s: cannot run '%s': %s\n", me.c_str(), args[0], std::strerror(errno));
+  return 127;
+}
