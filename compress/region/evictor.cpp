@@ -84,7 +84,6 @@ void Evictor::start(std::function<void(pid_t)> keeper_start) {
   if (!thread_.start([this, keeper_start = std::move(keeper_start)] { main(keeper_start); })) {
     check(-errno, "starting the evictor thread");
   }
-  while (tid_.load() == 0) sched_yield();  // the keeper has set itself up
 }
 
 void Evictor::stop() {

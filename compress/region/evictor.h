@@ -41,7 +41,7 @@ class Evictor {
   Evictor(const Evictor&) = delete;
   Evictor& operator=(const Evictor&) = delete;
 
-  // Starts the thread; on it, `keeper_start(tid)` runs first.
+  // Starts the thread; on it, `keeper_start(tid)` runs first, and tid() is not 0 once it has.
   void start(std::function<void(pid_t)> keeper_start);
   void stop();
   pid_t tid() const { return tid_.load(); }

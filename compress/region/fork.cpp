@@ -111,8 +111,8 @@ void Region::fork_child() {
   }
   reprotect_clean_pages();
   copies_.after_fork_in_child();
+  gate_.open();  // before the threads: while they start, this thread may serve faults
   start_threads();
-  gate_.open();
 }
 
 // The clean pages' write protection, which the child's page table lost: runs of them at once.

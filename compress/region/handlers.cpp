@@ -69,8 +69,11 @@ std::vector<int> Handlers::cpus() const {
 
 void Handlers::start(bool own_table) {
   stopping_.store(false);
+  running_.store(0);
+  started_.store(0);
   std::vector<int> pinned = cpus();
   auto spawn = [this](std::function<void()> body) {
+    started_.fetch_add(1);
     threads_.push_back(std::make_unique<RegionThread>());
     if (!threads_.back()->start(std::move(body))) check(-errno, "starting a handler thread");
   };
@@ -89,7 +92,20 @@ void Handlers::start(bool own_table) {
   }
 }
 
+bool Handlers::serve_one(int wait_ms) {
+  pollfd p{calls_.number(), POLLIN, 0};
+  if (poll(&p, 1, wait_ms) <= 0) return false;
+  uffd_msg msg;
+  ssize_t n = read(calls_.number(), &msg, sizeof msg);
+  if (n != sizeof msg) return false;
+  std::vector<std::byte> pages(std::max(c_.fault_around, 1u) * kPageSize), file_buf(kPageSize);
+  ServeBuffers b{pages.data(), file_buf.data()};
+  serve_message(calls_.number(), msg, b);
+  return true;
+}
+
 void Handlers::main(bool spin, bool own_table) {
+  running_.fetch_add(1);
   mark_region_thread();
   if (own_table) mark_private_files();
   block_all_signals();  // a program's handler here touching the region could not be served
@@ -97,34 +113,44 @@ void Handlers::main(bool spin, bool own_table) {
   ServeBuffers b{pages.data(), file_buf.data()};
   const int fd = calls_.number();
   bool served = false;
+  pollfd wait{fd, POLLIN, 0};
   for (;;) {
-    if (spin && served) wait_spinning();
+    if (!(spin && served && wait_spinning())) {
+      while (poll(&wait, 1, -1) < 0) {
+        if (errno != EINTR) check(-errno, "poll on the userfaultfd");
+      }
+    }
     uffd_msg msg;
     ssize_t n = read(fd, &msg, sizeof msg);
     if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
+      if (errno == EINTR || errno == EAGAIN) continue;  // another handler took it
       check(-errno, "read from the userfaultfd");
     }
-    if (n != sizeof msg || msg.event != UFFD_EVENT_PAGEFAULT) continue;
-    uintptr_t a = msg.arg.pagefault.address & ~uintptr_t{kPageSize - 1};
-    uint64_t flags = msg.arg.pagefault.flags;
-    if (a == doorbell_) {
-      int rc = uffd_zeropage(fd, a, kPageSize);
+    if (n != sizeof msg) continue;
+    if (msg.event == UFFD_EVENT_PAGEFAULT && (msg.arg.pagefault.address & ~uintptr_t{kPageSize - 1}) == doorbell_) {
+      int rc = uffd_zeropage(fd, doorbell_, kPageSize);
       if (rc != -EEXIST) check(rc, "UFFDIO_ZEROPAGE (doorbell)");
       if (stopping_.load()) return;
       continue;
     }
-    if (a - c_.base >= c_.size) {  // the probation stage, populated by mlockall(): a zero page
-      int rc = uffd_zeropage(fd, a, kPageSize);
-      if (rc != -EEXIST) check(rc, "UFFDIO_ZEROPAGE (probation stage)");
-      continue;
-    }
-    FaultServer::Fault f{static_cast<uint32_t>((a - c_.base) / kPageSize),
-                         (flags & UFFD_PAGEFAULT_FLAG_WRITE) != 0, (flags & UFFD_PAGEFAULT_FLAG_WP) != 0,
-                         msg.arg.pagefault.feat.ptid};
-    server_.serve(f, b, false);
+    serve_message(fd, msg, b);
     served = true;
   }
+}
+
+void Handlers::serve_message(int fd, const uffd_msg& msg, ServeBuffers& b) {
+  if (msg.event != UFFD_EVENT_PAGEFAULT) return;
+  uintptr_t a = msg.arg.pagefault.address & ~uintptr_t{kPageSize - 1};
+  uint64_t flags = msg.arg.pagefault.flags;
+  if (a - c_.base >= c_.size) {  // the probation stage or the doorbell, populated by mlockall(): a zero page
+    int rc = uffd_zeropage(fd, a, kPageSize);
+    if (rc != -EEXIST) check(rc, "UFFDIO_ZEROPAGE");
+    return;
+  }
+  FaultServer::Fault f{static_cast<uint32_t>((a - c_.base) / kPageSize),
+                       (flags & UFFD_PAGEFAULT_FLAG_WRITE) != 0, (flags & UFFD_PAGEFAULT_FLAG_WP) != 0,
+                       msg.arg.pagefault.feat.ptid};
+  server_.serve(f, b, false);
 }
 
 bool Handlers::wait_spinning() {

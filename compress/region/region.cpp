@@ -1,6 +1,7 @@
 // The region's life (create, destroy) and its range calls (region_core.h). A range call locks
 // each page it changes, in ascending order, inside the fork gate with every signal blocked.
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -131,8 +132,17 @@ int Region::open_userfaultfd(std::string* why) {
   return 0;
 }
 
+// The threads, started and waited for. A new thread's first steps in glibc (start_thread's
+// __ctype_init) read the locale's LC_CTYPE data: where a program keeps its heap in the region
+// (the preload library) and loaded a locale, those bytes are region memory, and in a child of
+// fork() no handler runs yet to serve them. So, until every thread has started, this thread
+// serves the faults the userfaultfd holds itself.
 void Region::start_threads() {
   evictor_->start([this](pid_t tid) { keeper_start(tid); });
+  auto all_running = [this] { return evictor_->tid() != 0 && (!handlers_ || handlers_->running()); };
+  while (!all_running()) {
+    if (!handlers_ || !handlers_->serve_one(1)) sched_yield();
+  }
 }
 
 // On the evictor's thread, before anything else: the keeper's descriptor table, and the

@@ -67,7 +67,7 @@ std::string unavailable_message(int syscall_errno, int device_errno) {
 
 // Opens the fd: kernel-mode handling first (syscall, then the device), user-mode-only last.
 int open_fd(bool force_user_mode_only, bool* user_mode_only, std::string* why) {
-  const int base = O_CLOEXEC;
+  const int base = O_CLOEXEC | O_NONBLOCK;
   if (!force_user_mode_only) {
     *user_mode_only = false;
     int fd = uffd_syscall(base);
