@@ -298,7 +298,7 @@ Evictor::Out Evictor::move_out(uint32_t p, PageState* s, uint32_t slot) {
     int rc = parts_.calls.move(parts_.probation.slot_addr(slot), addr(p), kPageSize, true, nullptr);
     if (rc == 0) return Out::moved;
     if (rc == -EBUSY) return handle_busy(p, s, slot);
-    if (rc == -ENOENT) return Out::gone;  // dropped by the program (madvise) behind the region's back
+    if (rc == -ENOENT) { char m[80]; int n = snprintf(m, sizeof m, "DBG gone page %u\n", p); write_to_program_stderr(m, n); return Out::gone; }
     if (rc == -EEXIST) {                  // the slot was populated (mlockall): empty it first
       check(drop_pages(parts_.probation.slot_addr(slot), kPageSize), "madvise(MADV_DONTNEED) of a slot");
       continue;

@@ -10,7 +10,7 @@
 //   and the program's own SIGBUS handler (sigaction, signal) becomes the one the region's
 //   handler passes other SIGBUSes to. A system call that meets an evicted page there fails
 //   with EFAULT, so the common I/O calls (read, write, their p-, v- and pv- forms, recv and
-//   send and their -from, -to and -msg forms, fread and fwrite) pin the parts of their buffers
+//   send and their -from, -to and -msg forms, fread and fwrite, epoll_wait's events) pin the parts of their buffers
 //   inside the region for the call (the plain calls in pieces a pin can hold). libc's internal
 //   calls (stdio's reads into its own buffer, stat into a struct) are not covered: the SIGBUS
 //   mode takes only allocations of 64 KiB or more (preload.cpp), and docs/region.md says what
@@ -21,6 +21,7 @@
 
 #include <signal.h>
 #include <stdio.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -338,6 +339,28 @@ __attribute__((visibility("default"))) size_t fwrite(const void* buf, size_t siz
 __attribute__((visibility("default"))) size_t fwrite_unlocked(const void* buf, size_t size, size_t count, FILE* f) {
   return zsm_preload::stdio_pinned(buf, size, count,
                                    [&](const void* b, size_t s, size_t c) { return next.fwrite_unlocked(b, s, c, f); });
+}
+
+// epoll_wait's events array: an event loop's (Redis's is 120 KB) may be region memory.
+__attribute__((visibility("default"))) int epoll_wait(int epfd, struct epoll_event* events, int most, int timeout) {
+  return static_cast<int>(zsm_preload::with_buffer_pinned(
+      events, most > 0 ? sizeof(struct epoll_event) * static_cast<size_t>(most) : 0,
+      [&](const void* b, size_t k) {
+        return static_cast<ssize_t>(next.epoll_wait(epfd, static_cast<struct epoll_event*>(const_cast<void*>(b)),
+                                                    static_cast<int>(k / sizeof(struct epoll_event)), timeout));
+      }));
+}
+
+__attribute__((visibility("default"))) int epoll_pwait(int epfd, struct epoll_event* events, int most, int timeout,
+                                                       const sigset_t* mask) {
+  sigset_t copy;
+  const sigset_t* m = zsm_preload::without_sigbus(SIG_SETMASK, mask, &copy);
+  return static_cast<int>(zsm_preload::with_buffer_pinned(
+      events, most > 0 ? sizeof(struct epoll_event) * static_cast<size_t>(most) : 0,
+      [&](const void* b, size_t k) {
+        return static_cast<ssize_t>(next.epoll_pwait(epfd, static_cast<struct epoll_event*>(const_cast<void*>(b)),
+                                                     static_cast<int>(k / sizeof(struct epoll_event)), timeout, m));
+      }));
 }
 
 __attribute__((visibility("default"))) ssize_t vmsplice(int fd, const struct iovec* iov, unsigned long count,

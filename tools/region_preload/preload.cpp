@@ -152,6 +152,8 @@ void resolve_next() {
   find(next.fread, "fread");
   find(next.fwrite, "fwrite");
   find(next.fread_unlocked, "fread_unlocked");
+  find(next.epoll_wait, "epoll_wait");
+  find(next.epoll_pwait, "epoll_pwait");
   find(next.fwrite_unlocked, "fwrite_unlocked");
   resolving = false;
 }
@@ -404,11 +406,7 @@ __attribute__((visibility("default"))) void free(void* p) {
     zsm_preload::discard_inside(*l, p);
     return mi.free(p);
   }
-  if (l != nullptr && zsm_preload::in_maps(*l, p)) {
-    zsm_preload::say("zsm_region_preload: free(%p): a mapping's memory, not malloc's; ignored\n", p);
-    return;
-  }
-  if (next_ready()) next.free(p);
+  if (next_ready()) next.free(p);  // the next malloc's (whose own mappings may be in the region)
 }
 
 __attribute__((visibility("default"))) void* calloc(size_t count, size_t size) {
@@ -505,7 +503,6 @@ __attribute__((visibility("default"))) size_t malloc_usable_size(void* p) {
   if (p == nullptr || in_bootstrap(p)) return 0;
   const zsm_preload::Layout* l = zsm_preload::on();
   if (l != nullptr && zsm_preload::in_heap(*l, p)) return mi.usable_size(p);
-  if (l != nullptr && zsm_preload::in_maps(*l, p)) return 0;
   return next_ready() ? next.malloc_usable_size(p) : 0;
 }
 

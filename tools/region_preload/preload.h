@@ -3,6 +3,7 @@
 // must not be served from the region.
 #pragma once
 
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -63,6 +64,8 @@ struct Next {
   size_t (*fread)(void*, size_t, size_t, FILE*);
   size_t (*fwrite)(const void*, size_t, size_t, FILE*);
   size_t (*fread_unlocked)(void*, size_t, size_t, FILE*);
+  int (*epoll_wait)(int, struct epoll_event*, int, int);
+  int (*epoll_pwait)(int, struct epoll_event*, int, int, const sigset_t*);
   size_t (*fwrite_unlocked)(const void*, size_t, size_t, FILE*);
 };
 extern Next next;
