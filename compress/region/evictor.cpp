@@ -295,10 +295,10 @@ void Evictor::move_span(const uint32_t* pages, PageState* states, uint32_t n, ui
 Evictor::Out Evictor::move_out(uint32_t p, PageState* s, uint32_t slot) {
   bool unlocked = false;
   for (int attempt = 0; attempt < 3; ++attempt) {
-    int rc = parts_.calls.move(parts_.probation.slot_addr(slot), addr(p), kPageSize, true, nullptr);
+    int rc = move_page(p, slot);
     if (rc == 0) return Out::moved;
     if (rc == -EBUSY) return handle_busy(p, s, slot);
-    if (rc == -ENOENT) { char m[80]; int n = snprintf(m, sizeof m, "DBG gone page %u\n", p); write_to_program_stderr(m, n); return Out::gone; }
+    if (rc == -ENOENT) return Out::gone;  // dropped by the program behind the region's back
     if (rc == -EEXIST) {                  // the slot was populated (mlockall): empty it first
       check(drop_pages(parts_.probation.slot_addr(slot), kPageSize), "madvise(MADV_DONTNEED) of a slot");
       continue;
@@ -314,6 +314,18 @@ Evictor::Out Evictor::move_out(uint32_t p, PageState* s, uint32_t slot) {
   return Out::kept;
 }
 
+// UFFDIO_MOVE of page p into a slot: 0 or -errno. The kernel's batched UFFDIO_MOVE (seen on
+// Linux 6.18.44) can move a page and still fail with EEXIST: when a page's move is retried
+// inside the kernel (EAGAIN: its folio's lock was contended), the retry's success leaves the
+// error set, the same page is tried once more, and the kernel finds its own page at the
+// destination. So an EEXIST with p no longer mapped is p moved (the slot must not be emptied:
+// its bytes are p's); a slot that mlockall() populated leaves p mapped.
+int Evictor::move_page(uint32_t p, uint32_t slot) {
+  int rc = parts_.calls.move(parts_.probation.slot_addr(slot), addr(p), kPageSize, true, nullptr);
+  if (rc == -EEXIST && !page_present(addr(p))) return 0;
+  return rc;
+}
+
 // EBUSY: pinned for I/O, or shared with a child of fork(). A clean page's copy is its
 // contents: it is only dropped. A dirty one is made the region's own, and moved.
 Evictor::Out Evictor::handle_busy(uint32_t p, PageState* s, uint32_t slot) {
@@ -322,7 +334,7 @@ Evictor::Out Evictor::handle_busy(uint32_t p, PageState* s, uint32_t slot) {
     return Out::dropped_clean;
   }
   unshare_by_writing(addr(p));
-  int rc = parts_.calls.move(parts_.probation.slot_addr(slot), addr(p), kPageSize, true, nullptr);
+  int rc = move_page(p, slot);
   if (rc == 0) return Out::moved;
   if (rc != -EBUSY) check(rc, "UFFDIO_MOVE (eviction, after unsharing)");
   bump(parts_.counters.io_pinned);
@@ -482,8 +494,9 @@ bool Evictor::write_back_batch(std::byte* work) {
   uint32_t written = 0;
   std::byte* buf = work + parts_.copies.work_bytes();
   for (uint64_t steps = 0; steps < 2 * uint64_t{npages_} && written < kWritebackBatch; ++steps) {
-    uint32_t p = writeback_hand_;
-    writeback_hand_ = writeback_hand_ + 1 == npages_ ? 0 : writeback_hand_ + 1;
+    uint32_t p = parts_.pages.next_used(writeback_hand_);  // over chunks never used, at once
+    if (p == kNoPage && (p = parts_.pages.next_used(0)) == kNoPage) break;
+    writeback_hand_ = p + 1 == npages_ ? 0 : p + 1;
     PageState hint = parts_.pages.peek(p);
     if (hint.kind != Kind::stored || (hint.copy != CopyKind::pool && hint.copy != CopyKind::whole)) continue;
     PageState s;

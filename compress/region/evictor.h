@@ -75,6 +75,7 @@ class Evictor {
   bool lock_holes(uint32_t a, uint32_t b);
   void move_span(const uint32_t* pages, PageState* states, uint32_t n, uint32_t first_slot, uint32_t span);
   Out move_out(uint32_t p, PageState* s, uint32_t slot);
+  int move_page(uint32_t p, uint32_t slot);
   Out copy_out(uint32_t p, PageState* s, uint32_t slot);
   Out handle_busy(uint32_t p, PageState* s, uint32_t slot);
   void after_out(uint32_t p, PageState* s, uint32_t slot, Out out);

@@ -92,7 +92,6 @@ void FaultServer::serve_mapped(const Fault& f, PageState* s, bool in_signal) {
     return;
   }
   check(rc, "UFFDIO_ZEROPAGE");
-  { char m[80]; int n = snprintf(m, sizeof m, "DBG dropped page %u kind %d\n", p, int(s->kind)); write_to_program_stderr(m, n); }
   parts_.copies.free(s, &parts_.pages.copy_word(p), !in_signal);
   s->kind = Kind::resident;
 }

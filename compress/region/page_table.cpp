@@ -48,9 +48,11 @@ const std::atomic<uint32_t>* low_half(const std::atomic<uint64_t>* w) {
 
 void* map_zeros(size_t bytes) { return map_unlocked(bytes); }
 
+size_t mapped_words(uint32_t pages) { return (size_t{pages} + 63) / 64; }
+size_t used_words(uint32_t pages) { return (size_t{pages} / PageTable::kChunkPages + 64) / 64; }
+
 size_t table_bytes(uint32_t pages) {
-  size_t words = (size_t{pages} + 63) / 64;
-  return std::max<size_t>(size_t{pages} * 16 + words * 8, 1);
+  return size_t{pages} * 16 + (mapped_words(pages) + used_words(pages)) * 8;
 }
 
 }  // namespace
@@ -69,6 +71,7 @@ bool PageTable::allocate(uint32_t pages) {
   states_ = reinterpret_cast<std::atomic<uint64_t>*>(base);
   copies_ = reinterpret_cast<uint64_t*>(base + size_t{pages} * 8);
   mapped_ = reinterpret_cast<std::atomic<uint64_t>*>(base + size_t{pages} * 16);
+  used_ = mapped_ + mapped_words(pages);
   return true;
 }
 
@@ -105,6 +108,7 @@ bool PageTable::try_lock(uint32_t p, PageState* out) {
 }
 
 void PageTable::unlock(uint32_t p, const PageState& s) {
+  if (s.kind != Kind::empty) mark_used(p);
   std::atomic<uint64_t>& w = states_[p];
   uint64_t old = w.exchange(pack(s), std::memory_order_release);
   if (old & kWaiters) futex_wake_all(low_half(&w));
@@ -125,9 +129,41 @@ bool PageTable::is_mapped(uint32_t p) const {
   return (mapped_[p / 64].load(std::memory_order_relaxed) >> (p % 64) & 1) != 0;
 }
 
+void PageTable::mark_used(uint32_t p) {
+  uint64_t chunk = p / kChunkPages, bit = uint64_t{1} << (chunk % 64);
+  std::atomic<uint64_t>& w = used_[chunk / 64];
+  if ((w.load(std::memory_order_relaxed) & bit) == 0) w.fetch_or(bit, std::memory_order_relaxed);
+}
+
+bool PageTable::chunk_used(uint32_t p) const {
+  uint64_t chunk = p / kChunkPages;
+  return (used_[chunk / 64].load(std::memory_order_relaxed) >> (chunk % 64) & 1) != 0;
+}
+
+uint32_t PageTable::next_used(uint32_t from) const {
+  if (from >= pages_) return kNoPage;
+  uint64_t chunks = (uint64_t{pages_} + kChunkPages - 1) / kChunkPages;
+  for (uint64_t c = from / kChunkPages; c < chunks;) {
+    uint64_t word = used_[c / 64].load(std::memory_order_relaxed) >> (c % 64);
+    if (word != 0) {
+      c += static_cast<uint64_t>(std::countr_zero(word));
+      if (c >= chunks) break;
+      return static_cast<uint32_t>(std::max<uint64_t>(c * kChunkPages, from));
+    }
+    c = (c / 64 + 1) * 64;
+  }
+  return kNoPage;
+}
+
 uint32_t PageTable::next_mapped(uint32_t from, uint32_t limit) const {
   uint64_t end = std::min<uint64_t>(uint64_t{from} + limit, pages_);
   for (uint64_t p = from; p < end;) {
+    if (!chunk_used(static_cast<uint32_t>(p))) {  // never used: its bits are not even read
+      uint32_t next = next_used(static_cast<uint32_t>(p));
+      if (next == kNoPage) return kNoPage;
+      p = next;
+      continue;
+    }
     uint64_t word = mapped_[p / 64].load(std::memory_order_relaxed) >> (p % 64);
     if (word != 0) {
       uint64_t found = p + static_cast<uint64_t>(std::countr_zero(word));

@@ -23,7 +23,9 @@
 // page's memory as well: whoever takes the lock sees what the last holder wrote.
 //
 // The tables are anonymous mappings: they read as zeros (empty) and cost memory only where
-// pages were used.
+// pages were used. Where the kernel maps no shared zero page for a read (some do not), reading
+// a table's page costs memory too, so the hands that walk the region skip, by a bit for each
+// chunk of 512 pages (one page of state words) ever used, what was never used.
 #pragma once
 
 #include <atomic>
@@ -80,13 +82,23 @@ class PageTable {
   bool is_mapped(uint32_t p) const;
   // The first page >= from whose mapped bit is set, or kNoPage; scans at most `limit` pages.
   uint32_t next_mapped(uint32_t from, uint32_t limit) const;
+
+  // Chunks of pages one of which was ever other than empty (set by unlock, never cleared): a
+  // page outside them is empty, and its table entries need not be read.
+  static constexpr uint32_t kChunkPages = 512;
+  bool chunk_used(uint32_t p) const;
+  // The first page >= from in a used chunk, or kNoPage.
+  uint32_t next_used(uint32_t from) const;
   // Bytes the tables may take for `pages` pages (all of them used).
   static size_t bookkeeping_bytes(uint32_t pages);
 
  private:
   std::atomic<uint64_t>* states_ = nullptr;
   uint64_t* copies_ = nullptr;
+  void mark_used(uint32_t p);
+
   std::atomic<uint64_t>* mapped_ = nullptr;  // 64 pages a word
+  std::atomic<uint64_t>* used_ = nullptr;    // 64 chunks a word
   uint32_t pages_ = 0;
   size_t bytes_ = 0;
 };

@@ -94,10 +94,15 @@ size_t Probation::take_stale(uint32_t* out, size_t n) {
 
 bool Probation::only_holes_between(uint32_t a, uint32_t b) {
   SpinGuard g(lock_);
+  if (ring_position(b) < ring_position(a)) return false;  // [a, b] holds the ring's free slots
   for (uint32_t s = a + 1; s < b; ++s) {
     if (slot_page_[s] != kHole && slot_page_[s] != kStale) return false;
   }
   return true;
+}
+
+uint32_t Probation::ring_position(uint32_t slot) const {
+  return static_cast<uint32_t>((slot + capacity_ - tail_ % capacity_) % capacity_);
 }
 
 void Probation::advance_tail() {

@@ -66,8 +66,9 @@ class Probation {
   // The evictor: takes the stale slots (up to n, in the ring's order); each is then dropped
   // and vacated.
   size_t take_stale(uint32_t* out, size_t n);
-  // Whether every slot strictly between a and b (a < b, one turn of the ring) is a hole: the
-  // memory of [a, b] may then be dropped in one call once a's and b's are.
+  // Whether every slot strictly between a and b (a < b, both in use) is a hole, b not before a
+  // in the ring's order (else [a, b] holds free slots, which the evictor or a range call may be
+  // filling): the memory of [a, b] may then be dropped in one call once a's and b's are.
   bool only_holes_between(uint32_t a, uint32_t b);
   // A slot of this ring's, on its way to be dropped (stale) or holding a page.
   static constexpr uint32_t kStale = UINT32_MAX - 2;
@@ -76,6 +77,7 @@ class Probation {
   static constexpr uint32_t kHole = UINT32_MAX;
   static constexpr uint32_t kReserved = UINT32_MAX - 1;
   void advance_tail();  // with the lock
+  uint32_t ring_position(uint32_t slot) const;  // from the tail, with the lock
 
   Counters& counters_;
   uintptr_t base_ = 0;

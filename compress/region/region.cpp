@@ -264,6 +264,10 @@ void Region::discard_page(uint32_t p, PageState* s) {
 int Region::discard(uint32_t first, uint32_t count) {
   RangeCall call(*this);
   for (uint32_t p = first; p < first + count; ++p) {
+    if (!pages_.chunk_used(p)) {  // empty pages, and their table never read
+      p = std::min(first + count, (p / PageTable::kChunkPages + 1) * PageTable::kChunkPages) - 1;
+      continue;
+    }
     PageState s = pages_.lock(p);
     discard_page(p, &s);
     pages_.unlock(p, s);

@@ -262,6 +262,11 @@ int drop_pages(uintptr_t addr, size_t len) {
   return advise(a, len, MADV_DONTNEED);
 }
 
+bool page_present(uintptr_t addr) {
+  unsigned char v = 0;
+  return syscall(SYS_mincore, reinterpret_cast<void*>(addr), size_t{4096}, &v) == 0 && (v & 1) != 0;
+}
+
 void* map_unlocked(size_t len) {
   void* m = reinterpret_cast<void*>(
       syscall(SYS_mmap, nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));

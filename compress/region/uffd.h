@@ -70,6 +70,9 @@ int uffd_wake(int fd, uintptr_t addr, size_t len);
 // program mlock()ed (mlockall() after the region was made) is unlocked first: the region's
 // ranges are never locked (region.h).
 int drop_pages(uintptr_t addr, size_t len);
+// Whether the page at addr is mapped now (mincore(2): anonymous memory present in the page
+// tables).
+bool page_present(uintptr_t addr);
 
 // An anonymous private mapping of `len` bytes (MAP_NORESERVE, no huge pages) that no
 // mlockall(MCL_FUTURE) locks or populates: mapped PROT_NONE, unlocked, then made read-write.

@@ -57,7 +57,7 @@ TOPS = ("zsm", "compress", "kernel", "bench", "examples", "tools", "tests")
 # Where #include <zsm/...> finds the public headers.
 PUBLIC = ("zsm/include", "zsm/stats/include", "compress/include")
 # Quoted includes not beside the file: the include path the build gives each folder.
-INCLUDE_PATH = {"zsm": ["zsm/src"], "bench": ["zsm/src", "kernel"], "tests": ["zsm/src"],
+INCLUDE_PATH = {"zsm": ["zsm/src"], "bench": ["zsm/src", "kernel"], "tests": ["zsm/src", "compress/region", "compress/cache"],
                 "compress": ["compress/cache", "compress/region"], "tools": ["bench"],
                 "examples": ["bench"]}
 

@@ -1,0 +1,257 @@
+// The region's parts on their own (compress/region/): the page table and its per-page lock,
+// the budget's watermarks, the probation ring, and the fault-around streams. The region's
+// tests (region_test.cpp and the rest) check them together through the C API; these check
+// what each part promises its callers, with no userfaultfd.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "budget.h"
+#include "counters.h"
+#include "fault_server.h"
+#include "page_table.h"
+#include "probation.h"
+
+namespace zsm::region {
+namespace {
+
+PageState sample_state() {
+  PageState s;
+  s.kind = Kind::probation;
+  s.referenced = true;
+  s.copy = CopyKind::file;
+  s.pins = 3;
+  s.comp_len = 1234;
+  s.slot = 987654;
+  return s;
+}
+
+TEST(PageTable, AStatePublishedByUnlockIsWhatTheNextHolderSees) {
+  PageTable t;
+  ASSERT_TRUE(t.allocate(1024));
+  EXPECT_EQ(t.peek(7).kind, Kind::empty);  // a new table reads as empty pages
+  PageState s = t.lock(7);
+  EXPECT_EQ(s.kind, Kind::empty);
+  t.unlock(7, sample_state());
+  PageState back = t.lock(7);
+  EXPECT_EQ(back.kind, Kind::probation);
+  EXPECT_TRUE(back.referenced);
+  EXPECT_EQ(back.copy, CopyKind::file);
+  EXPECT_EQ(back.pins, 3);
+  EXPECT_EQ(back.comp_len, 1234);
+  EXPECT_EQ(back.slot, 987654u);
+  t.unlock(7, back);
+  EXPECT_EQ(t.peek(8).kind, Kind::empty);  // its neighbour untouched
+}
+
+TEST(PageTable, TryLockFailsWhileAnotherHoldsThePageAndLockWaitsForIt) {
+  PageTable t;
+  ASSERT_TRUE(t.allocate(64));
+  PageState held = t.lock(3);
+  PageState other;
+  EXPECT_FALSE(t.try_lock(3, &other));
+  EXPECT_TRUE(t.try_lock(4, &other));  // another page's lock is free
+  t.unlock(4, other);
+  std::atomic<bool> got{false};
+  Kind seen = Kind::empty;
+  std::thread waiter([&] {
+    PageState s = t.lock(3);
+    seen = s.kind;
+    got = true;
+    t.unlock(3, s);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(got.load());  // still waiting for the holder
+  held.kind = Kind::resident;
+  t.unlock(3, held);
+  waiter.join();
+  EXPECT_TRUE(got.load());
+  EXPECT_EQ(seen, Kind::resident);
+}
+
+TEST(PageTable, ChangesUnderThePageLockFromManyThreadsAreNeverLost) {
+  PageTable t;
+  ASSERT_TRUE(t.allocate(64));
+  constexpr int kThreads = 4, kEach = 20000;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&] {
+      for (int k = 0; k < kEach; ++k) {
+        PageLock l(t, 5);
+        ++t.copy_word(5);  // the copy word is ordered by the page's lock
+        l.state.comp_len = static_cast<uint16_t>((l.state.comp_len + 1) % 8192);  // 13 bits
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(t.copy_word(5), uint64_t{kThreads} * kEach);
+  EXPECT_EQ(t.peek(5).comp_len, kThreads * kEach % 8192);
+}
+
+TEST(PageTable, TheMappedBitsLeadTheHandToTheNextMappedPage) {
+  PageTable t;
+  ASSERT_TRUE(t.allocate(1000));
+  EXPECT_EQ(t.next_mapped(0, 1000), kNoPage);
+  for (uint32_t p : {70u, 640u}) {  // mapped: resident, its bit set under its lock
+    PageState s = t.lock(p);
+    s.kind = Kind::resident;
+    t.set_mapped(p, true);
+    t.unlock(p, s);
+  }
+  EXPECT_TRUE(t.is_mapped(70));
+  EXPECT_FALSE(t.is_mapped(71));
+  EXPECT_EQ(t.next_mapped(0, 1000), 70u);
+  EXPECT_EQ(t.next_mapped(70, 1000), 70u);
+  EXPECT_EQ(t.next_mapped(71, 1000), 640u);
+  t.set_mapped(640, false);
+  EXPECT_EQ(t.next_mapped(71, 1000), kNoPage);  // to the table's end, none
+}
+
+size_t resident_anonymous_kib() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  size_t kib = 0;
+  while (status >> key) {
+    if (key == "RssAnon:") return status >> kib, kib;
+    status.ignore(1 << 20, '\n');
+  }
+  return 0;
+}
+
+// A 64 GiB region's table is 256 MiB; the hands walk it often, and on a kernel that maps no
+// zero page for reads (this project's VMs), reading a table page costs a page of memory. The
+// walks skip the chunks never used, without reading their entries.
+TEST(PageTable, TheHandsSkipChunksNeverUsedWithoutReadingThem) {
+  PageTable t;
+  constexpr uint32_t kPages = 1u << 22;  // a 16 GiB region: 64 MiB of states and copy words
+  ASSERT_TRUE(t.allocate(kPages));
+  EXPECT_EQ(t.next_used(0), kNoPage);
+  PageState s = t.lock(3'000'000);
+  s.kind = Kind::resident;
+  t.set_mapped(3'000'001, true);  // (a mapped bit is set under the page's lock, then unlock)
+  t.unlock(3'000'000, s);
+  const uint32_t chunk_start = 3'000'000 / PageTable::kChunkPages * PageTable::kChunkPages;
+  EXPECT_FALSE(t.chunk_used(0));
+  EXPECT_TRUE(t.chunk_used(3'000'000));
+  EXPECT_EQ(t.next_used(0), chunk_start);
+  EXPECT_EQ(t.next_used(3'000'100), 3'000'100u);
+  EXPECT_EQ(t.next_used(chunk_start + PageTable::kChunkPages), kNoPage);
+  const size_t before = resident_anonymous_kib();
+  for (int turn = 0; turn < 3; ++turn) {
+    EXPECT_EQ(t.next_mapped(0, kPages), 3'000'001u);
+    EXPECT_EQ(t.next_mapped(3'000'002, kPages - 3'000'002), kNoPage);
+  }
+  EXPECT_LT(resident_anonymous_kib() - std::min(before, resident_anonymous_kib()), 1024u)
+      << "the walk read the table of chunks never used";
+}
+
+TEST(Budget, TheWatermarksAndTheHardLimitFollowTheBudget) {
+  Counters c;
+  Budget b(c);
+  b.configure(1024, 16);  // headroom 1024/32 = 32, slack max(1024/64, 16) + 16 = 32
+  EXPECT_EQ(b.limit(), 1024u);
+  EXPECT_EQ(b.high_watermark(), 992u);
+  b.take_anyway(1007);
+  EXPECT_FALSE(b.below_low_watermark());  // the evictor sleeps until B - headroom/2
+  b.take_anyway(1);
+  EXPECT_TRUE(b.below_low_watermark());
+  EXPECT_TRUE(b.try_take(1056 - 1008));  // up to B + slack, faults install
+  EXPECT_FALSE(b.try_take(1));           // past it, they wait
+  EXPECT_EQ(b.used(), 1056u);            // and a refused take leaves nothing taken
+  b.set_stalled(true);                   // unless the evictor can free nothing
+  EXPECT_TRUE(b.try_take(2));
+  EXPECT_EQ(c.over_budget.load(), 2u);
+  b.give(1058);
+  EXPECT_EQ(b.used(), 0u);
+}
+
+TEST(Budget, ASmallBudgetKeepsRoomForAFaultAround) {
+  Counters c;
+  Budget b(c);
+  b.configure(16, 16);  // the least budget: headroom 4, slack 16 + 16
+  EXPECT_EQ(b.high_watermark(), 12u);
+  EXPECT_TRUE(b.try_take(48));
+  EXPECT_FALSE(b.try_take(1));
+}
+
+class ProbationRing : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    ASSERT_EQ(ring.init(8, &why), 0) << why;
+  }
+  // Reserves n slots at the head and fills them with pages 100 + slot.
+  uint32_t fill(uint32_t n) {
+    uint32_t first = 0;
+    uint32_t got = ring.reserve(n, &first);
+    for (uint32_t i = 0; i < got; ++i) ring.fill(first + i, 100 + first + i);
+    return got;
+  }
+  Counters counters;
+  Probation ring{counters};
+};
+
+TEST_F(ProbationRing, ReserveHandsOutConsecutiveSlotsUpToTheRingsEndAndNoMoreThanAreFree) {
+  uint32_t first = 99;
+  EXPECT_EQ(ring.reserve(5, &first), 5u);
+  EXPECT_EQ(first, 0u);
+  EXPECT_EQ(ring.reserve(5, &first), 3u);  // the ring's end
+  EXPECT_EQ(first, 5u);
+  EXPECT_EQ(ring.reserve(1, &first), 0u);  // full
+  for (uint32_t s = 0; s < 8; ++s) ring.give_up(s);
+  EXPECT_EQ(ring.reserve(2, &first), 2u);  // the tail passed the holes: room again
+  EXPECT_EQ(first, 0u);
+}
+
+TEST_F(ProbationRing, OldestListsFilledSlotsFromTheTailPassingOverHolesAndStaleOnes) {
+  ASSERT_EQ(fill(5), 5u);
+  ring.vacate(1);
+  ASSERT_TRUE(ring.vacate_stale(2));
+  Probation::Entry e[8];
+  size_t n = ring.oldest(8, e);
+  ASSERT_EQ(n, 3u);
+  EXPECT_EQ(e[0].slot, 0u);
+  EXPECT_EQ(e[0].page, 100u);
+  EXPECT_EQ(e[1].slot, 3u);
+  EXPECT_EQ(e[2].slot, 4u);
+  EXPECT_EQ(counters.probation.load(), 3u);
+  uint32_t stale[8];
+  ASSERT_EQ(ring.take_stale(stale, 8), 1u);
+  EXPECT_EQ(stale[0], 2u);
+}
+
+// Slots dropped in one run must all be in use: the ring's free slots may be reserved and filled
+// by another party (a range call's eviction) at any moment, and dropping one would lose the
+// page just moved into it.
+TEST_F(ProbationRing, ARunOfSlotsToDropNeverCrossesTheRingsFreeSlots) {
+  ASSERT_EQ(fill(6), 6u);                        // slots 0-5
+  for (uint32_t s = 0; s < 4; ++s) ring.vacate(s);  // the tail moves to 4
+  ASSERT_EQ(fill(4), 2u);                        // 6, 7 (the ring's end)
+  ASSERT_EQ(fill(2), 2u);                        // 0, 1: in use are 4 5 6 7 0 1; 2 and 3 are free
+  ring.vacate(5);
+  ring.vacate(6);
+  EXPECT_TRUE(ring.only_holes_between(4, 7));   // 5 and 6 are holes inside the used part
+  ring.vacate(0);
+  EXPECT_FALSE(ring.only_holes_between(1, 4));  // 2 and 3 are free, not holes: never one run
+  EXPECT_FALSE(ring.only_holes_between(0, 7));
+}
+
+TEST(FaultAroundStreams, EachThreadsSequentialStreamGrowsItsWindowUnspoiltByAnother) {
+  Streams st;
+  EXPECT_EQ(st.window(1, 100, 64), 1u);  // no stream yet
+  st.note(1, 100, 1, 1);
+  EXPECT_EQ(st.window(1, 101, 64), 2u);  // the next page: the window doubles
+  st.note(1, 101, 2, 2);
+  st.note(2, 5000, 1, 1);                // another thread's fault elsewhere
+  EXPECT_EQ(st.window(1, 103, 64), 4u);  // thread 1's stream goes on
+  st.note(1, 103, 4, 4);
+  EXPECT_EQ(st.window(1, 107, 6), 6u);   // at most `most`
+  EXPECT_EQ(st.window(1, 500, 64), 1u);  // a jump ends the stream
+}
+
+}  // namespace
+}  // namespace zsm::region
