@@ -18,6 +18,7 @@
 #include <limits>
 #include <mutex>
 #include <string>
+#include <sys/prctl.h>
 #include <thread>
 #include <unistd.h>
 
@@ -317,7 +318,9 @@ TEST(CacheBackingFilePromise, WriteLimitsBelowOneBatchAndPeriodsOutOfRangeAreRef
 // Resident memory the tier takes at construction is memory bytes_held counts. Anonymous
 // memory only (RssAnon): the first put runs code for the first time, and the text pages it
 // faults in are file-backed, the binary's, not the cache's (CI once saw them take the total
-// 1 MiB past bytes_held).
+// 1 MiB past bytes_held). Transparent huge pages are off for the measurement: where THP is
+// "always", the first touch of a new thread's stack or of the heap's next 2 MiB maps a whole
+// huge page (CI once saw 1.7 MB grow against 0.7 MB held), which says nothing about the tier.
 size_t resident_anonymous_bytes() {
   std::ifstream status("/proc/self/status");
   std::string key;
@@ -337,6 +340,7 @@ TEST(CacheBackingFilePromise, TheTiersMemoryIsCountedFromTheStart) {
   zsm::CacheOptions o = options_with_file("huge-file", 64 << 20, 16 << 20);
   o.backing_file->capacity_bytes = (uint64_t{1} << 40) - o.backing_file->batch_bytes;
   o.backing_file->write_queue_batches = 3;
+  ASSERT_EQ(prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0), 0);
   const size_t before = resident_anonymous_bytes();
   zsm::Cache c(o);
   c.put("k", text_of(1));
