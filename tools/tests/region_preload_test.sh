@@ -5,14 +5,17 @@
 #   at exit show evictions and faults, so the region really served them;
 # - a bad ZSM_REGION_BUDGET or ZSM_REGION_SIZE, or a budget below the region's minimum: one
 #   line on stderr naming it, and the program runs as without the library; no budget: silence;
-# - the demo script's bad arguments: one line each, exit 2;
-# - sort (tools/run-region-preload-demo.sh, 20 MB of lines, a 4 MiB budget): output
-#   byte-identical to sort's without the library.
+# - tools/run-region-programs.sh's bad arguments: one line each, exit 2;
+# - sort, xz, python3 (multiprocessing included), perl, sqlite3 and redis-server (BGSAVE's RDB
+#   compared) under zsm-run at half their plain peak RSS, both modes, at a small scale
+#   (tools/run-region-programs.sh --check): every run completes with the plain run's output,
+#   and each peak with handler threads is within the target (tools/lib/region_programs.py).
 # Skips (77) where the region cannot be made (no userfaultfd), with the library's reason.
 #
-#   region_preload_test.sh <libzsm_region_preload.so> <region_preload_probe> <demo script> <dir>
+#   region_preload_test.sh <libzsm_region_preload.so> <region_preload_probe> <zsm-run> <dir>
 set -euo pipefail
-lib="$1" probe="$2" demo="$3" dir="$4"
+lib="$1" probe="$2" launcher="$3" dir="$4"
+programs_script="$(dirname "$0")/../run-region-programs.sh"
 mkdir -p "$dir"
 fail() { echo "FAILED: $*"; exit 1; }
 
@@ -57,12 +60,13 @@ out="$(run_probe "$dir/off.err")" || fail "no budget: $out"
 [ "$out" = "probe: ok" ] && [ ! -s "$dir/off.err" ] || fail "no budget: $out $(cat "$dir/off.err")"
 echo "no budget: the library stays silent"
 
-# The demo's own bad arguments: one line, exit 2.
-for bad in --mb=abc --buffer=-5 --lib=/nonexistent --bogus; do
+# The programs script's own bad arguments: one line, exit 2.
+for bad in --programs=emacs --zsm-run=/nonexistent --bogus; do
   rc=0
-  err="$("$demo" --lib="$lib" "$bad" 2>&1 > /dev/null)" || rc=$?
-  [ "$rc" = 2 ] && [ "$(wc -l <<< "$err")" = 1 ] || fail "demo $bad: exit $rc, '$err'"
-  echo "demo $bad: $err"
+  err="$("$programs_script" --no-install --zsm-run="$launcher" "$bad" 2>&1 > /dev/null)" || rc=$?
+  [ "$rc" = 2 ] && [ "$(wc -l <<< "$err")" = 1 ] || fail "programs script $bad: exit $rc, '$err'"
+  echo "programs script $bad: $err"
 done
 
-"$demo" --mb=20 --budget=4M --buffer=32M --dir="$dir/sort" --lib="$lib"
+"$programs_script" --no-install --zsm-run="$launcher" --programs=sort,xz,python3,perl,sqlite3,redis-server \
+  --fractions=2 --scale=0.05 --dir="$dir/programs" --check

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Real programs from Debian's packages under zsm-run (tools/lib/region_programs.py): sort, xz,
+# python3 (lists, dicts, bytes, multiprocessing), perl, sqlite3 (an in-memory database),
+# redis-server (redis-benchmark, then BGSAVE, the RDB's digest compared), gcc on a generated
+# file and java, each plainly and under the launcher at budgets of 1/2 and 1/4 of its plain
+# peak RSS, with handler threads and in the SIGBUS mode. Prints one Markdown table: completion,
+# identical output, peak RSS against the target, wall time, faults, evictions, the region's
+# peak (docs/region-figures.md holds one).
+#
+#   tools/run-region-programs.sh [--zsm-run=PATH] [--programs=a,b,...] [--fractions=2,4]
+#                                [--modes=threads,sigbus] [--scale=N] [--dir=DIR] [--check]
+#                                [--no-install]
+#
+#   --zsm-run    the launcher (default: built here in build/release, target zsm-run)
+#   --programs   any of sort,xz,python3,perl,sqlite3,redis-server,gcc,java (all)
+#   --scale      multiplies every program's working set (1: the documented table, about 40
+#                minutes on 2 cores; 0.05: a minute or two)
+#   --check      exit 1 when a run fails, gives other output, or misses the peak target
+#   --no-install do not install the programs' packages (a missing one is reported, not run)
+# Installs only what the named programs need (apt-get, root or sudo), nothing else.
+set -euo pipefail
+source "$(dirname "$0")/lib/usage.sh" && usage_if_asked "$0" "$@"
+root="$(cd "$(dirname "$0")/.." && pwd)"
+zsm_run="" programs="sort,xz,python3,perl,sqlite3,redis-server,gcc,java" install=1 pass=()
+
+die() { echo "run-region-programs.sh: $*" >&2; exit 2; }
+for arg in "$@"; do
+  case "$arg" in
+    --zsm-run=*) zsm_run="${arg#*=}" ;;
+    --programs=*) programs="${arg#*=}"; pass+=("--programs" "$programs") ;;
+    --fractions=*|--modes=*|--scale=*|--dir=*) pass+=("${arg%%=*}" "${arg#*=}") ;;
+    --check) pass+=(--check) ;;
+    --no-install) install=0 ;;
+    *) die "unknown argument '$arg' (see the top of $0)" ;;
+  esac
+done
+
+package_of() {  # the Debian packages a program needs
+  case "$1" in
+    sort) echo coreutils ;; xz) echo xz-utils ;; python3) echo python3 ;; perl) echo perl ;;
+    sqlite3) echo sqlite3 ;; redis-server) echo "redis-server redis-tools" ;; gcc) echo gcc ;;
+    java) echo default-jre-headless ;;
+    *) die "unknown program '$1' (sort,xz,python3,perl,sqlite3,redis-server,gcc,java)" ;;
+  esac
+}
+
+IFS=, read -ra wanted <<< "$programs"
+for p in "${wanted[@]}"; do package_of "$p" >/dev/null; done  # an unknown name: one line, exit 2
+
+if ((install)); then
+  missing=()
+  for p in "${wanted[@]}"; do
+    for pkg in $(package_of "$p"); do
+      dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+    done
+  done
+  if ((${#missing[@]})); then
+    echo "run-region-programs.sh: installing ${missing[*]}"
+    sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  fi
+fi
+
+if [ -z "$zsm_run" ]; then
+  cmake -S "$root" -B "$root/build/release" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build "$root/build/release" --target zsm_run zsm_region_preload >/dev/null
+  zsm_run="$root/build/release/tools/region_preload/zsm-run"
+fi
+[ -x "$zsm_run" ] || die "no launcher at $zsm_run"
+exec python3 "$root/tools/lib/region_programs.py" --zsm-run "$zsm_run" "${pass[@]}"
