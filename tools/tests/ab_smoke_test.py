@@ -6,13 +6,17 @@ is moved past the tolerance, skips when no entry matches.
 
 Usage: ab_smoke_test.py [OUT_DIR]
 The default OUT_DIR is a temporary directory outside the source tree, removed afterwards:
-other tests read files of the source tree as their corpus while this one builds.
+other tests read files of the source tree as their corpus while this one builds. It prints how
+long each part took and the load average: CPU-bound (two builds, PGO, valgrind), it needs
+371 s on 2 cores beside a compile and 577 s at a load average near 4 (ctest's TIMEOUT is
+1800 s for it).
 """
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import time
 
 LIB = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib")
 sys.path.insert(0, LIB)
@@ -116,10 +120,14 @@ def check_golden(out):
 
 
 def smoke(out):
+    start = time.monotonic()
     run(os.path.join(LIB, "ab.py"), "--quick", "--pgo", "--compilers", "gcc",
         "--sizes", ",".join(map(str, SIZES)), "--out", out)
+    print(f"the quick A/B run: {time.monotonic() - start:.0f} s (load average {os.getloadavg()[0]:.1f})")
     check_outputs(out)
+    start = time.monotonic()
     check_golden(out)
+    print(f"the golden checks: {time.monotonic() - start:.0f} s (load average {os.getloadavg()[0]:.1f})")
 
 
 def main():
