@@ -16,11 +16,21 @@
 //   fit, so the touches find budget's worth resident and the rest compressed; once with a
 //   handler thread a CPU (the default), once in the SIGBUS mode, where each faulting thread
 //   serves its own fault (ZSM_REGION_SELF_SERVE; --modes picks);
-// - kernel zram (--kernel-zram, as root, with the zram device already swap: tools/
+// - kernel zram, budget (--kernel-zram, as root, with the zram device already swap: tools/
 //   run-region-bench.sh sets it up and restores it): an anonymous mapping, filled, then pushed
-//   out with madvise(MADV_PAGEOUT) into zram; the kernel brings each page back on its first
-//   touch and, with no memory pressure, keeps it: this column has no budget, so its faults are
-//   first touches only. Its compressed size is zram's own mm_stat, read after the page-out.
+//   out with madvise(MADV_PAGEOUT) into zram; the kernel brings a page back on its touch, and
+//   the benchmark's own kswapd, a thread of its own, keeps the pages back in at the budget as
+//   the region's evictor does (woken past budget - budget/64, down to budget - budget/32), by
+//   MADV_PAGEOUT of the pages its record of the touches says were touched longest ago (an
+//   exact LRU of the touches: the kernel sees no more than they): the same budget, so faults,
+//   p99, MiB/s and peak RSS compare like for like. Its compressed size is zram's own mm_stat,
+//   read after the first page-out.
+// - kernel zram, no budget (with --kernel-zram): the same without the kswapd: each page comes
+//   back on its first touch and stays (no memory pressure), so its faults are first touches.
+// Above the table, the floor: what a fault costs each mechanism with nothing to decompress
+// (the first read of a page never written: the region installs a zero page; the kernel maps
+// an anonymous page), and lz4's time to compress and decompress one of the corpus's pages, so
+// that a reader sees on any CPU what the region adds to the round trip.
 // Per run: touches, faults (the memory's own count: the region's stats, the process's major
 // faults for zram), fault latency p50/p99/p99.9 (the slowest touches, as many as there were
 // faults: a resident touch costs well under a microsecond, a fault several), throughput
@@ -33,13 +43,14 @@
 // zram: the MADV_PAGEOUT call's time per page).
 //
 // Usage: zsm_region_bench [--budget=BYTES] [--ratios=2,4,8] [--access=seq,uniform,zipf]
-//          [--threads=1,2] [--touches-per-page=N] [--passes=N] [--modes=threads,sigbus] [--kernel-zram]
-//          [--zram=NAME] [--seed=N] [--quick]; --help.
+//          [--threads=1,2,4] [--touches-per-page=N] [--passes=N] [--modes=threads,sigbus] [--kernel-zram]
+//          [--zram=NAME] [--at-scale] [--seed=N] [--quick]; --help.
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <zsm/codec.hpp>
 #include <zsm/region.h>
 
 #include <algorithm>
@@ -49,6 +60,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -69,11 +81,12 @@ struct Options {
   size_t budget = size_t{32} << 20;
   std::vector<uint64_t> ratios = {2, 4, 8};
   std::vector<std::string> access = {"seq", "uniform", "zipf"};
-  std::vector<uint64_t> threads = {1, 2};
+  std::vector<uint64_t> threads = {1, 2, 4};
   uint64_t touches_per_page = 2;
   uint64_t passes = 1;
   std::vector<std::string> modes = {"threads", "sigbus"};
   bool kernel_zram = false;
+  bool at_scale = false;
   std::string zram = "zram0";
   uint64_t seed = 1;
 };
@@ -107,7 +120,7 @@ const zsm_cli::Flag<Options> kFlags[] = {
          if (a != "seq" && a != "uniform" && a != "zipf")
            throw std::invalid_argument("--access: unknown '" + a + "'");
      }},
-    {"--threads", "N[,N]", "touching threads (default 1,2)",
+    {"--threads", "N[,N]", "touching threads (default 1,2,4)",
      [](Options& o, const std::string& v) { o.threads = counts(v, "--threads", 1, 64); }},
     {"--touches-per-page", "N", "uniform and zipf touches, per page of the memory (default 2)",
      [](Options& o, const std::string& v) {
@@ -130,6 +143,10 @@ const zsm_cli::Flag<Options> kFlags[] = {
          throw std::invalid_argument("--zram: '" + v + "' is not a device name");
        o.zram = v;
      }},
+    {"--at-scale", nullptr,
+     "after the table, a 16 GiB region at a 1 GiB budget, 2 GiB of it written: its tables' and "
+     "CLOCK's cost at scale",
+     [](Options& o, const std::string&) { o.at_scale = true; }},
     {"--seed", "N", "pages and accesses (default 1)",
      [](Options& o, const std::string& v) { o.seed = zsm_cli::parse_count(v, "--seed"); }},
     {"--quick", nullptr, "a 2 MiB budget: seconds, for the smoke test",
@@ -309,13 +326,20 @@ struct Row {
   }
 };
 
-// A memory under test: where it is, and how it counts its faults.
+// A memory under test: where it is, how it counts its faults, and when each page was last
+// touched (every column records it, so that every column's touch costs the same; the kernel
+// column's kswapd reads it).
 struct Memory {
   unsigned char* base = nullptr;
   size_t size = 0;
   uint64_t (*faults)(void*) = nullptr;
   void* context = nullptr;
+  std::atomic<uint64_t>* touched = nullptr;  // a clock reading per page, 0: not in memory
 };
+
+std::unique_ptr<std::atomic<uint64_t>[]> touch_record(size_t pages) {
+  return std::make_unique<std::atomic<uint64_t>[]>(pages);  // zeros
+}
 
 void fill(const Memory& m, const Corpus& corpus) {
   std::vector<unsigned char> buf(kPage);
@@ -347,6 +371,7 @@ void touch(const Memory& m, const std::vector<Trace>& traces, const std::vector<
         const auto* word = reinterpret_cast<const volatile uint64_t*>(
             m.base + p * kPage + Corpus::check_offset(p));
         const auto t0 = Clock::now();
+        m.touched[p].store(static_cast<uint64_t>(t0.time_since_epoch().count()), std::memory_order_relaxed);
         const uint64_t v = *word;
         us[t][i] = std::chrono::duration<float, std::micro>(Clock::now() - t0).count();
         bad += v != words[p];
@@ -394,7 +419,8 @@ Row start_row(const std::string& access, uint64_t ratio, uint64_t threads, const
 Row run_resident(const Corpus& corpus, size_t size, const std::vector<Trace>& traces,
                  const std::vector<uint64_t>& words, Row row) {
   const uint64_t rss_before = status_kib("VmRSS:");
-  Memory m{map_anonymous(size), size, no_faults, nullptr};
+  auto touched = touch_record(size / kPage);
+  Memory m{map_anonymous(size), size, no_faults, nullptr, touched.get()};
   auto t = Clock::now();
   fill(m, corpus);
   row.fill_s = seconds_since(t);
@@ -405,10 +431,55 @@ Row run_resident(const Corpus& corpus, size_t size, const std::vector<Trace>& tr
   return row;
 }
 
-Row run_zram(const Corpus& corpus, size_t size, const std::vector<Trace>& traces,
+// The kernel column's kswapd: keeps the pages touched since their last page-out at the budget,
+// paging out the ones touched longest ago, on a thread of its own (off the touching threads'
+// path, as kswapd and the region's evictor are).
+class Kswapd {
+ public:
+  Kswapd(const Memory& m, size_t budget_pages)
+      : m_(m), pages_(m.size / kPage), budget_(budget_pages), thread_([this] { run(); }) {}
+  ~Kswapd() {
+    stop_ = true;
+    thread_.join();
+  }
+  Kswapd(const Kswapd&) = delete;
+  Kswapd& operator=(const Kswapd&) = delete;
+
+ private:
+  void run() {
+    std::vector<std::pair<uint64_t, uint32_t>> in;  // (touched at, page)
+    while (!stop_.load(std::memory_order_relaxed)) {
+      in.clear();
+      for (size_t p = 0; p < pages_; p++) {
+        const uint64_t at = m_.touched[p].load(std::memory_order_relaxed);
+        if (at != 0) in.emplace_back(at, static_cast<uint32_t>(p));
+      }
+      if (in.size() + budget_ / 64 <= budget_) {  // below the low watermark: sleep
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+        continue;
+      }
+      const size_t out = in.size() - (budget_ - budget_ / 32);  // down to the high watermark
+      std::nth_element(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(out), in.end());
+      for (size_t i = 0; i < out; i++) page_out(in[i].second, in[i].first);
+    }
+  }
+  // Out unless touched since it was chosen.
+  void page_out(uint32_t p, uint64_t at) {
+    if (!m_.touched[p].compare_exchange_strong(at, 0, std::memory_order_relaxed)) return;
+    madvise(m_.base + size_t{p} * kPage, kPage, MADV_PAGEOUT);
+  }
+
+  const Memory& m_;
+  const size_t pages_, budget_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+Row run_zram(const Corpus& corpus, size_t size, size_t budget, const std::vector<Trace>& traces,
              const std::vector<uint64_t>& words, const std::string& zram, Row row) {
   const uint64_t rss_before = status_kib("VmRSS:");
-  Memory m{map_anonymous(size), size, process_major_faults, nullptr};
+  auto touched = touch_record(size / kPage);
+  Memory m{map_anonymous(size), size, process_major_faults, nullptr, touched.get()};
   auto fill_start = Clock::now();
   fill(m, corpus);
   const MmStat before = settled_mm_stat(zram);
@@ -427,7 +498,11 @@ Row run_zram(const Corpus& corpus, size_t size, const std::vector<Trace>& traces
     row.note = "only " + std::to_string(out_pages) + " of " + std::to_string(size / kPage) +
                " pages went out";
   reset_peak_rss();
-  touch(m, traces, words, row);
+  {
+    std::optional<Kswapd> kswapd;
+    if (budget != 0) kswapd.emplace(m, budget / kPage);
+    touch(m, traces, words, row);
+  }
   row.peak_rss_mib = double(status_kib("VmHWM:") - rss_before) / 1024;
   munmap(m.base, size);
   return row;
@@ -453,7 +528,8 @@ std::optional<Row> run_region(const Corpus& corpus, size_t size, size_t budget,
                  std::strerror(errno));
     return std::nullopt;
   }
-  Memory m{static_cast<unsigned char*>(zsm_region_base(region)), size, region_faults, region};
+  auto touched = touch_record(size / kPage);
+  Memory m{static_cast<unsigned char*>(zsm_region_base(region)), size, region_faults, region, touched.get()};
   auto t = Clock::now();
   fill(m, corpus);
   row.fill_s = seconds_since(t);
@@ -467,6 +543,111 @@ std::optional<Row> run_region(const Corpus& corpus, size_t size, size_t budget,
   row.peak_rss_mib = double(status_kib("VmHWM:") - rss_before) / 1024;
   zsm_region_destroy(region);
   return row;
+}
+
+// --- The floor. -------------------------------------------------------------------------
+
+// A fault with nothing to decompress: the first read of each of `pages` pages never written.
+float first_read_p50_us(const unsigned char* base, size_t pages) {
+  std::vector<float> us(pages);
+  for (size_t p = 0; p < pages; p++) {
+    const auto t0 = Clock::now();
+    (void)*reinterpret_cast<const volatile unsigned char*>(base + p * kPage);
+    us[p] = std::chrono::duration<float, std::micro>(Clock::now() - t0).count();
+  }
+  std::nth_element(us.begin(), us.begin() + static_cast<std::ptrdiff_t>(pages / 2), us.end());
+  return us[pages / 2];
+}
+
+constexpr size_t kFloorPages = 2048;  // 8 MiB, inside the region's budget: no eviction
+
+std::string region_floor(unsigned flags) {
+  zsm_region_options opts{};
+  opts.budget_bytes = 4 * kFloorPages * kPage;
+  opts.fault_around_pages = 1;
+  opts.flags = flags;
+  zsm_region* r = zsm_region_create(2 * opts.budget_bytes, &opts);
+  if (r == nullptr) return "-";
+  char out[32];
+  std::snprintf(out, sizeof out, "%.2f", first_read_p50_us(static_cast<unsigned char*>(zsm_region_base(r)), kFloorPages));
+  zsm_region_destroy(r);
+  return out;
+}
+
+float kernel_floor() {
+  unsigned char* m = map_anonymous(kFloorPages * kPage);
+  const float us = first_read_p50_us(m, kFloorPages);
+  munmap(m, kFloorPages * kPage);
+  return us;
+}
+
+// lz4's time a page, compressing and decompressing up to 1024 of the corpus's pages.
+std::pair<double, double> lz4_us_per_page(const Corpus& corpus) {
+  auto codec = zsm::Codec::create(zsm::CodecOptions{});
+  const size_t n = std::min<size_t>(corpus.pages(), 1024);
+  std::vector<std::byte> pages(n * kPage), out(kPage), compressed(n * codec->bound(kPage));
+  std::vector<size_t> sizes(n);
+  for (size_t i = 0; i < n; i++) corpus.read(i, reinterpret_cast<unsigned char*>(&pages[i * kPage]));
+  const size_t each = codec->bound(kPage);
+  auto t = Clock::now();
+  for (size_t i = 0; i < n; i++) {
+    auto got = codec->compress({&pages[i * kPage], kPage}, {&compressed[i * each], each});
+    sizes[i] = got.value_or(0);
+  }
+  const double compress_us = seconds_since(t) * 1e6 / double(n);
+  t = Clock::now();
+  for (size_t i = 0; i < n; i++) {
+    if (sizes[i] != 0 && codec->decompress({&compressed[i * each], sizes[i]}, out))
+      throw std::runtime_error("lz4 did not decompress its own page");
+  }
+  return {compress_us, seconds_since(t) * 1e6 / double(n)};
+}
+
+void print_floor(const Corpus& corpus) {
+  const auto [compress_us, decompress_us] = lz4_us_per_page(corpus);
+  std::printf("# floor, a fault with nothing to decompress (p50 of %zu first reads): zsm region "
+              "%s us, SIGBUS mode %s us, kernel (an anonymous page) %.2f us; lz4 a page: "
+              "compress %.2f us, decompress %.2f us\n",
+              kFloorPages, region_floor(0).c_str(), region_floor(ZSM_REGION_SELF_SERVE).c_str(), kernel_floor(),
+              compress_us, decompress_us);
+}
+
+// --- At scale. --------------------------------------------------------------------------
+
+// A 16 GiB region at a 1 GiB budget, its first 2 GiB written and touched at random (one thread,
+// one touch a page): what the region's tables and its CLOCK cost when the region is large.
+uint64_t run_at_scale(const Corpus& corpus, uint64_t seed) {
+  const size_t region = size_t{16} << 30, budget = size_t{1} << 30, written = size_t{2} << 30;
+  const uint64_t rss_before = status_kib("VmRSS:");
+  zsm_region_options opts{};
+  opts.budget_bytes = budget;
+  zsm_region* r = zsm_region_create(region, &opts);
+  if (r == nullptr) {
+    std::printf("# at scale: no region (%s)\n", zsm_region_last_error());
+    return 0;
+  }
+  auto touched = touch_record(written / kPage);
+  Memory m{static_cast<unsigned char*>(zsm_region_base(r)), written, region_faults, r, touched.get()};
+  auto t = Clock::now();
+  fill(m, corpus);
+  const double fill_us = seconds_since(t) * 1e6 / double(written / kPage);
+  Options one;
+  one.touches_per_page = 1;
+  one.seed = seed;
+  Row row = start_row("uniform", 2, 1, "zsm region");
+  reset_peak_rss();
+  touch(m, make_traces("uniform", written / kPage, one, 1), corpus.words(written / kPage), row);
+  struct zsm_region_stats st {};
+  zsm_region_stats(r, &st);
+  std::printf("# at scale: a 16 GiB region at a 1 GiB budget, 2 GiB written (%.2f us a page) and "
+              "touched at random, one touch a page: %llu faults, p50 %.2f us, p99 %.2f us; peak RSS "
+              "%.0f MiB; bookkeeping %.1f MiB (the region's tables and the pool's metadata); one "
+              "CLOCK sweep %.2f ms; %llu words wrong\n",
+              fill_us, (unsigned long long)row.faults, row.fault_us(0.5), row.fault_us(0.99),
+              double(status_kib("VmHWM:") - rss_before) / 1024, double(st.bookkeeping_bytes) / (1 << 20),
+              double(st.clock_sweep_ns) / 1e6, (unsigned long long)row.wrong);
+  zsm_region_destroy(r);
+  return row.wrong;
 }
 
 // --- The table. -------------------------------------------------------------------------
@@ -485,6 +666,7 @@ void print_header(const Options& opt, const Corpus& corpus, const std::string& z
               "pages (/usr/lib, /usr/share); %s\n",
               cpu_name().c_str(), std::thread::hardware_concurrency(), u.release,
               double(opt.budget) / (1 << 20), corpus.pages(), zram_note.c_str());
+  print_floor(corpus);
   std::printf("| access | memory / budget | threads | memory | touches | faults | fault us p50 "
               "/ p99 / p99.9 | Mtouches/s | MiB/s | fill us/page | out us/page | peak RSS MiB | "
               "held / data | wrong |\n");
@@ -546,9 +728,12 @@ int main(int argc, char** argv) try {
           if (r) rows.push_back(std::move(*r));
           else region_ok = false;
         }
-        if (opt.kernel_zram)
-          rows.push_back(run_zram(corpus, size, traces, words, opt.zram,
-                                  start_row(access, ratio, threads, "kernel zram")));
+        if (opt.kernel_zram) {
+          rows.push_back(run_zram(corpus, size, opt.budget, traces, words, opt.zram,
+                                  start_row(access, ratio, threads, "kernel zram, budget")));
+          rows.push_back(run_zram(corpus, size, 0, traces, words, opt.zram,
+                                  start_row(access, ratio, threads, "kernel zram, no budget")));
+        }
         for (Row& r : rows) {
           r.pages = size / kPage;
           print_row(r);
@@ -556,6 +741,7 @@ int main(int argc, char** argv) try {
         }
       }
     }
+  if (opt.at_scale) wrong += run_at_scale(corpus, opt.seed);
   std::printf("words read back that differ: %llu\n", (unsigned long long)wrong);
   return wrong == 0 ? 0 : 1;
 } catch (const std::invalid_argument& e) {

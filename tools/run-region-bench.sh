@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The zsm region against resident memory and, with --kernel-zram, against the kernel's own
-# zram swap, on the same data and accesses in one run (bench/region_bench.cpp says how), and
-# prints the table (also build/region_bench.txt).
+# zram swap under the same budget (and without one), on the same data and accesses in one run
+# (bench/region_bench.cpp says how), and prints the floor line and the table (also
+# build/region_bench.txt).
 #
 #   tools/run-region-bench.sh [--kernel-zram] [zsm_region_bench options: --budget=BYTES
-#                             --ratios=2,4,8 --access=seq,uniform,zipf --threads=1,2
-#                             --touches-per-page=N --passes=N --seed=N --quick]
+#                             --ratios=2,4,8 --access=seq,uniform,zipf --threads=1,2,4
+#                             --touches-per-page=N --passes=N --at-scale --seed=N --quick]
 #
 # --kernel-zram (root only; never by default) makes /dev/$ZSM_ZRAM (default zram0) swap for the
 # run: lz4, a disksize of $ZSM_ZRAM_DISKSIZE (default 2G), mkswap, swapon at the highest
@@ -14,7 +15,8 @@
 # previous compression algorithm written back.
 #
 # Builds zsm_region_bench in $ZSM_BUILD (default build/bench, configured as tools/run-main.sh
-# does when missing). About 2 minutes on 2 cores with the defaults (a 32 MiB budget).
+# does when missing). Some minutes on 2 cores with the defaults (a 32 MiB budget; --at-scale
+# adds a 16 GiB region at a 1 GiB budget, 2 GiB of it written: about a minute more).
 set -euo pipefail
 source "$(dirname "$0")/lib/usage.sh" && usage_if_asked "$0" "$@"
 root="$(cd "$(dirname "$0")/.." && pwd)"

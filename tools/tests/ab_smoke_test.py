@@ -7,8 +7,8 @@ is moved past the tolerance, skips when no entry matches.
 Usage: ab_smoke_test.py [OUT_DIR]
 The default OUT_DIR is a temporary directory outside the source tree, removed afterwards:
 other tests read files of the source tree as their corpus while this one builds. It prints how
-long each part took and the load average: CPU-bound (two builds, PGO, valgrind), it needs
-371 s on 2 cores beside a compile and 577 s at a load average near 4 (ctest's TIMEOUT is
+long each part took and the load average: CPU-bound (two builds, PGO, valgrind), it
+took 371 s on 2 cores beside a compile and 577 s at a load average near 4 (ctest's TIMEOUT is
 1800 s for it).
 """
 import json
