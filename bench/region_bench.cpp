@@ -335,6 +335,11 @@ struct Memory {
   uint64_t (*faults)(void*) = nullptr;
   void* context = nullptr;
   std::atomic<uint64_t>* touched = nullptr;  // a clock reading per page, 0: not in memory
+  // The kernel column under a budget: the pages touched since their page-out, and the most
+  // there may be before a touch that brings one more in waits for the kswapd (the region's
+  // hard limit; a memory cgroup's limit would make the faulting thread reclaim).
+  std::atomic<uint64_t>* in_memory = nullptr;
+  uint64_t hard_limit = 0;
 };
 
 std::unique_ptr<std::atomic<uint64_t>[]> touch_record(size_t pages) {
@@ -346,6 +351,14 @@ void fill(const Memory& m, const Corpus& corpus) {
   for (size_t p = 0; p < m.size / kPage; p++) {
     corpus.read(p, buf.data());
     std::memcpy(m.base + p * kPage, buf.data(), kPage);
+  }
+}
+
+// A page comes in: past the hard limit, the touch waits for the kswapd to page some out.
+void wait_for_room(const Memory& m) {
+  for (uint64_t n = m.in_memory->fetch_add(1, std::memory_order_relaxed) + 1; n > m.hard_limit;
+       n = m.in_memory->load(std::memory_order_relaxed)) {
+    std::this_thread::yield();
   }
 }
 
@@ -371,7 +384,9 @@ void touch(const Memory& m, const std::vector<Trace>& traces, const std::vector<
         const auto* word = reinterpret_cast<const volatile uint64_t*>(
             m.base + p * kPage + Corpus::check_offset(p));
         const auto t0 = Clock::now();
-        m.touched[p].store(static_cast<uint64_t>(t0.time_since_epoch().count()), std::memory_order_relaxed);
+        const uint64_t before =
+            m.touched[p].exchange(static_cast<uint64_t>(t0.time_since_epoch().count()), std::memory_order_relaxed);
+        if (before == 0 && m.in_memory != nullptr) wait_for_room(m);
         const uint64_t v = *word;
         us[t][i] = std::chrono::duration<float, std::micro>(Clock::now() - t0).count();
         bad += v != words[p];
@@ -448,6 +463,7 @@ class Kswapd {
  private:
   void run() {
     std::vector<std::pair<uint64_t, uint32_t>> in;  // (touched at, page)
+    std::vector<uint32_t> out;
     while (!stop_.load(std::memory_order_relaxed)) {
       in.clear();
       for (size_t p = 0; p < pages_; p++) {
@@ -458,15 +474,27 @@ class Kswapd {
         std::this_thread::sleep_for(std::chrono::microseconds(100));
         continue;
       }
-      const size_t out = in.size() - (budget_ - budget_ / 32);  // down to the high watermark
-      std::nth_element(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(out), in.end());
-      for (size_t i = 0; i < out; i++) page_out(in[i].second, in[i].first);
+      const size_t n = in.size() - (budget_ - budget_ / 32);  // down to the high watermark
+      std::nth_element(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(n), in.end());
+      out.clear();
+      for (size_t i = 0; i < n; i++) {  // those touched since they were chosen stay
+        uint64_t at = in[i].first;
+        if (m_.touched[in[i].second].compare_exchange_strong(at, 0, std::memory_order_relaxed))
+          out.push_back(in[i].second);
+      }
+      page_out(out);
+      m_.in_memory->fetch_sub(out.size(), std::memory_order_relaxed);
     }
   }
-  // Out unless touched since it was chosen.
-  void page_out(uint32_t p, uint64_t at) {
-    if (!m_.touched[p].compare_exchange_strong(at, 0, std::memory_order_relaxed)) return;
-    madvise(m_.base + size_t{p} * kPage, kPage, MADV_PAGEOUT);
+  // MADV_PAGEOUT of the pages, a run of neighbours in one call.
+  void page_out(std::vector<uint32_t>& pages) {
+    std::sort(pages.begin(), pages.end());
+    for (size_t i = 0; i < pages.size();) {
+      size_t j = i + 1;
+      while (j < pages.size() && pages[j] == pages[j - 1] + 1) j++;
+      madvise(m_.base + size_t{pages[i]} * kPage, (j - i) * kPage, MADV_PAGEOUT);
+      i = j;
+    }
   }
 
   const Memory& m_;
@@ -499,8 +527,13 @@ Row run_zram(const Corpus& corpus, size_t size, size_t budget, const std::vector
                " pages went out";
   reset_peak_rss();
   {
+    std::atomic<uint64_t> in_memory{0};
     std::optional<Kswapd> kswapd;
-    if (budget != 0) kswapd.emplace(m, budget / kPage);
+    if (budget != 0) {
+      m.in_memory = &in_memory;
+      m.hard_limit = budget / kPage + std::max<size_t>(budget / kPage / 64, 16);
+      kswapd.emplace(m, budget / kPage);
+    }
     touch(m, traces, words, row);
   }
   row.peak_rss_mib = double(status_kib("VmHWM:") - rss_before) / 1024;
