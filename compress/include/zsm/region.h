@@ -3,30 +3,40 @@
  * zswap's shape in userspace. zsm_region_create() maps `size` bytes; a program reads and
  * writes them as ordinary memory. At most budget_bytes of them stay resident, decompressed;
  * colder pages are compressed into a zsm pool (and, past its budget, written to an optional
- * backing file) and dropped from the page tables; the next touch faults, and the region's
- * handler thread (userfaultfd) decompresses the page and installs it. A page never written
- * reads as zeros and costs nothing.
+ * backing file) and taken out of the page tables by an evictor thread; the next touch faults,
+ * and the page is decompressed and installed by one of the region's handler threads
+ * (userfaultfd), or in the SIGBUS mode by the faulting thread itself. A page never written
+ * reads as zeros and costs nothing; creation commits no memory the region does not use.
  *
  * The contract (docs/region.md says why):
  * - Any thread may read and write any byte of the region at any time; no write is ever lost.
  * - A syscall that reads or writes an evicted page of the region (read(2) into it, write(2)
  *   from it) succeeds where the kernel lets the handler serve the kernel's own faults (root,
- *   CAP_SYS_PTRACE, /dev/userfaultfd, vm.unprivileged_userfaultfd=1); otherwise it fails with
- *   EFAULT: zsm_region_pin() keeps a range resident for the length of such a call.
- * - fork(): the child does not inherit the region (MADV_DONTFORK): the range is unmapped in
- *   the child, and the parent's region is untouched by anything the child does.
- * - A signal handler may touch the region (the fault is served by the handler thread), but
- *   must not call these functions.
+ *   CAP_SYS_PTRACE, /dev/userfaultfd, vm.unprivileged_userfaultfd=1); otherwise, and in the
+ *   SIGBUS mode, it fails with EFAULT: zsm_region_pin() keeps a range resident for the length
+ *   of such a call. I/O that pins pages (O_DIRECT, io_uring's fixed buffers, vmsplice) never
+ *   loses data: where the kernel has UFFDIO_MOVE (6.8+) a pinned page is never taken out (the
+ *   kernel refuses to move it); where it has not (or with ZSM_REGION_NO_MOVE), such I/O needs
+ *   zsm_region_pin() around it.
+ * - fork(): the child gets its parent's region as it was at the fork, copy-on-write, as with
+ *   ordinary memory: it reads and writes it, served by a region of its own (its own threads
+ *   and, with a backing file, a copy of the file), and neither side sees the other's later
+ *   writes. The region's atfork handlers hold faults for the length of the fork. A child of
+ *   vfork() or clone() without fork()'s handlers must only exec or _exit.
+ * - The region's descriptors (its userfaultfd and backing file) are kept in a descriptor table
+ *   of the region's own: a program that closes descriptors it never opened (close_range,
+ *   closefrom) loses nothing: the region's calls go on through its own table.
+ * - mlock()/mlockall() never populate the region or stop eviction: its range is unlocked again.
+ * - A signal handler may touch the region, but must not call these functions.
  * - The program must not munmap, mprotect or madvise the region itself (discard is
- *   MADV_DONTNEED's equivalent), and a forked child must not call these functions, except
- *   zsm_region_destroy(), which in a child only closes its descriptors (the parent's threads,
- *   backing file and memory stay the parent's).
+ *   MADV_DONTNEED's equivalent).
  * - Pinned pages count against the budget, and at most half of it may be pinned.
  *
  * Errors: calls that return a pointer return NULL and set errno; calls with an int result
  * return 0 or a negative errno:
  *   -EINVAL   bad arguments: NULL region, a range not inside the region, bad options
  *   -ENOMEM   memory short (pin: the pins would pass half the budget)
+ *   -EMFILE / -ENFILE  out of descriptors, as themselves
  *   -ENOSYS / -EPERM  userfaultfd not available (the message from zsm_region_last_error()
  *             names the sysctl and the device that allow it)
  *   -EEXIST, -EACCES, ...  the backing file's path refused or unusable (the cold tier's rules:
@@ -59,12 +69,13 @@ struct zsm_region_options {
 	                               of the region's size; at least 16 pages */
 	enum zsm_codec codec;       /* ZSM_CODEC_LZ4 (default), LZ4HC, ZSTD or NONE */
 	int level;                  /* 0 = the codec's default */
-	size_t compressed_budget_bytes; /* most the pool may hold; 0 = no limit. Past it, the
-	                               copies of stored pages go to the backing file, if there is
-	                               one, else pages stay resident past the budget */
+	size_t compressed_budget_bytes; /* most the pool may hold; 0 = no limit; else at least
+	                               the largest zspage of the pool's classes (EINVAL below).
+	                               Past it, the copies of stored pages go to the backing file,
+	                               if there is one, else pages stay resident past the budget */
 	struct zs_pool_config pool; /* the pool's configuration (max_pages is ignored; nr_shards 0
-	                               is 1 here, and ZS_POOL_NO_THREAD_CACHE is always set: the
-	                               region stores and frees under its own lock) */
+	                               is one lock shard per CPU, and ZS_POOL_NO_THREAD_CACHE is
+	                               always set: a fault server never allocates) */
 	/* An optional backing file for pages past compressed_budget_bytes (which it needs), made
 	 * by the cold tier's rules (zsm/backing_file.hpp): NULL = none; a directory = an unnamed
 	 * file in it; any other path must not exist (EEXIST) and is removed at destroy. Locked
