@@ -13,8 +13,8 @@
 #
 #   --zsm-run    the launcher (default: built here in build/release, target zsm-run)
 #   --programs   any of sort,xz,python3,perl,sqlite3,redis-server,gcc,java (all)
-#   --scale      multiplies every program's working set (1: the documented table, about 40
-#                minutes on 2 cores; 0.05: a minute or two)
+#   --scale      multiplies every program's working set (1 by default; docs/region-figures.md's
+#                table is --scale=0.05, some 5 minutes on 2 cores; larger scales thrash longer)
 #   --check      exit 1 when a run fails, gives other output, or misses the peak target
 #   --no-install do not install the programs' packages (a missing one is reported, not run)
 # Installs only what the named programs need (apt-get, root or sudo), nothing else.

@@ -10,7 +10,7 @@ nothing under the launcher (its idle run: binary, libraries, the library's own f
   region_programs.py --zsm-run PATH [--programs a,b,...] [--fractions 2,4] [--modes threads,sigbus]
                      [--scale N] [--dir DIR] [--timeout-factor F] [--check]
 
---scale multiplies every program's working set (1: the documented table; ctest uses less).
+--scale multiplies every program's working set (docs/region-figures.md's table: 0.05, as ctest).
 --check exits 1 when a run fails, gives other output, or (at fraction 2, handler threads)
 misses the peak target. Programs missing on the machine are reported as such, not run.
 """
