@@ -158,12 +158,8 @@ uint32_t PageTable::next_used(uint32_t from) const {
 uint32_t PageTable::next_mapped(uint32_t from, uint32_t limit) const {
   uint64_t end = std::min<uint64_t>(uint64_t{from} + limit, pages_);
   for (uint64_t p = from; p < end;) {
-    if (!chunk_used(static_cast<uint32_t>(p))) {  // never used: its bits are not even read
-      uint32_t next = next_used(static_cast<uint32_t>(p));
-      if (next == kNoPage) return kNoPage;
-      p = next;
-      continue;
-    }
+    p = next_used(static_cast<uint32_t>(p));  // chunks never used: their bits are not even read
+    if (p >= end) return kNoPage;
     uint64_t word = mapped_[p / 64].load(std::memory_order_relaxed) >> (p % 64);
     if (word != 0) {
       uint64_t found = p + static_cast<uint64_t>(std::countr_zero(word));

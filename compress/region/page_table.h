@@ -93,10 +93,10 @@ class PageTable {
   static size_t bookkeeping_bytes(uint32_t pages);
 
  private:
-  std::atomic<uint64_t>* states_ = nullptr;
-  uint64_t* copies_ = nullptr;
   void mark_used(uint32_t p);
 
+  std::atomic<uint64_t>* states_ = nullptr;
+  uint64_t* copies_ = nullptr;
   std::atomic<uint64_t>* mapped_ = nullptr;  // 64 pages a word
   std::atomic<uint64_t>* used_ = nullptr;    // 64 chunks a word
   uint32_t pages_ = 0;
