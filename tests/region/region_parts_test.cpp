@@ -1,16 +1,20 @@
 // The region's parts on their own (compress/region/): the page table and its per-page lock,
-// the budget's watermarks, the probation ring, and the fault-around streams. The region's
+// the budget's watermarks, the probation ring, the fault-around streams, and the copy store
+// over the pool and the backing file. The region's
 // tests (region_test.cpp and the rest) check them together through the C API; these check
 // what each part promises its callers, with no userfaultfd.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
+#include <random>
 #include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "budget.h"
+#include "copy_store.h"
 #include "counters.h"
 #include "fault_server.h"
 #include "page_table.h"
@@ -263,6 +267,151 @@ TEST(FaultAroundStreams, EachThreadsSequentialStreamGrowsItsWindowUnspoiltByAnot
   st.note(1, 103, 4, 4);
   EXPECT_EQ(st.window(1, 107, 6), 6u);   // at most `most`
   EXPECT_EQ(st.window(1, 500, 64), 1u);  // a jump ends the stream
+}
+
+// The copy store on its own: what kind of copy each page gets, that every kind loads back as
+// the page, and what each costs the pool and the file.
+class CopyStoreParts : public ::testing::Test {
+ protected:
+  void open(uint32_t pool_max_pages = 0, const std::string& file = "") {
+    CopyStoreOptions o;
+    o.pool.max_pages = pool_max_pages;
+    o.file = file;
+    o.file_capacity = file.empty() ? 0 : 1 << 20;
+    std::string why;
+    ASSERT_EQ(copies.init(o, &why), 0) << why;
+    work.resize(copies.work_bytes());
+  }
+  void fill_text(uint32_t seed) {
+    std::string text;
+    for (uint32_t i = 0; text.size() < kPageSize; ++i) text += "line " + std::to_string(seed * 1000 + i % 37) + " of a page\n";
+    std::memcpy(page, text.data(), kPageSize);
+  }
+  void fill_random(uint32_t seed) {
+    std::mt19937_64 rng(seed);
+    for (size_t off = 0; off < kPageSize; off += 8) {
+      uint64_t w = rng();
+      std::memcpy(page + off, &w, 8);
+    }
+  }
+  // The copy of `st` loads back as `page`.
+  void expect_loads_back(const PageState& st, uint64_t word) {
+    std::memset(out, 0xAB, kPageSize);
+    copies.load(0, st, word, out, file_buf);
+    EXPECT_EQ(std::memcmp(out, page, kPageSize), 0);
+  }
+  Counters counters;
+  CopyStore copies{counters};
+  std::vector<std::byte> work;
+  alignas(4096) std::byte page[kPageSize];
+  alignas(4096) std::byte out[kPageSize];
+  alignas(4096) std::byte file_buf[kPageSize];
+};
+
+TEST_F(CopyStoreParts, ASameFilledPageIsKeptAsItsWordAndTakesNoPoolMemory) {
+  open();
+  const uint64_t w = 0x0123456789ABCDEFull;
+  for (size_t off = 0; off < kPageSize; off += 8) std::memcpy(page + off, &w, 8);
+  PageState st;
+  uint64_t word = 0;
+  ASSERT_TRUE(copies.store(page, &st, &word, work.data()));
+  EXPECT_EQ(st.copy, CopyKind::same);
+  EXPECT_EQ(word, w);
+  EXPECT_EQ(copies.pool_bytes(), 0u);
+  expect_loads_back(st, word);
+  copies.free(&st, &word, true);
+  EXPECT_EQ(st.copy, CopyKind::none);
+  EXPECT_EQ(get(counters.stored), 0u);
+  EXPECT_EQ(get(counters.same), 0u);
+}
+
+TEST_F(CopyStoreParts, ACompressiblePageIsAPoolObjectOfItsCompressedBytes) {
+  open();
+  fill_text(1);
+  PageState st;
+  uint64_t word = 0;
+  ASSERT_TRUE(copies.store(page, &st, &word, work.data()));
+  EXPECT_EQ(st.copy, CopyKind::pool);
+  EXPECT_GT(st.comp_len, 0);
+  EXPECT_LT(st.comp_len, kPageSize / 2);
+  EXPECT_EQ(get(counters.compr_bytes), st.comp_len);
+  EXPECT_GT(copies.pool_bytes(), 0u);
+  expect_loads_back(st, word);
+  copies.free(&st, &word, true);
+  EXPECT_EQ(get(counters.compr_bytes), 0u);
+  EXPECT_EQ(get(counters.stored), 0u);
+}
+
+TEST_F(CopyStoreParts, AnIncompressiblePageIsKeptWhole) {
+  open();
+  fill_random(2);
+  PageState st;
+  uint64_t word = 0;
+  ASSERT_TRUE(copies.store(page, &st, &word, work.data()));
+  EXPECT_EQ(st.copy, CopyKind::whole);
+  EXPECT_EQ(st.comp_len, 0);
+  EXPECT_EQ(get(counters.whole), 1u);
+  EXPECT_EQ(get(counters.compr_bytes), kPageSize);
+  expect_loads_back(st, word);
+  copies.free(&st, &word, true);
+  EXPECT_EQ(get(counters.whole), 0u);
+}
+
+// A store the pool's budget has no room for is refused, and leaves the page without a copy;
+// the copies made before it are intact.
+TEST_F(CopyStoreParts, APoolAtItsBudgetRefusesAStoreAndKeepsWhatItHolds) {
+  open(4);
+  std::vector<PageState> states;
+  std::vector<uint64_t> words;
+  for (uint32_t i = 0; i < 64; ++i) {
+    fill_random(100 + i);
+    PageState st;
+    uint64_t word = 0;
+    if (!copies.store(page, &st, &word, work.data())) {
+      EXPECT_EQ(st.copy, CopyKind::none);
+      break;
+    }
+    states.push_back(st);
+    words.push_back(word);
+  }
+  EXPECT_GE(states.size(), 1u);
+  EXPECT_LT(states.size(), 64u) << "a 4-page pool took 64 whole pages";
+  EXPECT_LE(copies.pool_bytes(), copies.pool_budget_bytes());
+  for (size_t i = 0; i < states.size(); ++i) {
+    fill_random(100 + static_cast<uint32_t>(i));
+    expect_loads_back(states[i], words[i]);
+  }
+  for (size_t i = 0; i < states.size(); ++i) copies.free(&states[i], &words[i], true);
+}
+
+// Pool copies moved to the backing file (compressed and whole ones) load back from it, leave
+// the pool, and give their sectors back when freed.
+TEST_F(CopyStoreParts, CopiesMovedToTheFileLoadBackAndGiveTheirSectorsBack) {
+  open(0, ::testing::TempDir());
+  ASSERT_TRUE(copies.has_file());
+  PageState st[2];
+  uint64_t word[2] = {};
+  fill_text(3);
+  ASSERT_TRUE(copies.store(page, &st[0], &word[0], work.data()));
+  fill_random(4);
+  ASSERT_TRUE(copies.store(page, &st[1], &word[1], work.data()));
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(copies.move_to_file(&st[i], &word[i], file_buf));
+  copies.end_writeback_batch();
+  EXPECT_EQ(st[0].copy, CopyKind::file);
+  EXPECT_EQ(st[1].copy, CopyKind::file);
+  EXPECT_EQ(st[1].comp_len, 0);  // whole on file
+  EXPECT_EQ(get(counters.written_back), 2u);
+  EXPECT_EQ(get(counters.compr_bytes), 0u);
+  EXPECT_EQ(copies.pool_bytes(), 0u);  // compacted after the batch
+  EXPECT_GT(get(counters.file_bytes), kPageSize);
+  fill_text(3);
+  expect_loads_back(st[0], word[0]);
+  fill_random(4);
+  expect_loads_back(st[1], word[1]);
+  EXPECT_EQ(get(counters.read_back), 2u);
+  for (int i = 0; i < 2; ++i) copies.free(&st[i], &word[i], true);
+  EXPECT_EQ(get(counters.file_bytes), 0u);
+  EXPECT_EQ(get(counters.stored), 0u);
 }
 
 }  // namespace
