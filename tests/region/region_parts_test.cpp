@@ -1,6 +1,7 @@
 // The region's parts on their own (compress/region/): the page table and its per-page lock,
-// the budget's watermarks, the probation ring, the fault-around streams, and the copy store
-// over the pool and the backing file. The region's
+// the budget's watermarks, the probation ring, the fault-around streams, the copy store over
+// the pool and the backing file, and the evictor (with a userfaultfd, but no fault server
+// thread: pages enter as the range calls install them). The region's
 // tests (region_test.cpp and the rest) check them together through the C API; these check
 // what each part promises its callers, with no userfaultfd.
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <random>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "budget.h"
 #include "copy_store.h"
 #include "counters.h"
+#include "evictor.h"
 #include "fault_server.h"
 #include "page_table.h"
 #include "probation.h"
@@ -412,6 +415,127 @@ TEST_F(CopyStoreParts, CopiesMovedToTheFileLoadBackAndGiveTheirSectorsBack) {
   for (int i = 0; i < 2; ++i) copies.free(&st[i], &word[i], true);
   EXPECT_EQ(get(counters.file_bytes), 0u);
   EXPECT_EQ(get(counters.stored), 0u);
+}
+
+// The evictor on its own: a region of kPages pages registered with a userfaultfd, the parts
+// region.cpp composes, and no thread serving faults, so the test never touches a page it has
+// not installed itself (FaultServer::install, with the page's lock and budget, as a range
+// call does) and reads evicted pages back the same way.
+class EvictorParts : public ::testing::Test {
+ protected:
+  static constexpr uint32_t kPages = 256;
+  static constexpr uint32_t kBudget = 64;
+
+  void SetUp() override {
+    std::string why;
+    ASSERT_TRUE(pages.allocate(kPages));
+    ASSERT_EQ(copies.init({}, &why), 0) << why;
+    ASSERT_EQ(probation.init(8 * 64 + 1024, &why), 0) << why;
+    budget.configure(kBudget, 16);
+    probation.set_target(kBudget / 8);
+    void* m = map_unlocked(kPages * kPageSize);
+    ASSERT_NE(m, nullptr);
+    base = reinterpret_cast<uintptr_t>(m);
+    UffdInfo info;
+    if (uffd_open({}, &info, &why) != 0) GTEST_SKIP() << why;
+    calls = PageCalls(info);
+    ASSERT_EQ(uffd_register(info.fd, m, kPages * kPageSize, true, &why), 0) << why;
+    if (info.can_move) {
+      ASSERT_EQ(uffd_register(info.fd, reinterpret_cast<void*>(probation.base()), probation.bytes(), false, &why), 0)
+          << why;
+    }
+    server = std::make_unique<FaultServer>(parts, base, 16, false);
+    evictor = std::make_unique<Evictor>(parts, base, kPages);
+    evictor->set_range(base, kPages * kPageSize);
+    work.resize(Evictor::work_bytes(copies));
+    buffers.resize(17 * kPageSize);
+    serve = {buffers.data(), buffers.data() + 16 * kPageSize};
+  }
+  void TearDown() override {
+    if (evictor) evictor->stop();
+    if (calls.number() >= 0) close_fd(calls.number());
+    if (base != 0) unmap(reinterpret_cast<void*>(base), kPages * kPageSize);
+  }
+  std::byte* at(uint32_t p) const { return reinterpret_cast<std::byte*>(base + uintptr_t{p} * kPageSize); }
+  // Page p's bytes: text, or for every fifth page, bytes that do not compress.
+  void expected(uint32_t p, std::byte* out) const {
+    std::mt19937_64 rng(p);
+    for (size_t off = 0; off < kPageSize; off += 8) {
+      uint64_t w = p % 5 == 0 ? rng() : (uint64_t{p} << 32 | off / 64);
+      std::memcpy(out + off, &w, 8);
+    }
+  }
+  // Takes a page of budget, waiting for the evictor (when it runs) past the hard limit.
+  void take_one() {
+    for (;;) {
+      uint32_t seen = budget.room_seq();
+      if (budget.try_take(1)) return;
+      evictor_wake.notify();
+      budget.wait_for_room(seen);
+    }
+  }
+  // Maps page p (writable or clean) as a range call would.
+  void install(uint32_t p, bool writable) {
+    PageState s = pages.lock(p);
+    if (!s.mapped()) take_one();
+    server->install(p, &s, writable, serve);
+    pages.unlock(p, s);
+  }
+  void write_page(uint32_t p) {
+    install(p, true);
+    expected(p, at(p));
+  }
+  // Maps page p clean and checks its bytes.
+  void expect_page(uint32_t p) {
+    install(p, false);
+    std::byte want[kPageSize];
+    expected(p, want);
+    EXPECT_EQ(std::memcmp(at(p), want, kPageSize), 0) << "page " << p;
+  }
+
+  Counters counters;
+  PageTable pages;
+  CopyStore copies{counters};
+  Probation probation{counters};
+  Budget budget{counters};
+  ForkGate gate;
+  Event evictor_wake;
+  PageCalls calls;
+  RegionParts parts{pages, copies, probation, budget, counters, calls, gate, evictor_wake};
+  uintptr_t base = 0;
+  std::unique_ptr<FaultServer> server;
+  std::unique_ptr<Evictor> evictor;
+  std::vector<std::byte> work, buffers;
+  ServeBuffers serve;
+};
+
+TEST_F(EvictorParts, EvictNowTakesAPageOutOfTheRegionAndItComesBackAsItWas) {
+  for (uint32_t p : {3u, 10u}) {  // 10 does not compress
+    write_page(p);
+    PageState s = pages.lock(p);
+    ASSERT_TRUE(evictor->evict_now(p, &s, work.data()));
+    EXPECT_FALSE(s.mapped());
+    EXPECT_NE(s.copy, CopyKind::none);
+    pages.unlock(p, s);
+    EXPECT_FALSE(page_present(base + uintptr_t{p} * kPageSize));
+    expect_page(p);
+    EXPECT_EQ(pages.peek(p).kind, Kind::clean);  // read back clean: its copy still valid
+  }
+  EXPECT_EQ(get(counters.evictions), 2u);
+}
+
+// Past the low watermark, woken once, the thread works until used is at the high watermark,
+// off the caller's path; every page, wherever it went (probation, the pool), reads back.
+TEST_F(EvictorParts, TheThreadBringsUseToTheHighWatermarkAndEveryPageComesBack) {
+  const uint32_t written = kBudget + budget.slack() / 2;  // past the budget, under the hard limit
+  for (uint32_t p = 0; p < written; ++p) write_page(p);
+  EXPECT_GT(budget.used(), kBudget);
+  evictor->start([](pid_t) {});
+  evictor->wait_until_within_budget();
+  EXPECT_LE(budget.used(), budget.high_watermark());
+  EXPECT_GE(get(counters.evictions), written - kBudget);
+  EXPECT_GT(get(counters.stored), 0u);
+  for (uint32_t p = 0; p < written; ++p) expect_page(p);
 }
 
 }  // namespace
