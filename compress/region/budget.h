@@ -10,7 +10,9 @@
 //     pages and a fault-around). When the evictor can free nothing (every page pinned, the
 //     pool full with no file to go to), it says so (stalled) and faults go on past the limit,
 //     counted in over_budget, as the handler threads of a kernel without reclaim would.
-// So resident + probation <= B + slack whenever the evictor can evict at all.
+// So resident + probation <= B + slack whenever the evictor can evict at all, plus the slots
+// of the batch the evictor is retiring (their pages are given back as each is compressed,
+// their memory dropped at the batch's end: 64 pages at most, evictor.cpp).
 #pragma once
 
 #include <algorithm>

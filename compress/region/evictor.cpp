@@ -35,6 +35,8 @@ constexpr uint32_t kBatch = 64;
 constexpr uint32_t kMaxSpan = 256;
 // Pool copies a write-back batch sends to the file, before the pool is compacted.
 constexpr uint32_t kWritebackBatch = 64;
+// Retiring wakes the faults waiting for room after this many pages (retire_oldest).
+constexpr uint32_t kRoomEvery = 2;
 
 uint64_t now_ns() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -383,7 +385,11 @@ void Evictor::after_out(uint32_t p, PageState* s, uint32_t slot, Out out) {
 }
 
 // Retires up to n of the oldest probation pages, then drops their slots' memory, runs of
-// neighbouring slots in one call. How many.
+// neighbouring slots in one call (a run of 33 pages or more costs one TLB flush, a shorter one
+// a flush a page). Each retired page's budget is given back at once, and faults waiting for
+// room are woken every kRoomEvery pages: a fault past the hard limit waits for a few pages'
+// compression, not a batch's; resident memory may exceed the budget meanwhile by the batch's
+// slots, kBatch pages at most, until they are dropped at its end.
 uint32_t Evictor::retire_oldest(uint32_t n, std::byte* work) {
   Probation::Entry oldest[kBatch];
   size_t k = parts_.probation.oldest(std::min(n, kBatch), oldest);
@@ -401,8 +407,10 @@ uint32_t Evictor::retire_oldest(uint32_t n, std::byte* work) {
     parts_.pages.unlock(p, s);
     if (!ok) break;  // the pool is full
     slots[retired++] = oldest[i].slot;
+    parts_.budget.give(1);
+    if (retired % kRoomEvery == 0) parts_.budget.room_made();
   }
-  release_slots(slots, retired);
+  release_slots(slots, retired, false);
   return retired;
 }
 
@@ -411,12 +419,13 @@ bool Evictor::drain_stale() {
   uint32_t slots[4 * kBatch];
   size_t n = parts_.probation.take_stale(slots, std::size(slots));
   std::sort(slots, slots + n);
-  release_slots(slots, static_cast<uint32_t>(n));
+  release_slots(slots, static_cast<uint32_t>(n), true);
   return n > 0;
 }
 
-// The slots of retired pages, or stale ones (ascending): their memory dropped, then free.
-void Evictor::release_slots(const uint32_t* slots, uint32_t n) {
+// The slots of retired pages, or stale ones (ascending): their memory dropped, then free, and
+// their budget given back unless the caller gave it.
+void Evictor::release_slots(const uint32_t* slots, uint32_t n, bool give_budget) {
   for (uint32_t i = 0; i < n;) {
     uint32_t j = i + 1;
     while (j < n && slots[j] > slots[j - 1] && parts_.probation.only_holes_between(slots[j - 1], slots[j])) ++j;
@@ -424,7 +433,7 @@ void Evictor::release_slots(const uint32_t* slots, uint32_t n) {
     check(drop_pages(parts_.probation.slot_addr(slots[i]), size_t{len} * kPageSize), "madvise(MADV_DONTNEED) of slots");
     for (uint32_t k = i; k < j; ++k) {
       parts_.probation.vacate(slots[k]);
-      parts_.budget.give(1);
+      if (give_budget) parts_.budget.give(1);
     }
     i = j;
   }
@@ -466,7 +475,7 @@ bool Evictor::evict_now(uint32_t p, PageState* s, std::byte* work) {
 bool Evictor::retire_now(uint32_t p, PageState* s, std::byte* work) {
   uint32_t slot = s->slot;
   if (!retire_page(p, s, work)) return false;
-  release_slots(&slot, 1);
+  release_slots(&slot, 1, true);
   return true;
 }
 

@@ -81,7 +81,7 @@ class Evictor {
   void after_out(uint32_t p, PageState* s, uint32_t slot, Out out);
   uint32_t retire_oldest(uint32_t n, std::byte* work);
   bool retire_page(uint32_t p, PageState* s, std::byte* work);
-  void release_slots(const uint32_t* slots, uint32_t n);
+  void release_slots(const uint32_t* slots, uint32_t n, bool give_budget);
   bool drain_stale();
   bool store_or_write_back(uint32_t p, PageState* s, std::byte* work);
   bool write_back_batch(std::byte* work);
