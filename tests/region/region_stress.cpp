@@ -4,8 +4,12 @@
 // (three times in four) by a word-by-word write of the next version. At the end every page is
 // checked. Exit status 0 only when no byte was wrong. --sigbus 1: the SIGBUS mode
 // (ZSM_REGION_SELF_SERVE), each thread serving its own faults; --no-move 1: pages copied out
-// of the region (ZSM_REGION_NO_MOVE), as on kernels without UFFDIO_MOVE.
+// of the region (ZSM_REGION_NO_MOVE), as on kernels without UFFDIO_MOVE; --file DIR: a backing
+// file in DIR, the pool's budget a 16th of the region's budget (most copies go to the file). The
+// line at the end also says how many range calls the evicting thread made, and its slowest:
+// range calls must not wait long behind faults.
 //   region_stress [--gib N] [--threads T] [--mib REGION_MIB] [--seed S] [--sigbus 0|1] [--no-move 0|1]
+//                 [--file DIR]
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -35,11 +39,12 @@ struct Options {
   uint64_t seed = 1;
   bool sigbus = false;
   bool no_move = false;
+  std::string file;  // "" = no backing file
 };
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr, "region_stress: %s\nusage: region_stress [--gib N] [--threads T] "
-               "[--mib REGION_MIB] [--seed S] [--sigbus 0|1] [--no-move 0|1]\n", why);
+               "[--mib REGION_MIB] [--seed S] [--sigbus 0|1] [--no-move 0|1] [--file DIR]\n", why);
   std::exit(2);
 }
 
@@ -50,6 +55,10 @@ Options parse(int argc, char** argv) {
     if (i + 1 >= argc) usage(("missing value after " + a).c_str());
     char* end = nullptr;
     const char* v = argv[++i];
+    if (a == "--file") {
+      o.file = v;
+      continue;
+    }
     if (a == "--gib") o.gib = std::strtod(v, &end);
     else if (a == "--threads") o.threads = static_cast<unsigned>(std::strtoul(v, &end, 10));
     else if (a == "--mib") o.mib = std::strtoul(v, &end, 10);
@@ -96,6 +105,10 @@ int main(int argc, char** argv) {
   zsm_region_options ro{};
   ro.budget_bytes = std::max<size_t>(pages / 8, 16) * kPage;
   ro.flags = (o.sigbus ? ZSM_REGION_SELF_SERVE : 0) | (o.no_move ? ZSM_REGION_NO_MOVE : 0);
+  if (!o.file.empty()) {
+    ro.backing_file = o.file.c_str();
+    ro.compressed_budget_bytes = ro.budget_bytes / 16;
+  }
   zsm_region* r = zsm_region_create(pages * kPage, &ro);
   if (r == nullptr) {
     std::fprintf(stderr, "region_stress: %s\n", zsm_region_last_error());
@@ -134,12 +147,18 @@ int main(int argc, char** argv) {
       bytes.fetch_add(local);
     });
   }
+  uint64_t range_calls = 0;
+  double slowest_ms = 0;
   std::thread evictor([&] {
     std::mt19937_64 rng(o.seed);
     while (!stop.load()) {
       size_t p = rng() % pages;
       size_t n = std::min<size_t>(1 + rng() % 32, pages - p);
+      auto t0 = std::chrono::steady_clock::now();
       if (zsm_region_evict(r, base + p * kPage, n * kPage) != 0) errors.fetch_add(1);
+      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      slowest_ms = std::max(slowest_ms, ms);
+      ++range_calls;
     }
   });
   for (auto& th : threads) th.join();
@@ -154,16 +173,24 @@ int main(int argc, char** argv) {
   }
   struct zsm_region_stats s {};
   zsm_region_stats(r, &s);
+  std::string file_line;
+  if (!o.file.empty()) {
+    file_line = ", backing file: " + std::to_string(s.written_back) + " written, " + std::to_string(s.read_back) +
+                " read back";
+  }
   std::printf("region_stress: %.2f GiB of accesses (%llu page reads, %llu page writes) in %.1f s "
               "by %u threads%s, region %zu MiB, budget %zu MiB: %llu errors; faults %llu, "
-              "evictions %llu (clean %llu), wp faults %llu, resident %llu KiB\n",
+              "evictions %llu (clean %llu), wp faults %llu, resident %llu KiB%s; range calls %llu "
+              "(%.0f/s), the slowest %.1f ms\n",
               bytes.load() / double(1ull << 30), (unsigned long long)reads.load(),
               (unsigned long long)writes.load(), secs, o.threads,
               o.sigbus ? " serving their own faults (SIGBUS mode)" : "", o.mib,
               ro.budget_bytes >> 20, (unsigned long long)errors.load(),
               (unsigned long long)s.faults, (unsigned long long)s.evictions,
               (unsigned long long)s.clean_evictions,
-              (unsigned long long)s.wp_faults, (unsigned long long)(s.resident_bytes >> 10));
+              (unsigned long long)s.wp_faults, (unsigned long long)(s.resident_bytes >> 10),
+              file_line.c_str(), (unsigned long long)range_calls,
+              range_calls / secs, slowest_ms);
   zsm_region_destroy(r);
   return errors.load() == 0 ? 0 : 1;
 }
