@@ -11,8 +11,9 @@
 //     pool full with no file to go to), it says so (stalled) and faults go on past the limit,
 //     counted in over_budget, as the handler threads of a kernel without reclaim would.
 // So resident + probation <= B + slack whenever the evictor can evict at all, plus the slots
-// of the batch the evictor is retiring (their pages are given back as each is compressed,
-// their memory dropped at the batch's end: 64 pages at most, evictor.cpp).
+// being retired (their pages are given back as each is compressed, their memory dropped at
+// the end of the call: the evictor's batch, 64 pages at most, and one page for each range
+// call evicting meanwhile; evictor.cpp).
 #pragma once
 
 #include <algorithm>

@@ -385,11 +385,11 @@ void Evictor::after_out(uint32_t p, PageState* s, uint32_t slot, Out out) {
 }
 
 // Retires up to n of the oldest probation pages, then drops their slots' memory, runs of
-// neighbouring slots in one call (a run of 33 pages or more costs one TLB flush, a shorter one
-// a flush a page). Each retired page's budget is given back at once, and faults waiting for
-// room are woken every kRoomEvery pages: a fault past the hard limit waits for a few pages'
-// compression, not a batch's; resident memory may exceed the budget meanwhile by the batch's
-// slots, kBatch pages at most, until they are dropped at its end.
+// neighbouring slots in one call (x86 flushes a run of 33 pages or more as a whole TLB, a
+// shorter one page by page). Each retired page's budget is given back at once, and faults
+// waiting for room are woken every kRoomEvery pages: a fault past the hard limit waits for a
+// few pages' compression, not a batch's; resident memory may exceed the budget meanwhile by
+// the call's slots, kBatch pages at most, until they are dropped at its end.
 uint32_t Evictor::retire_oldest(uint32_t n, std::byte* work) {
   Probation::Entry oldest[kBatch];
   size_t k = parts_.probation.oldest(std::min(n, kBatch), oldest);
