@@ -43,11 +43,16 @@ struct RegionFixture : ::testing::Test {
   unsigned char* base = nullptr;
 };
 
+// While the evictor retires a batch, the pages it compressed are given back before their slots'
+// memory is dropped at the batch's end (docs/region.md, the budget): resident + probation may
+// pass the hard limit by that batch, 64 pages at most.
+constexpr size_t kRetiringBytes = 64 * kPage;
+
 TEST_F(RegionFixture, RoundTripAtAnEighthOfTheBudget) {
   make(1024, 128);
   for (size_t p = 0; p < 1024; ++p) fill_page(at(p), p, 1);
   auto s = region_stats(r);
-  EXPECT_LE(s.resident_bytes + s.probation_bytes, s.hard_limit_bytes);
+  EXPECT_LE(s.resident_bytes + s.probation_bytes, s.hard_limit_bytes + kRetiringBytes);
   s = settled_stats(r);
   EXPECT_LE(s.resident_bytes + s.probation_bytes, s.budget_bytes);
   EXPECT_GE(s.evictions, 1024u - 128u - s.hard_limit_bytes / kPage + s.budget_bytes / kPage);
@@ -185,7 +190,7 @@ TEST_F(RegionFixture, StatisticsAddUp) {
   auto s = region_stats(r);
   EXPECT_EQ(s.size_bytes, 512u * kPage);
   EXPECT_EQ(s.budget_bytes, 64u * kPage);
-  EXPECT_LE(s.resident_bytes + s.probation_bytes, s.hard_limit_bytes);
+  EXPECT_LE(s.resident_bytes + s.probation_bytes, s.hard_limit_bytes + kRetiringBytes);
   EXPECT_EQ(s.orig_data_size, s.stored_pages * kPage);
   EXPECT_EQ(s.faults, s.zero_faults + s.refaults + s.probation_faults);
   EXPECT_EQ(s.zero_faults, 256u) << "each written page faulted once as never written";
