@@ -1,6 +1,7 @@
 // The handler threads (handlers.h).
 #include "handlers.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -69,6 +70,7 @@ std::vector<int> Handlers::cpus() const {
 
 void Handlers::start(bool own_table) {
   stopping_.store(false);
+  reads_block_.store(false);
   running_.store(0);
   started_.store(0);
   std::vector<int> pinned = cpus();
@@ -115,7 +117,7 @@ void Handlers::main(bool spin, bool own_table) {
   bool served = false;
   pollfd wait{fd, POLLIN, 0};
   for (;;) {
-    if (!(spin && served && wait_spinning())) {
+    if (!reads_block_.load(std::memory_order_relaxed) && !(spin && served && wait_spinning())) {
       while (poll(&wait, 1, -1) < 0) {
         if (errno != EINTR) check(-errno, "poll on the userfaultfd");
       }
@@ -136,6 +138,16 @@ void Handlers::main(bool spin, bool own_table) {
     serve_message(fd, msg, b);
     served = true;
   }
+}
+
+// Only pinned handlers: one handler that spins needs the non-blocking poll(2). If fcntl fails,
+// they go on waiting in poll(2).
+void Handlers::block_in_read() {
+  if (threads_.size() < 2) return;
+  const int fd = calls_.number();
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) return;
+  reads_block_.store(true);
 }
 
 void Handlers::serve_message(int fd, const uffd_msg& msg, ServeBuffers& b) {

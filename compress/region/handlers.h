@@ -2,18 +2,19 @@
 // (fault_server.h). A faulting thread sleeps in the kernel until its fault is served, and
 // waking it from another CPU costs a cross-CPU wake-up of a CPU gone idle, 10-60 us on a VM
 // (the fault's own work is a few). So there is one handler pinned to each CPU the process may
-// run on (at most 8), each asleep in poll(2) on the userfaultfd: a fault wakes them, and the
+// run on (at most 8), each blocked in read(2) on the userfaultfd: a fault wakes them, and the
 // one on the faulting thread's CPU, which has just gone idle, runs first, takes the message,
 // serves it and wakes the faulting thread on its own CPU. The others find nothing and sleep
-// on. (A thread blocked in read(2) would save a system call a fault, but measured no faster
-// on these VMs (docs/region.md), and a non-blocking descriptor lets a program's thread serve
-// faults itself while the handlers start: Region::start_threads.) Faults on different pages
-// are served in parallel (each takes only its page's lock).
+// on inside the kernel. The descriptor is made blocking only once they all run (until then
+// they wait in poll(2), and a program's thread may serve faults itself with a poll(2) and a
+// read(2) that must not block: Region::start_threads). A read(2) alone saves the poll(2) of
+// each fault: 2-3 us of a 21-25 us round trip on the AMD EPYC VM (docs/region.md). Faults on
+// different pages are served in parallel (each takes only its page's lock).
 //
 // With ZSM_REGION_ONE_HANDLER (or a process allowed one CPU), one unpinned handler serves
 // every fault and, after serving, polls for the next without sleeping for spin_us.
 //
-// Stopping: a handler asleep in poll(2) wakes only for a message, so the region rings a
+// Stopping: a handler asleep in read(2) wakes only for a message, so the region rings a
 // doorbell: a page of its own, registered with the userfaultfd, that the destroying thread
 // touches once per handler; the handler that reads that fault serves it and leaves.
 #pragma once
@@ -54,6 +55,8 @@ class Handlers {
   // On a thread of the program's, while the handlers start: serves one fault if the
   // userfaultfd holds one within `wait_ms`. Whether it served one.
   bool serve_one(int wait_ms);
+  // Once they run: the pinned handlers wait in read(2), the descriptor made blocking.
+  void block_in_read();
   // Rings the doorbell once per thread and joins them.
   void stop();
   // In a child of fork(): the parent's threads are not here; their handles are forgotten.
@@ -70,7 +73,7 @@ class Handlers {
   PageCalls& calls_;
   Config c_;
   uintptr_t doorbell_ = 0;
-  std::atomic<bool> stopping_{false};
+  std::atomic<bool> stopping_{false}, reads_block_{false};
   std::atomic<size_t> running_{0}, started_{0};
   std::vector<std::unique_ptr<RegionThread>> threads_;
 };

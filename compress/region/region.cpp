@@ -143,6 +143,7 @@ void Region::start_threads() {
   while (!all_running()) {
     if (!handlers_ || !handlers_->serve_one(1)) sched_yield();
   }
+  if (handlers_) handlers_->block_in_read();
 }
 
 // On the evictor's thread, before anything else: the keeper's descriptor table, and the
