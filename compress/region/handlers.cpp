@@ -115,17 +115,20 @@ void Handlers::main(bool spin, bool own_table) {
   ServeBuffers b{pages.data(), file_buf.data()};
   const int fd = calls_.number();
   bool served = false;
+  bool found_none = false;  // a read found nothing: the descriptor does not block (yet, or again)
   pollfd wait{fd, POLLIN, 0};
   for (;;) {
-    if (!reads_block_.load(std::memory_order_relaxed) && !(spin && served && wait_spinning())) {
+    const bool may_block_in_read = reads_block_.load(std::memory_order_relaxed) && !found_none;
+    if (!may_block_in_read && !(spin && served && wait_spinning())) {
       while (poll(&wait, 1, -1) < 0) {
         if (errno != EINTR) check(-errno, "poll on the userfaultfd");
       }
     }
     uffd_msg msg;
     ssize_t n = read(fd, &msg, sizeof msg);
+    found_none = n < 0 && errno == EAGAIN;  // another handler took it
     if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;  // another handler took it
+      if (errno == EINTR || errno == EAGAIN) continue;
       check(-errno, "read from the userfaultfd");
     }
     if (n != sizeof msg) continue;
@@ -140,8 +143,11 @@ void Handlers::main(bool spin, bool own_table) {
   }
 }
 
-// Only pinned handlers: one handler that spins needs the non-blocking poll(2). If fcntl fails,
-// they go on waiting in poll(2).
+// Only pinned handlers: one handler serves every fault, and gains nothing (it spins in poll(2)
+// after a fault, and has no other handler's wake-ups to sleep through). If fcntl fails, they go
+// on waiting in poll(2); if the descriptor is ever non-blocking again (the number is the
+// creating thread's, which a program's thread could close and reuse meanwhile), a read that
+// finds nothing sends them back to poll(2), not round a loop of reads.
 void Handlers::block_in_read() {
   if (threads_.size() < 2) return;
   const int fd = calls_.number();

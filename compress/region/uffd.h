@@ -29,7 +29,7 @@ struct UffdRequest {
   bool want_move = true;  // ask for UFFDIO_MOVE where the kernel has it
 };
 
-// A userfaultfd (O_CLOEXEC | O_NONBLOCK until the handler threads run: handlers.h) with the API handshake
+// A userfaultfd (O_CLOEXEC | O_NONBLOCK; pinned handler threads make it blocking: handlers.h) with the API handshake
 // done and write-protect faults on anonymous memory enabled. Tries the syscall, then
 // /dev/userfaultfd (both serve the kernel's own faults too), then the syscall with
 // UFFD_USER_MODE_ONLY, which kernels since 5.11 grant unprivileged. Returns 0 with *out

@@ -363,6 +363,35 @@ TEST(RegionPromise, ForkWhileThreadsWriteGivesEachChildAWholeCopy) {
   zsm_region_destroy(m.r);
 }
 
+// The process's CPU time, in seconds.
+double cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + double(t.tv_nsec) * 1e-9;
+}
+
+// A program may make the region's descriptor non-blocking again (the number is one of its own:
+// zsm_region_descriptors). The handler threads, which wait in read(2) once it blocks, then go
+// back to poll(2): they do not spin on reads that find nothing, and every page reads back.
+TEST(RegionPromise, ADescriptorMadeNonBlockingAgainLeavesTheHandlersAsleep) {
+  ZSM_REQUIRE_REGION();
+  Made m = make(1024, 64);
+  ASSERT_NE(m.r, nullptr) << zsm_region_last_error();
+  for (size_t p = 0; p < 1024; ++p) fill_page(m.base + p * kPage, p, 5);
+  int fds[2];
+  ASSERT_GE(zsm_region_descriptors(m.r, fds, 2), 1);
+  const int flags = fcntl(fds[0], F_GETFL);  // the userfaultfd comes first
+  ASSERT_GE(flags, 0);
+  ASSERT_EQ(fcntl(fds[0], F_SETFL, flags | O_NONBLOCK), 0);
+  EXPECT_EQ(wrong_pages(m.base, 0, 1024, 5), 0);
+  const double before = cpu_seconds();
+  usleep(300'000);
+  const double idle = cpu_seconds() - before;
+  EXPECT_LT(idle, 0.1) << "the process used " << idle << " s of CPU in 0.3 s with nothing to do";
+  EXPECT_EQ(wrong_pages(m.base, 0, 1024, 5), 0);
+  zsm_region_destroy(m.r);
+}
+
 // A thread that blocks SIGBUS cannot be served in the SIGBUS mode (the kernel kills it): the
 // mode refuses to be made there, saying why.
 TEST(RegionPromise, TheSigbusModeIsRefusedToAThreadBlockingSigbus) {
