@@ -50,8 +50,7 @@ TEST(RegionSelfServe, RoundTripAtAnEighthOfTheBudget) {
   }
   for (size_t p = 0; p < 1024; ++p) ASSERT_EQ(page_mismatch(page_at(r, p), p, p % 3 == 0 ? 2 : 1), -1);
   auto s = region_stats(r);
-  // The hard limit, and the evictor's retiring batch (64 pages at most: docs/region.md).
-  EXPECT_LE(s.resident_bytes + s.probation_bytes, s.hard_limit_bytes + 64 * kPage);
+  EXPECT_LE(s.resident_bytes + s.probation_bytes, s.hard_limit_bytes + zsm_test::kRetiringBytes);
   EXPECT_GE(s.refaults + s.fault_around_pages, 1024u - 128u);
   EXPECT_GT(s.wp_faults, 0u);
   EXPECT_EQ(s.user_mode_only, 1u) << "no handler waits for a syscall's fault";

@@ -36,6 +36,11 @@ struct TempDir {
   std::string path;
 };
 
+// While the evictor retires a batch, the pages it compressed are given back before their slots'
+// memory is dropped at the batch's end (docs/region.md, the budget): resident + probation may
+// pass the hard limit by that batch, 64 pages at most.
+inline constexpr size_t kRetiringBytes = 64 * kPage;
+
 // "" when a region can be made here, else zsm_region_last_error()'s line.
 inline std::string region_unavailable() {
   zsm_region* r = zsm_region_create(64 * kPage, nullptr);

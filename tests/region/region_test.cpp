@@ -24,6 +24,7 @@ namespace {
 
 using zsm_test::fill_page;
 using zsm_test::kPage;
+using zsm_test::kRetiringBytes;
 using zsm_test::page_mismatch;
 using zsm_test::read_from_pipe_into;
 using zsm_test::region_stats;
@@ -42,11 +43,6 @@ struct RegionFixture : ::testing::Test {
   zsm_region* r = nullptr;
   unsigned char* base = nullptr;
 };
-
-// While the evictor retires a batch, the pages it compressed are given back before their slots'
-// memory is dropped at the batch's end (docs/region.md, the budget): resident + probation may
-// pass the hard limit by that batch, 64 pages at most.
-constexpr size_t kRetiringBytes = 64 * kPage;
 
 TEST_F(RegionFixture, RoundTripAtAnEighthOfTheBudget) {
   make(1024, 128);
