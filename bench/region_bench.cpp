@@ -12,8 +12,9 @@
 //   in all, split between the threads.
 // The memories:
 // - resident: an anonymous mapping, every page present (the floor: a touch's own cost);
-// - region: zsm_region_create(size, budget = --budget); the fill itself evicts what does not
-//   fit, so the touches find budget's worth resident and the rest compressed; once with a
+// - region: zsm_region_create(size, budget = --budget); the fill evicts what does not fit,
+//   then zsm_region_evict() of the whole memory compresses the rest, so that the touches start
+//   as the kernel column's do: every page compressed, none resident; once with a
 //   handler thread a CPU (the default), once in the SIGBUS mode, where each faulting thread
 //   serves its own fault (ZSM_REGION_SELF_SERVE; --modes picks);
 // - kernel zram, budget (--kernel-zram, as root, with the zram device already swap: tools/
@@ -37,8 +38,9 @@
 // (touches over the wall time of the touch phase, both threads together; the clock is read
 // around every touch in every column alike), the peak resident set during the touch phase
 // above what the process held before the memory was made (/proc/self/clear_refs resets it),
-// compressed bytes held per byte of data (mem_used_total / orig_data_size), the fill's time
-// per page (zram: with the page-out), and the cost of a page going out (region: the fill's
+// compressed bytes held per byte of data (mem_used_total / orig_data_size, every page
+// compressed in both), the fill's time per page (with the page-out of all: the region's
+// evictions and zsm_region_evict, zram's MADV_PAGEOUT), and the cost of a page going out (region: the fill's
 // time over the resident fill's, per eviction, a difference the machine's noise can swamp;
 // zram: the MADV_PAGEOUT call's time per page).
 //
@@ -565,6 +567,8 @@ std::optional<Row> run_region(const Corpus& corpus, size_t size, size_t budget,
   Memory m{static_cast<unsigned char*>(zsm_region_base(region)), size, region_faults, region, touched.get()};
   auto t = Clock::now();
   fill(m, corpus);
+  if (zsm_region_evict(region, m.base, size) != 0)
+    throw std::runtime_error("zsm_region_evict: " + std::string(std::strerror(errno)));
   row.fill_s = seconds_since(t);
   struct zsm_region_stats s {};
   zsm_region_stats(region, &s);
