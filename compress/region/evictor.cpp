@@ -163,8 +163,11 @@ bool Evictor::run_batch() {
     uint32_t pages[kBatch];
     PageState states[kBatch];
     uint32_t n = pick_victims(std::min(kBatch, need + refill), pages, states);
-    progress |= move_to_probation(n, pages, states) > 0;
+    progress |= take_out(n, pages, states) > 0;
   }
+  // Clean victims gave their budget back as they were dropped: a batch retires only while
+  // the budget is still past the high watermark.
+  if (need > 0 && parts_.budget.used() <= high) need = 0;
   uint32_t retire = std::min(std::max(need, excess), kBatch);
   if (retire > 0) progress |= retire_oldest(retire, work_.data()) > 0;
   return progress;
@@ -226,18 +229,25 @@ bool Evictor::lock_holes(uint32_t a, uint32_t b) {
   return true;
 }
 
-// Moves the locked victims (ascending, but for a wrap of the hand) into probation slots, and
-// unlocks them. Victims whose pages between are all unmapped form a span that moves in one
-// UFFDIO_MOVE passing over the holes: one TLB flush for the span, where a page at a time would
-// interrupt every other CPU running the program once a page. How many left the region.
-uint32_t Evictor::move_to_probation(uint32_t n, const uint32_t* pages, PageState* states) {
+// Takes the locked victims (ascending, but for a wrap of the hand) out of the region, and
+// unlocks them. Victims of one kind (clean or not) whose pages between are all unmapped form
+// a span: clean ones are dropped, the others move in one UFFDIO_MOVE passing over the holes
+// (one call, where the kernel flushes the TLB once for each run of neighbouring pages in it).
+// How many left the region.
+uint32_t Evictor::take_out(uint32_t n, const uint32_t* pages, PageState* states) {
   uint32_t i = 0;
   while (i < n) {
     holes_.clear();
+    const bool clean = states[i].kind == Kind::clean;
     uint32_t j = i + 1;
-    while (j < n && pages[j] > pages[j - 1] && pages[j] - pages[i] < kMaxSpan &&
-           lock_holes(pages[j - 1] + 1, pages[j])) {
+    while (j < n && (states[j].kind == Kind::clean) == clean && pages[j] > pages[j - 1] &&
+           pages[j] - pages[i] < kMaxSpan && lock_holes(pages[j - 1] + 1, pages[j])) {
       ++j;
+    }
+    if (clean && drop_clean_span(pages + i, states + i, j - i)) {
+      for (const Hole& h : holes_) parts_.pages.unlock(h.page, h.state);
+      i = j;
+      continue;
     }
     uint32_t span = pages[j - 1] - pages[i] + 1;
     uint32_t first_slot = 0;
@@ -263,6 +273,20 @@ uint32_t Evictor::move_to_probation(uint32_t n, const uint32_t* pages, PageState
     parts_.pages.unlock(pages[k], states[k]);
   }
   return out;
+}
+
+// Clean victims (write-protected, their copies valid) are dropped, not moved into probation:
+// one MADV_DONTNEED over the span (its holes locked and unmapped) flushes the TLB once, where
+// UFFDIO_MOVE flushes once for each run of neighbouring pages (Linux 6.18 batches only those),
+// and a moved page's slot must be dropped again when it retires. On the AMD EPYC VM a
+// scattered clean victim cost 16-25 us moved (a flush each, under the hypervisor) against
+// 2-5 us dropped (docs/region.md, "Clean pages"). A write to one meanwhile waits for its lock
+// and refaults. False, with nothing done, when the kernel refuses the call.
+bool Evictor::drop_clean_span(const uint32_t* pages, PageState* states, uint32_t n) {
+  const uint32_t span = pages[n - 1] - pages[0] + 1;
+  if (drop_pages(addr(pages[0]), size_t{span} * kPageSize) != 0) return false;
+  for (uint32_t k = 0; k < n; ++k) after_out(pages[k], &states[k], kNoSlot, Out::dropped_clean);
+  return true;
 }
 
 // The victims pages[0..n) within [pages[0], pages[0] + span), to slots from first_slot on (a
@@ -372,7 +396,7 @@ void Evictor::after_out(uint32_t p, PageState* s, uint32_t slot, Out out) {
     parts_.probation.fill(slot, p);
     return;
   }
-  parts_.probation.give_up(slot);
+  if (slot != kNoSlot) parts_.probation.give_up(slot);
   parts_.budget.give(1);
   if (out == Out::dropped_clean) {
     s->kind = Kind::stored;

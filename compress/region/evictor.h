@@ -3,7 +3,9 @@
 // bits (a page's mark is set by a minor fault from probation, or a write to a clean page),
 // moves unmarked victims out of the region into probation slots, and retires the oldest
 // probation pages: compressed into the pool, or only dropped when their copy is still valid.
-// Faults never compress and never wait for it unless they reach the hard limit.
+// A clean victim (installed by a read, its copy valid) skips probation: it is only dropped,
+// a span of them in one call. Faults never compress and never wait for it unless they reach
+// the hard limit.
 //
 // Taking a page out of the region is UFFDIO_MOVE where the kernel has it (6.8): one call
 // moves a run of pages, atomically with any thread writing them (a write before the move goes
@@ -66,12 +68,14 @@ class Evictor {
 
  private:
   enum class Out { moved, dropped_clean, gone, kept };
+  static constexpr uint32_t kNoSlot = UINT32_MAX;  // a victim dropped without a slot
 
   void main(std::function<void(pid_t)> keeper_start);
   bool run_batch();
   bool work_needed() const;
   uint32_t pick_victims(uint32_t n, uint32_t* pages, PageState* states);
-  uint32_t move_to_probation(uint32_t n, const uint32_t* pages, PageState* states);
+  uint32_t take_out(uint32_t n, const uint32_t* pages, PageState* states);
+  bool drop_clean_span(const uint32_t* pages, PageState* states, uint32_t n);
   bool lock_holes(uint32_t a, uint32_t b);
   void move_span(const uint32_t* pages, PageState* states, uint32_t n, uint32_t first_slot, uint32_t span);
   Out move_out(uint32_t p, PageState* s, uint32_t slot);

@@ -210,6 +210,23 @@ TEST_F(RegionFixture, FaultAroundInstallsTheNextPagesInOneBatch) {
   EXPECT_LT(after.faults - before.faults, 64u / 2) << "most pages came in ahead of a fault";
 }
 
+// Under pressure a clean victim (read since its eviction: its copy is valid) is only dropped,
+// a span of them in one call: it never enters probation, and it comes back from its copy.
+TEST_F(RegionFixture, CleanVictimsAreDroppedWithoutEnteringProbation) {
+  make(256, 64);
+  for (size_t p = 0; p < 256; ++p) fill_page(at(p), p, 15);
+  ASSERT_EQ(zsm_region_evict(r, base, 256 * kPage), 0);
+  auto before = settled_stats(r);
+  for (size_t p = 0; p < 256; ++p) ASSERT_EQ(page_mismatch(at(p), p, 15), -1);  // reads only
+  auto s = settled_stats(r);
+  EXPECT_EQ(s.probation_bytes, 0u);
+  EXPECT_LE(s.resident_bytes, s.budget_bytes);
+  EXPECT_GE(s.clean_evictions - before.clean_evictions, 256u - 64u);
+  EXPECT_EQ(s.evictions, before.evictions) << "nothing compressed again";
+  for (size_t p = 0; p < 256; ++p) ASSERT_EQ(page_mismatch(at(p), p, 15), -1) << "page " << p;
+  EXPECT_EQ(region_stats(r).probation_faults, before.probation_faults);
+}
+
 // Pressure moves CLOCK's victims to probation (unmapped, decompressed); a touch there is a
 // minor fault, not a refault from the copy. Pages leave probation compressed.
 TEST_F(RegionFixture, ProbationServesRecentVictimsWithoutDecompressing) {
