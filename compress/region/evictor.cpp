@@ -285,7 +285,10 @@ uint32_t Evictor::take_out(uint32_t n, const uint32_t* pages, PageState* states)
 bool Evictor::drop_clean_span(const uint32_t* pages, PageState* states, uint32_t n) {
   const uint32_t span = pages[n - 1] - pages[0] + 1;
   if (drop_pages(addr(pages[0]), size_t{span} * kPageSize) != 0) return false;
-  for (uint32_t k = 0; k < n; ++k) after_out(pages[k], &states[k], kNoSlot, Out::dropped_clean);
+  for (uint32_t k = 0; k < n; ++k) {
+    after_out(pages[k], &states[k], kNoSlot, Out::dropped_clean);
+    parts_.probation.stamp_departure(&states[k]);
+  }
   return true;
 }
 
@@ -400,6 +403,7 @@ void Evictor::after_out(uint32_t p, PageState* s, uint32_t slot, Out out) {
   parts_.budget.give(1);
   if (out == Out::dropped_clean) {
     s->kind = Kind::stored;
+    s->slot = 0;
     s->referenced = true;
     bump(parts_.counters.clean_evictions);
   } else {  // gone: it reads as zeros
@@ -428,6 +432,7 @@ uint32_t Evictor::retire_oldest(uint32_t n, std::byte* work) {
       continue;
     }
     bool ok = retire_page(p, &s, work);
+    if (ok) parts_.probation.stamp_departure(&s);
     parts_.pages.unlock(p, s);
     if (!ok) break;  // the pool is full
     slots[retired++] = oldest[i].slot;
@@ -469,6 +474,7 @@ bool Evictor::retire_page(uint32_t p, PageState* s, std::byte* work) {
   bool clean = s->has_copy();
   if (!clean && !store_or_write_back(p, s, work)) return false;
   s->kind = Kind::stored;
+  s->slot = 0;
   s->referenced = true;  // the write-back hand passes over it once
   bump(clean ? parts_.counters.clean_evictions : parts_.counters.evictions);
   return true;

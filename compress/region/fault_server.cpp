@@ -135,6 +135,12 @@ void FaultServer::install_from_probation(uint32_t p, PageState* s, bool write, b
   mapped_now(p, s, clean ? Kind::clean : Kind::resident, true);
 }
 
+// Whether a page faulted in from its copy comes back marked: always without probation (CLOCK
+// then spares every page once); with it, when the page left memory recently (probation.h).
+bool FaultServer::marked_on_refault(const PageState& s) const {
+  return parts_.probation.target() == 0 || parts_.probation.left_recently(s);
+}
+
 // A major fault: from the copy, writable (the copy freed) or write-protected and clean.
 void FaultServer::install_copy(uint32_t p, PageState* s, bool write, ServeBuffers& b, bool may_allocate) {
   parts_.copies.load(p, *s, parts_.pages.copy_word(p), b.pages, b.file_buf);
@@ -142,7 +148,7 @@ void FaultServer::install_copy(uint32_t p, PageState* s, bool write, ServeBuffer
   bump(parts_.counters.refaults);
   check(parts_.calls.copy(addr(p), b.pages, kPageSize, !write, nullptr), "UFFDIO_COPY");
   if (write) parts_.copies.free(s, &parts_.pages.copy_word(p), may_allocate);
-  mapped_now(p, s, write ? Kind::resident : Kind::clean, parts_.probation.target() == 0);
+  mapped_now(p, s, write ? Kind::resident : Kind::clean, marked_on_refault(*s));
 }
 
 // Locks the stored, unpinned pages [p, p + n) that are free now, stopping at the first that is
@@ -185,7 +191,7 @@ uint32_t FaultServer::install_run(const Fault& f, PageState* s, ServeBuffers& b,
   auto installed = static_cast<uint32_t>(copied / kPageSize);
   check(installed == 0 ? -EEXIST : 0, "UFFDIO_COPY (fault-around) of the faulting page");
   drop(parts_.counters.fault_around, extra + 1 - installed);
-  mapped_now(p, s, Kind::clean, parts_.probation.target() == 0);
+  mapped_now(p, s, Kind::clean, marked_on_refault(*s));
   for (uint32_t i = 0; i < extra; ++i) {
     if (i + 1 < installed) {
       mapped_now(p + 1 + i, &more[i], Kind::clean, false);

@@ -101,6 +101,7 @@ class FaultServer {
   uint32_t install_run(const Fault& f, PageState* s, ServeBuffers& b, uint32_t window);
   uint32_t lock_stored_run(uint32_t p, uint32_t most, PageState* states);
   void mapped_now(uint32_t p, PageState* s, Kind k, bool referenced);
+  bool marked_on_refault(const PageState& s) const;
 
   RegionParts parts_;
   uintptr_t base_;

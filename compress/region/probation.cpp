@@ -109,4 +109,19 @@ void Probation::advance_tail() {
   while (tail_ < head_ && slot_page_[tail_ % capacity_] == kHole) ++tail_;
 }
 
+// Stamps fit the slot field's 31 bits, and wrap: a page stamped 2^31 departures ago may read
+// as recent, which costs it one spared turn of the hand.
+constexpr uint32_t kStampMask = 0x7fffffffu;
+
+void Probation::stamp_departure(PageState* s) {
+  uint32_t n = (departures_.fetch_add(1, std::memory_order_relaxed) + 1) & kStampMask;
+  s->slot = n == 0 ? 1 : n;
+}
+
+bool Probation::left_recently(const PageState& s) const {
+  if (s.slot == 0) return false;
+  uint32_t now = departures_.load(std::memory_order_relaxed) & kStampMask;
+  return ((now - s.slot) & kStampMask) < window_.load(std::memory_order_relaxed);
+}
+
 }  // namespace zsm::region

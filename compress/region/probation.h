@@ -10,9 +10,17 @@
 // of its slot, leaving a hole that the tail passes over. A slot costs memory only while a page
 // is in it.
 //
-// Who calls: the evictor reserves, fills, retires and releases slots; a fault server vacates
-// the slot of the page whose lock it holds. The ring's indices take a spin lock, held for a
-// few instructions (a SIGBUS handler may take it).
+// A clean victim skips the ring (evictor.h): it is only dropped. What a touch in probation
+// would have said of it, a fault from its copy soon after says: each page that leaves memory
+// by the evictor's hand (a clean victim dropped, a probation page retired) is stamped with
+// how many left before it, and a fault within `refault window` departures of its page's (the
+// refault distance the kernel's workingset shadow entries measure) brings the page back
+// marked. The stamp lives in the page's slot field, which only a probation page uses
+// otherwise; 0 is no stamp (a page the program evicted with a range call).
+//
+// Who calls: the evictor reserves, fills, retires and releases slots, and stamps departures;
+// a fault server vacates the slot of the page whose lock it holds, and reads stamps. The
+// ring's indices take a spin lock, held for a few instructions (a SIGBUS handler may take it).
 #pragma once
 
 #include <atomic>
@@ -22,6 +30,7 @@
 
 #include "counters.h"
 #include "futex.h"
+#include "page_table.h"
 
 namespace zsm::region {
 
@@ -48,6 +57,12 @@ class Probation {
   uint32_t count() const { return static_cast<uint32_t>(get(counters_.probation)); }
   uint32_t target() const { return target_.load(std::memory_order_relaxed); }
   void set_target(uint32_t pages);
+
+  // The refault window, in departures; the evictor stamps a departing page (with its lock);
+  // a fault (with the page's lock) asks whether its page left within the window.
+  void set_refault_window(uint32_t departures) { window_.store(departures, std::memory_order_relaxed); }
+  void stamp_departure(PageState* s);
+  bool left_recently(const PageState& s) const;
 
   // Evictor: up to n consecutive slots at the head (fewer where the ring wraps or is full);
   // the first in *first. Each is then filled (a page moved in) or given up (a hole).
@@ -83,6 +98,7 @@ class Probation {
   uintptr_t base_ = 0;
   uint32_t capacity_ = 0;
   std::atomic<uint32_t> target_{0};
+  std::atomic<uint32_t> window_{0}, departures_{0};
   SpinLock lock_;
   uint64_t head_ = 0, tail_ = 0;  // slots [tail, head) are in use (a page, reserved, or a hole)
   uint32_t* slot_page_ = nullptr;  // per slot

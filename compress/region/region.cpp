@@ -46,8 +46,13 @@ std::unique_ptr<Region> Region::create(const Settings& s, int* err, std::string*
   return r;
 }
 
-uint32_t Region::probation_target(uint32_t budget_pages) const {
-  return settings_.probation_divisor == 0 ? 0 : budget_pages / settings_.probation_divisor;
+// The budget in pages, and what follows from it: the watermarks, probation's size, and the
+// refault window (half the budget: the policy simulator's best of budget/8, /4 and /2,
+// docs/region.md "Clean pages").
+void Region::apply_budget(uint32_t budget_pages) {
+  budget_.configure(budget_pages, settings_.fault_around);
+  probation_.set_target(settings_.probation_divisor == 0 ? 0 : budget_pages / settings_.probation_divisor);
+  probation_.set_refault_window(budget_pages / 2);
 }
 
 int Region::init(std::string* why) {
@@ -66,8 +71,7 @@ int Region::init(std::string* why) {
   uint32_t most = settings_.probation_divisor == 0 ? 0 : npages_ / settings_.probation_divisor;
   uint32_t capacity = 8 * std::max(most, 64u) + 1024;
   if (int rc = probation_.init(capacity, why); rc != 0) return rc;
-  budget_.configure(settings_.budget_pages, settings_.fault_around);
-  probation_.set_target(probation_target(settings_.budget_pages));
+  apply_budget(settings_.budget_pages);
   if (settings_.budget_all) {
     total_budget_ = uint64_t{settings_.budget_pages} * kPageSize;
     retune_budget();
@@ -186,8 +190,7 @@ void Region::retune_budget() {
   uint64_t left = total_budget_ > others + floor ? total_budget_ - others : floor;
   auto pages = static_cast<uint32_t>(std::max<uint64_t>(left / kPageSize, 16));
   if (pages == budget_.limit()) return;
-  budget_.configure(pages, settings_.fault_around);
-  probation_.set_target(probation_target(pages));
+  apply_budget(pages);
 }
 
 Region::~Region() {
@@ -324,8 +327,7 @@ int Region::set_budget(uint32_t pages) {
     total_budget_ = uint64_t{pages} * kPageSize;
     retune_budget();
   } else {
-    budget_.configure(pages, settings_.fault_around);
-    probation_.set_target(probation_target(pages));
+    apply_budget(pages);
   }
   evictor_wake_.notify();
   evictor_->wait_until_within_budget();

@@ -96,7 +96,7 @@ class Region {
   void reprotect_clean_pages();
   void discard_page(uint32_t p, PageState* s);
   uintptr_t addr(uint32_t p) const { return base_ + uintptr_t{p} * kPageSize; }
-  uint32_t probation_target(uint32_t budget_pages) const;
+  void apply_budget(uint32_t budget_pages);
 
   // What a range call holds: every signal blocked (a handler touching the page whose lock
   // this thread holds would wait for itself) and the fork gate.

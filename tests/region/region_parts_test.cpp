@@ -259,6 +259,22 @@ TEST_F(ProbationRing, ARunOfSlotsToDropNeverCrossesTheRingsFreeSlots) {
   EXPECT_FALSE(ring.only_holes_between(0, 7));
 }
 
+// A page that left memory fewer than `window` departures ago is recent; one evicted by a
+// range call (no stamp) never is.
+TEST_F(ProbationRing, APageThatLeftWithinTheRefaultWindowIsRecent) {
+  ring.set_refault_window(4);
+  PageState first, unstamped;
+  ring.stamp_departure(&first);
+  EXPECT_TRUE(ring.left_recently(first));
+  EXPECT_FALSE(ring.left_recently(unstamped));
+  PageState others[4];
+  for (int i = 0; i < 3; ++i) ring.stamp_departure(&others[i]);
+  EXPECT_TRUE(ring.left_recently(first)) << "3 departures since";
+  ring.stamp_departure(&others[3]);
+  EXPECT_FALSE(ring.left_recently(first)) << "4 departures since";
+  EXPECT_TRUE(ring.left_recently(others[3]));
+}
+
 TEST(FaultAroundStreams, EachThreadsSequentialStreamGrowsItsWindowUnspoiltByAnother) {
   Streams st;
   EXPECT_EQ(st.window(1, 100, 64), 1u);  // no stream yet

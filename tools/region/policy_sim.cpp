@@ -13,6 +13,9 @@
 //                fault (no decompression) that marks the page and maps it again; a page that
 //                leaves probation untouched is compressed (the next touch: a major fault).
 //                P = budget / D, D from --probation (default 8).
+//   clock-refault CLOCK over all the budget's pages; a victim is dropped at once, and a fault
+//                on a page dropped fewer than budget / 2 victims ago maps it marked (the
+//                refault distance): what the region does with clean victims.
 // Faults are major (decompress) or minor (from probation); LRU, FIFO and CLOCK have only major.
 //   zsm_region_policy_sim [--budget PAGES] [--accesses N] [--seed S] [--probation D]
 #include <algorithm>
@@ -184,6 +187,33 @@ class ClockProbation {
   uint32_t probation_live_ = 0;
 };
 
+// CLOCK over all the budget's pages, no probation: a victim is dropped at once, and the
+// number of victims taken so far is noted for it. A fault on a page dropped fewer than B/2
+// victims ago (the refault distance, as the kernel's workingset shadow entries measure it)
+// maps it marked, where probation would have served it as a minor fault: the same knowledge,
+// for a major fault and no pages of the budget set aside.
+class ClockRefault {
+ public:
+  ClockRefault(uint32_t pages, uint32_t budget)
+      : window_(std::max(budget / 2, 1u)), clock_(budget), slot_of_(pages, kNone),
+        dropped_at_(pages) {}
+  void access(uint32_t p) {
+    if (slot_of_[p] != kNone) return;  // mapped: invisible
+    ++faults.major;
+    bool recent = dropped_at_[p] != 0 && victims_ - dropped_at_[p] < window_;
+    uint32_t victim = clock_.insert(p, recent, slot_of_);
+    if (victim != kNone) dropped_at_[victim] = ++victims_;
+  }
+  Faults faults;
+
+ private:
+  uint64_t window_;
+  Clock clock_;
+  std::vector<uint32_t> slot_of_;
+  std::vector<uint64_t> dropped_at_;
+  uint64_t victims_ = 0;
+};
+
 struct Trace {
   std::string name;
   uint32_t pages;
@@ -261,17 +291,17 @@ int main(int argc, char** argv) {
   auto b = static_cast<uint32_t>(budget);
   std::printf("budget %u pages, probation budget/%u, %llu accesses a trace; faults (major + "
               "minor), and as x LRU's\n", b, ClockProbation::divisor, static_cast<unsigned long long>(n));
-  std::printf("| trace | LRU (oracle) | FIFO | CLOCK, marks on faults | CLOCK + probation (major + minor) |\n");
-  std::printf("|---|---:|---:|---:|---:|\n");
+  std::printf("| trace | LRU (oracle) | FIFO | CLOCK, marks on faults | CLOCK + probation (major + minor) | CLOCK, marks on near refaults |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|\n");
   for (const Trace& t : traces(b, n, seed)) {
     Faults lru = run<Lru>(t, b), fifo = run<Fifo>(t, b), clock = run<ClockOnFaults>(t, b);
-    Faults prob = run<ClockProbation>(t, b);
+    Faults prob = run<ClockProbation>(t, b), refault = run<ClockRefault>(t, b);
     double base = lru.major ? static_cast<double>(lru.major) : 1.0;
-    std::printf("| %s | %llu | %llu (%.2fx) | %llu (%.2fx) | %llu + %llu (%.2fx major, %.2fx all) |\n",
+    std::printf("| %s | %llu | %llu (%.2fx) | %llu (%.2fx) | %llu + %llu (%.2fx major, %.2fx all) | %llu (%.2fx) |\n",
                 t.name.c_str(), (unsigned long long)lru.major, (unsigned long long)fifo.major,
                 fifo.major / base, (unsigned long long)clock.major, clock.major / base,
                 (unsigned long long)prob.major, (unsigned long long)prob.minor, prob.major / base,
-                (prob.major + prob.minor) / base);
+                (prob.major + prob.minor) / base, (unsigned long long)refault.major, refault.major / base);
   }
   return 0;
 }
