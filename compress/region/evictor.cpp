@@ -143,9 +143,9 @@ bool Evictor::work_needed() const {
   return parts_.budget.used() > parts_.budget.high_watermark() || pool_near_budget();
 }
 
-// One batch: victims into probation (refilling it to its size), the oldest there retired as
-// far as the budget needs, the pool's copies to the file when it nears its budget. Whether
-// anything was freed or moved.
+// One batch: victims out of the region (dirty ones into probation, refilling it to its size;
+// clean ones dropped), the oldest in probation retired as far as the budget still needs, the
+// pool's copies to the file when it nears its budget. Whether anything was freed or moved.
 bool Evictor::run_batch() {
   bool progress = drain_stale();
   if (pool_near_budget()) progress |= write_back_batch(work_.data());
@@ -162,7 +162,7 @@ bool Evictor::run_batch() {
     uint32_t refill = size > count ? size - count : 0;
     uint32_t pages[kBatch];
     PageState states[kBatch];
-    uint32_t n = pick_victims(std::min(kBatch, need + refill), pages, states);
+    uint32_t n = pick_victims(std::min(kBatch, need + refill), need, pages, states);
     progress |= take_out(n, pages, states) > 0;
   }
   // Clean victims gave their budget back as they were dropped: a batch retires only while
@@ -173,13 +173,15 @@ bool Evictor::run_batch() {
   return progress;
 }
 
-// Up to n victims, locked: mapped, unpinned, unmarked pages in CLOCK's order. A marked page
-// loses its mark and is passed over. At most two turns of the hand.
-uint32_t Evictor::pick_victims(uint32_t n, uint32_t* pages, PageState* states) {
-  uint32_t found = 0;
+// Up to n victims, locked: mapped, unpinned, unmarked pages in CLOCK's order, stopping at the
+// most_clean-th clean one (victims past the batch's need refill probation, and a clean victim
+// would only be dropped). A marked page loses its mark and is passed over. At most two turns
+// of the hand.
+uint32_t Evictor::pick_victims(uint32_t n, uint32_t most_clean, uint32_t* pages, PageState* states) {
+  uint32_t found = 0, clean = 0;
   int wraps = 0;
   uint64_t t0 = now_ns();
-  while (found < n && wraps < 2) {
+  while (found < n && clean < most_clean && wraps < 2) {
     uint32_t p = hand_ < npages_ ? parts_.pages.next_mapped(hand_, npages_ - hand_) : kNoPage;
     if (p == kNoPage) {  // a whole turn: its scanning time is published
       uint64_t t = now_ns();
@@ -205,6 +207,7 @@ uint32_t Evictor::pick_victims(uint32_t n, uint32_t* pages, PageState* states) {
     pages[found] = p;
     states[found] = s;
     ++found;
+    clean += s.kind == Kind::clean;
   }
   sweep_ns_ += now_ns() - t0;
   return found;
@@ -244,7 +247,8 @@ uint32_t Evictor::take_out(uint32_t n, const uint32_t* pages, PageState* states)
            pages[j] - pages[i] < kMaxSpan && lock_holes(pages[j - 1] + 1, pages[j])) {
       ++j;
     }
-    if (clean && drop_clean_span(pages + i, states + i, j - i)) {
+    if (clean) {
+      drop_clean_span(pages + i, states + i, j - i);
       for (const Hole& h : holes_) parts_.pages.unlock(h.page, h.state);
       i = j;
       continue;
@@ -281,15 +285,26 @@ uint32_t Evictor::take_out(uint32_t n, const uint32_t* pages, PageState* states)
 // and a moved page's slot must be dropped again when it retires. On the AMD EPYC VM a
 // scattered clean victim cost 16-25 us moved (a flush each, under the hypervisor) against
 // 2-5 us dropped (docs/region.md, "Clean pages"). A write to one meanwhile waits for its lock
-// and refaults. False, with nothing done, when the kernel refuses the call.
-bool Evictor::drop_clean_span(const uint32_t* pages, PageState* states, uint32_t n) {
+// and refaults. A span the kernel refuses as a whole (the program unmapped or locked part of
+// it, against the contract: the call drops what comes before and fails) is dropped again a
+// page at a time: a victim no longer mapped is gone, as a move would have found it; one the
+// kernel will not drop stays.
+void Evictor::drop_clean_span(const uint32_t* pages, PageState* states, uint32_t n) {
   const uint32_t span = pages[n - 1] - pages[0] + 1;
-  if (drop_pages(addr(pages[0]), size_t{span} * kPageSize) != 0) return false;
+  const bool whole = drop_pages(addr(pages[0]), size_t{span} * kPageSize) == 0;
   for (uint32_t k = 0; k < n; ++k) {
-    after_out(pages[k], &states[k], kNoSlot, Out::dropped_clean);
-    parts_.probation.stamp_departure(&states[k]);
+    Out out = whole ? Out::dropped_clean : drop_clean_page(pages[k]);
+    after_out(pages[k], &states[k], kNoSlot, out);
+    if (out == Out::dropped_clean) parts_.probation.stamp_departure(&states[k]);
   }
-  return true;
+}
+
+Evictor::Out Evictor::drop_clean_page(uint32_t p) {
+  int rc = drop_pages(addr(p), kPageSize);
+  if (rc == -ENOMEM) return Out::gone;  // unmapped by the program
+  if (rc == -EINVAL) return Out::kept;  // a mapping of the program's own there
+  check(rc, "madvise(MADV_DONTNEED) of a clean victim");
+  return Out::dropped_clean;
 }
 
 // The victims pages[0..n) within [pages[0], pages[0] + span), to slots from first_slot on (a
@@ -388,7 +403,7 @@ Evictor::Out Evictor::copy_out(uint32_t p, PageState* s, uint32_t slot) {
 // The victim's new state once it is out (or not).
 void Evictor::after_out(uint32_t p, PageState* s, uint32_t slot, Out out) {
   if (out == Out::kept) {
-    parts_.probation.give_up(slot);
+    if (slot != kNoSlot) parts_.probation.give_up(slot);
     return;
   }
   parts_.pages.set_mapped(p, false);

@@ -73,9 +73,10 @@ class Evictor {
   void main(std::function<void(pid_t)> keeper_start);
   bool run_batch();
   bool work_needed() const;
-  uint32_t pick_victims(uint32_t n, uint32_t* pages, PageState* states);
+  uint32_t pick_victims(uint32_t n, uint32_t most_clean, uint32_t* pages, PageState* states);
   uint32_t take_out(uint32_t n, const uint32_t* pages, PageState* states);
-  bool drop_clean_span(const uint32_t* pages, PageState* states, uint32_t n);
+  void drop_clean_span(const uint32_t* pages, PageState* states, uint32_t n);
+  Out drop_clean_page(uint32_t p);
   bool lock_holes(uint32_t a, uint32_t b);
   void move_span(const uint32_t* pages, PageState* states, uint32_t n, uint32_t first_slot, uint32_t span);
   Out move_out(uint32_t p, PageState* s, uint32_t slot);

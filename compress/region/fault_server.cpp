@@ -169,6 +169,7 @@ uint32_t FaultServer::lock_stored_run(uint32_t p, uint32_t most, PageState* stat
 
 // Fault-around: the faulting page and the stored pages after it, clean, in one UFFDIO_COPY.
 // The faulting page's budget is taken; the others' is taken here, as far as there is room.
+// Only the faulting page may come back marked (a refault): the others were not touched.
 uint32_t FaultServer::install_run(const Fault& f, PageState* s, ServeBuffers& b, uint32_t window) {
   const uint32_t p = f.page;
   PageState more[kMaxFaultAround];

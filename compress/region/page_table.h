@@ -41,8 +41,9 @@ inline constexpr uint32_t kMaxPins = (1u << 11) - 1;
 inline constexpr uint32_t kNoPage = UINT32_MAX;
 
 // A page's state, unpacked. comp_len: a pool or file copy's compressed bytes (0 for a whole
-// page on file); slot: the probation slot holding its bytes (kind probation), or when it left
-// memory (kind stored: probation.h's departure stamp, 0 for none).
+// page on file); slot: the probation slot holding its bytes (kind probation), or for a stored
+// page when the evictor took it out of memory (probation.h's departure stamp, 0 for none);
+// for the other kinds a stale value, read by no one.
 struct PageState {
   Kind kind = Kind::empty;
   bool referenced = false;  // CLOCK's mark (for a stored page: the write-back hand's)

@@ -13,10 +13,11 @@
 // A clean victim skips the ring (evictor.h): it is only dropped. What a touch in probation
 // would have said of it, a fault from its copy soon after says: each page that leaves memory
 // by the evictor's hand (a clean victim dropped, a probation page retired) is stamped with
-// how many left before it, and a fault within `refault window` departures of its page's (the
-// refault distance the kernel's workingset shadow entries measure) brings the page back
-// marked. The stamp lives in the page's slot field, which only a probation page uses
-// otherwise; 0 is no stamp (a page the program evicted with a range call).
+// the count of such departures, its own included, and a fault fewer than `refault window`
+// departures later (the refault distance the kernel's workingset shadow entries measure)
+// brings the page back marked. The stamp lives in the page's slot field, which only a
+// probation page uses otherwise; 0 is no stamp (a page taken out otherwise: by a range call,
+// or dropped while the kernel refused to move it).
 //
 // Who calls: the evictor reserves, fills, retires and releases slots, and stamps departures;
 // a fault server vacates the slot of the page whose lock it holds, and reads stamps. The

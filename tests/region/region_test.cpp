@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -225,6 +226,45 @@ TEST_F(RegionFixture, CleanVictimsAreDroppedWithoutEnteringProbation) {
   EXPECT_EQ(s.evictions, before.evictions) << "nothing compressed again";
   for (size_t p = 0; p < 256; ++p) ASSERT_EQ(page_mismatch(at(p), p, 15), -1) << "page " << p;
   EXPECT_EQ(region_stats(r).probation_faults, before.probation_faults);
+}
+
+// A batch takes its need in clean victims (victims past it refill probation, and a clean one
+// would only be dropped): reads past the budget leave it between the high watermark and one
+// batch below. Budget 64 pages: high watermark 60, a batch 4.
+TEST_F(RegionFixture, CleanVictimsAreDroppedOnlyAsFarAsTheBudgetNeeds) {
+  zsm_region_options o{};
+  o.fault_around_pages = 1;
+  make(256, 64, o);
+  for (size_t p = 0; p < 256; ++p) fill_page(at(p), p, 17);
+  ASSERT_EQ(zsm_region_evict(r, base, 256 * kPage), 0);
+  for (size_t p = 0; p < 256; ++p) ASSERT_EQ(page_mismatch(at(p), p, 17), -1);
+  auto s = settled_stats(r);
+  EXPECT_GE(s.resident_bytes, 56u * kPage);
+  EXPECT_LE(s.resident_bytes, 62u * kPage);
+}
+
+// Against the contract, the program unmaps pages inside the region: a drop of clean victims
+// spanning one of them fails there, and the victims around it must keep their bytes.
+TEST_F(RegionFixture, PagesTheProgramUnmapsCostNoOtherPageItsBytes) {
+  zsm_region_options o{};
+  o.fault_around_pages = 1;  // a run would be installed into the unmapped page
+  make(1024, 256, o);
+  for (size_t p = 0; p < 1024; ++p) fill_page(at(p), p, 16);
+  ASSERT_EQ(zsm_region_evict(r, base, 1024 * kPage), 0);
+  auto unmapped = [](size_t p) { return p % 37 == 10; };
+  for (size_t p = 0; p < 1024; ++p) {
+    if (unmapped(p)) {
+      ASSERT_EQ(munmap(at(p), kPage), 0);
+    }
+  }
+  for (int round = 0; round < 3; ++round) {
+    for (size_t p = 0; p < 1024; ++p) {
+      if (!unmapped(p)) {
+        ASSERT_EQ(page_mismatch(at(p), p, 16), -1) << "page " << p << ", round " << round;
+      }
+    }
+  }
+  EXPECT_GT(region_stats(r).clean_evictions, 0u);
 }
 
 // Pressure moves CLOCK's victims to probation (unmapped, decompressed); a touch there is a
