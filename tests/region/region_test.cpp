@@ -40,6 +40,12 @@ struct RegionFixture : ::testing::Test {
     ASSERT_NE(r, nullptr) << zsm_region_last_error();
     base = static_cast<unsigned char*>(zsm_region_base(r));
   }
+  // Every page written with `version`, then evicted: all stored, none resident.
+  void make_stored(size_t pages, size_t budget_pages, uint64_t version, zsm_region_options o = {}) {
+    ASSERT_NO_FATAL_FAILURE(make(pages, budget_pages, o));
+    for (size_t p = 0; p < pages; ++p) fill_page(at(p), p, version);
+    ASSERT_EQ(zsm_region_evict(r, base, pages * kPage), 0);
+  }
   unsigned char* at(size_t p) const { return base + p * kPage; }
   zsm_region* r = nullptr;
   unsigned char* base = nullptr;
@@ -201,9 +207,7 @@ TEST_F(RegionFixture, StatisticsAddUp) {
 TEST_F(RegionFixture, FaultAroundInstallsTheNextPagesInOneBatch) {
   zsm_region_options o{};
   o.fault_around_pages = 8;
-  make(256, 64, o);
-  for (size_t p = 0; p < 256; ++p) fill_page(at(p), p, 8);
-  ASSERT_EQ(zsm_region_evict(r, base, 256 * kPage), 0);
+  make_stored(256, 64, 8, o);
   auto before = region_stats(r);
   for (size_t p = 0; p < 64; ++p) ASSERT_EQ(page_mismatch(at(p), p, 8), -1);
   auto after = region_stats(r);
@@ -214,9 +218,7 @@ TEST_F(RegionFixture, FaultAroundInstallsTheNextPagesInOneBatch) {
 // Under pressure a clean victim (read since its eviction: its copy is valid) is only dropped,
 // a span of them in one call: it never enters probation, and it comes back from its copy.
 TEST_F(RegionFixture, CleanVictimsAreDroppedWithoutEnteringProbation) {
-  make(256, 64);
-  for (size_t p = 0; p < 256; ++p) fill_page(at(p), p, 15);
-  ASSERT_EQ(zsm_region_evict(r, base, 256 * kPage), 0);
+  make_stored(256, 64, 15);
   auto before = settled_stats(r);
   for (size_t p = 0; p < 256; ++p) ASSERT_EQ(page_mismatch(at(p), p, 15), -1);  // reads only
   auto s = settled_stats(r);
@@ -234,9 +236,7 @@ TEST_F(RegionFixture, CleanVictimsAreDroppedWithoutEnteringProbation) {
 TEST_F(RegionFixture, CleanVictimsAreDroppedOnlyAsFarAsTheBudgetNeeds) {
   zsm_region_options o{};
   o.fault_around_pages = 1;
-  make(256, 64, o);
-  for (size_t p = 0; p < 256; ++p) fill_page(at(p), p, 17);
-  ASSERT_EQ(zsm_region_evict(r, base, 256 * kPage), 0);
+  make_stored(256, 64, 17, o);
   for (size_t p = 0; p < 256; ++p) ASSERT_EQ(page_mismatch(at(p), p, 17), -1);
   auto s = settled_stats(r);
   EXPECT_GE(s.resident_bytes, 56u * kPage);
@@ -248,9 +248,7 @@ TEST_F(RegionFixture, CleanVictimsAreDroppedOnlyAsFarAsTheBudgetNeeds) {
 TEST_F(RegionFixture, PagesTheProgramUnmapsCostNoOtherPageItsBytes) {
   zsm_region_options o{};
   o.fault_around_pages = 1;  // a run would be installed into the unmapped page
-  make(1024, 256, o);
-  for (size_t p = 0; p < 1024; ++p) fill_page(at(p), p, 16);
-  ASSERT_EQ(zsm_region_evict(r, base, 1024 * kPage), 0);
+  make_stored(1024, 256, 16, o);
   auto unmapped = [](size_t p) { return p % 37 == 10; };
   for (size_t p = 0; p < 1024; ++p) {
     if (unmapped(p)) {
