@@ -90,9 +90,11 @@ struct zsm_region_options {
 	                               polls for the next fault this long before it sleeps: 0 =
 	                               the default (50), -1 = never spin; at most 10000 */
 	int probation_divisor;      /* budget / this many pages of the budget are a probation stage:
-	                               evicted pages kept decompressed, unmapped, so that a touch
-	                               soon after costs no decompression and tells the policy the
-	                               page is in use. 0 = 8, -1 = none; otherwise 2..1024 */
+	                               evicted dirty pages kept decompressed, unmapped, so that a
+	                               touch soon after costs no decompression and tells the policy
+	                               the page is in use (a clean page is only dropped: its copy
+	                               is valid, and a fault on it soon after marks it instead).
+	                               0 = 8, -1 = none; otherwise 2..1024 */
 };
 
 /* Serve user-mode faults only (UFFD_USER_MODE_ONLY), as an unprivileged process gets: a
