@@ -283,8 +283,9 @@ uint32_t Evictor::take_out(uint32_t n, const uint32_t* pages, PageState* states)
 // one MADV_DONTNEED over the span (its holes locked and unmapped) flushes the TLB once, where
 // UFFDIO_MOVE flushes once for each run of neighbouring pages (Linux 6.18 batches only those),
 // and a moved page's slot must be dropped again when it retires. On the AMD EPYC VM a
-// scattered clean victim cost 16-25 us moved (a flush each, under the hypervisor) against
-// 2-5 us dropped (docs/region.md, "Clean pages"). A write to one meanwhile waits for its lock
+// scattered clean victim cost 16-30 us inside UFFDIO_MOVE (a flush each, under the
+// hypervisor); dropped, 3-5 us of the evictor's whole time a page (docs/region.md, "Clean
+// pages"). A write to one meanwhile waits for its lock
 // and refaults. A span the kernel refuses as a whole (the program unmapped or locked part of
 // it, against the contract: the call drops what comes before and fails) is dropped again a
 // page at a time: a victim no longer mapped is gone, as a move would have found it; one the
