@@ -525,8 +525,10 @@ bool Evictor::retire_now(uint32_t p, PageState* s, std::byte* work) {
   return true;
 }
 
+// The evictor's own wake condition, not its stopping point: between the two it sleeps, and a
+// caller waiting for the stopping point would wait for nothing (100 s, once).
 void Evictor::wait_until_within_budget() {
-  for (int i = 0; i < 100000 && parts_.budget.used() > parts_.budget.high_watermark(); ++i) {
+  for (int i = 0; i < 100000 && parts_.budget.below_low_watermark(); ++i) {
     uint32_t seen = parts_.budget.room_seq();
     if (parts_.budget.stalled()) return;
     parts_.evictor_wake.notify();

@@ -54,7 +54,8 @@ class Evictor {
   static size_t work_bytes(const CopyStore& copies);
   bool evict_now(uint32_t p, PageState* s, std::byte* work);
   bool retire_now(uint32_t p, PageState* s, std::byte* work);
-  // The caller waits until used <= the high watermark, or the evictor is stalled.
+  // The caller waits until the evictor would sleep (used short of its wake point, within
+  // the budget), or the evictor is stalled.
   void wait_until_within_budget();
   // Run before each batch (the budget that counts everything retunes itself there).
   void set_before_batch(std::function<void()> f) { before_batch_ = std::move(f); }

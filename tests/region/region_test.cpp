@@ -2,6 +2,7 @@
 // incompressible pages, the range calls, clean re-eviction, statistics, bad input, fork, the
 // user-mode-only edge and the message when userfaultfd is refused.
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <random>
@@ -317,6 +318,22 @@ TEST_F(RegionFixture, ShrinkingTheBudgetEvictsAndKeepsContents) {
   for (size_t p = 0; p < 256; ++p) ASSERT_EQ(page_mismatch(at(p), p, 16), -1);
   ASSERT_EQ(zsm_region_set_budget(r, 1024 * kPage), 0);
   EXPECT_EQ(region_stats(r).budget_bytes, 512u * kPage) << "at most the region";
+}
+
+// Resident memory between the evictor's stopping point and its wake point is within the budget:
+// the evictor sleeps there, and setting the budget it has must not wait for it (it waited 100 s).
+TEST_F(RegionFixture, SettingTheBudgetReturnsWhereverResidentMemoryStands) {
+  zsm_region_options o{};
+  o.fault_around_pages = 1;
+  make(256, 64, o);
+  for (size_t p = 0; p < 96; ++p) {
+    fill_page(at(p), p, 17);
+    auto start = std::chrono::steady_clock::now();
+    ASSERT_EQ(zsm_region_set_budget(r, 64 * kPage), 0);
+    ASSERT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << "a hang at page " << p;
+    EXPECT_LE(region_stats(r).resident_bytes, 64u * kPage);
+  }
+  for (size_t p = 0; p < 96; ++p) ASSERT_EQ(page_mismatch(at(p), p, 17), -1);
 }
 
 TEST(RegionBadInput, NullAndOutOfRangeAreEinvalAndChangeNothing) {
