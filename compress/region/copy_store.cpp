@@ -102,8 +102,8 @@ bool CopyStore::store(const std::byte* page, PageState* st, uint64_t* word, std:
   if (same_filled(src, &w)) {
     st->copy = CopyKind::same;
     *word = w;
+    bump(counters_.stored);  // before its kind, and dropped after it: stats reads the kinds first
     bump(counters_.same);
-    bump(counters_.stored);
     return true;
   }
   auto len = codec_->compress({src, kPageSize}, {work, work_bytes_ - kPageSize});
@@ -114,9 +114,9 @@ bool CopyStore::store(const std::byte* page, PageState* st, uint64_t* word, std:
   st->copy = whole ? CopyKind::whole : CopyKind::pool;
   st->comp_len = static_cast<uint16_t>(whole ? 0 : n);
   *word = handle;
+  bump(counters_.stored);
   bump(counters_.compr_bytes, n);
   if (whole) bump(counters_.whole);
-  bump(counters_.stored);
   return true;
 }
 

@@ -94,12 +94,14 @@ void Evictor::stop() {
   parts_.evictor_wake.notify();
   thread_.join();
   tid_.store(0);
+  asleep_.store(false);
 }
 
 void Evictor::forget_in_child() {
   thread_.forget();
   tid_.store(0);
   stopping_.store(false);
+  asleep_.store(false);
 }
 
 void Evictor::main(std::function<void(pid_t)> keeper_start) {
@@ -117,7 +119,9 @@ void Evictor::main(std::function<void(pid_t)> keeper_start) {
     if (before_batch_) before_batch_();
     if (!parts_.budget.below_low_watermark() && !pool_near_budget()) {
       parts_.budget.set_stalled(false);
+      asleep_.store(true, std::memory_order_release);
       parts_.evictor_wake.wait(seen);
+      asleep_.store(false, std::memory_order_relaxed);
       continue;
     }
     while (work_needed() && !stopping_.load(std::memory_order_relaxed)) {
@@ -136,6 +140,11 @@ void Evictor::main(std::function<void(pid_t)> keeper_start) {
       }
     }
   }
+}
+
+// Asleep, and nothing that would wake it: a fault since it fell asleep would have.
+bool Evictor::idle() const {
+  return asleep_.load(std::memory_order_acquire) && !parts_.budget.below_low_watermark() && !pool_near_budget();
 }
 
 // Whether there is anything to do: pages past the high watermark, or the pool near its budget.

@@ -57,6 +57,9 @@ class Evictor {
   // The caller waits until the evictor would sleep (used short of its wake point, within
   // the budget), or the evictor is stalled.
   void wait_until_within_budget();
+  // Whether the evictor sleeps with nothing owed: what the statistics say stands still then,
+  // until the program touches memory or changes the budget.
+  bool idle() const;
   // Run before each batch (the budget that counts everything retunes itself there).
   void set_before_batch(std::function<void()> f) { before_batch_ = std::move(f); }
   // In a child of fork(): the parent's thread is not here; its handle is forgotten.
@@ -111,6 +114,7 @@ class Evictor {
   RegionThread thread_;
   std::atomic<pid_t> tid_{0};
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> asleep_{false};  // in its wait for work, every batch done
   uintptr_t unlock_base_ = 0;
   size_t unlock_size_ = 0;
   std::function<void()> before_batch_;

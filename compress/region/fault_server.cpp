@@ -96,18 +96,20 @@ void FaultServer::serve_mapped(const Fault& f, PageState* s, bool in_signal) {
   s->kind = Kind::resident;
 }
 
+// The page's state once it is mapped; the caller counted it resident.
 void FaultServer::mapped_now(uint32_t p, PageState* s, Kind k, bool referenced) {
   s->kind = k;
   s->referenced = referenced;
   parts_.pages.set_mapped(p, true);
-  bump(parts_.counters.resident);
 }
 
-// Counters are bumped before the call that wakes the faulting thread, so that what it reads
-// next includes its own fault.
+// Counters are bumped, and a write's copy freed, before the call that wakes the faulting
+// thread, so that what it reads next includes its own fault (a probation slot's count only
+// drops after: its bytes are the copy's source).
 void FaultServer::install_zero(uint32_t p, PageState* s, bool write) {
   bump(parts_.counters.faults);
   bump(parts_.counters.zero_faults);
+  bump(parts_.counters.resident);
   int rc = write ? parts_.calls.copy(addr(p), kZeros, kPageSize, false, nullptr)
                  : parts_.calls.zeropage(addr(p), kPageSize);
   check(rc, "installing a zero page");
@@ -124,6 +126,8 @@ void FaultServer::install_from_probation(uint32_t p, PageState* s, bool write, b
   const bool clean = s->has_copy() && !write;
   bump(parts_.counters.faults);
   bump(parts_.counters.probation_faults);
+  bump(parts_.counters.resident);
+  if (!clean) parts_.copies.free(s, &parts_.pages.copy_word(p), may_allocate);
   check(parts_.calls.copy(addr(p), parts_.probation.slot_bytes(slot), kPageSize, clean, nullptr),
         "UFFDIO_COPY (probation)");
   if (!parts_.probation.vacate_stale(slot)) {  // no room to defer it: dropped now
@@ -131,7 +135,6 @@ void FaultServer::install_from_probation(uint32_t p, PageState* s, bool write, b
     parts_.probation.vacate(slot);
     parts_.budget.give(1);
   }
-  if (!clean) parts_.copies.free(s, &parts_.pages.copy_word(p), may_allocate);
   mapped_now(p, s, clean ? Kind::clean : Kind::resident, true);
 }
 
@@ -146,8 +149,9 @@ void FaultServer::install_copy(uint32_t p, PageState* s, bool write, ServeBuffer
   parts_.copies.load(p, *s, parts_.pages.copy_word(p), b.pages, b.file_buf);
   bump(parts_.counters.faults);
   bump(parts_.counters.refaults);
-  check(parts_.calls.copy(addr(p), b.pages, kPageSize, !write, nullptr), "UFFDIO_COPY");
+  bump(parts_.counters.resident);
   if (write) parts_.copies.free(s, &parts_.pages.copy_word(p), may_allocate);
+  check(parts_.calls.copy(addr(p), b.pages, kPageSize, !write, nullptr), "UFFDIO_COPY");
   mapped_now(p, s, write ? Kind::resident : Kind::clean, marked_on_refault(*s));
 }
 
@@ -187,11 +191,13 @@ uint32_t FaultServer::install_run(const Fault& f, PageState* s, ServeBuffers& b,
   bump(parts_.counters.faults);
   bump(parts_.counters.refaults);
   bump(parts_.counters.fault_around, extra);
+  bump(parts_.counters.resident, 1 + extra);
   int rc = parts_.calls.copy(addr(p), b.pages, (1 + extra) * kPageSize, true, &copied);
   if (rc != -EEXIST) check(rc, "UFFDIO_COPY (fault-around)");
   auto installed = static_cast<uint32_t>(copied / kPageSize);
   check(installed == 0 ? -EEXIST : 0, "UFFDIO_COPY (fault-around) of the faulting page");
   drop(parts_.counters.fault_around, extra + 1 - installed);
+  drop(parts_.counters.resident, extra + 1 - installed);
   mapped_now(p, s, Kind::clean, marked_on_refault(*s));
   for (uint32_t i = 0; i < extra; ++i) {
     if (i + 1 < installed) {

@@ -336,15 +336,16 @@ int Region::set_budget(uint32_t pages) {
 
 void Region::stats(struct zsm_region_stats* out) const {
   *out = {};
+  out->evictor_idle = evictor_->idle() ? 1 : 0;  // first: the counters below include its batches
   out->size_bytes = settings_.size;
   out->budget_bytes = settings_.budget_all ? total_budget_ : uint64_t{budget_.limit()} * kPageSize;
   out->resident_bytes = get(counters_.resident) * kPageSize;
+  out->same_pages = get(counters_.same);  // the kinds before the whole, as a store counts them
+  out->huge_pages = get(counters_.whole);
   out->stored_pages = get(counters_.stored);
   out->orig_data_size = out->stored_pages * kPageSize;
   out->compr_data_size = get(counters_.compr_bytes);
   out->mem_used_total = copies_.pool_bytes();
-  out->same_pages = get(counters_.same);
-  out->huge_pages = get(counters_.whole);
   out->faults = get(counters_.faults);
   out->zero_faults = get(counters_.zero_faults);
   out->fault_around_pages = get(counters_.fault_around);

@@ -124,8 +124,9 @@ TEST_F(RegionFixture, IncompressiblePagesAreKeptWhole) {
   EXPECT_EQ(std::memcmp(base, want.data(), 64 * kPage), 0);
 }
 
+// At a budget the pages never press on: the evictor never runs, and only the calls move pages.
 TEST_F(RegionFixture, EvictKeepsContentsAndPrefetchAvoidsFaults) {
-  make(64, 32);
+  make(64, 64);
   for (size_t p = 0; p < 32; ++p) fill_page(at(p), p, 2);
   ASSERT_EQ(zsm_region_evict(r, at(0), 32 * kPage), 0);
   EXPECT_EQ(region_stats(r).resident_bytes, 0u);
@@ -207,6 +208,50 @@ TEST_F(RegionFixture, StatisticsAddUp) {
   EXPECT_EQ(s.written_back, 0u);
   EXPECT_EQ(s.io_pinned_skips, 0u);
   EXPECT_EQ(s.pages_move, s.pages_move == 1 ? 1u : 0u);
+}
+
+// Counters a fault changes are counted before the faulting thread runs again: resident and
+// faults as it installs, stored as a write frees the copy.
+TEST_F(RegionFixture, AThreadsOwnFaultsAreCountedWhenItRunsAgain) {
+  zsm_region_options o{};
+  o.fault_around_pages = 1;
+  for (int round = 0; round < 20; ++round) {  // a new region's first faults showed the lag most
+    zsm_region_destroy(r);
+    make(64, 64, o);  // the evictor never runs: every change below is this thread's
+    for (size_t p = 0; p < 32; ++p) {
+      fill_page(at(p), p, 18);
+      auto s = region_stats(r);
+      ASSERT_EQ(s.resident_bytes, (p + 1) * kPage) << "round " << round << ", page " << p;
+      ASSERT_EQ(s.faults, p + 1);
+    }
+  }
+  ASSERT_EQ(zsm_region_evict(r, base, 32 * kPage), 0);
+  for (size_t p = 0; p < 32; ++p) {
+    fill_page(at(p), p, 19);  // a write fault: the copy is freed
+    auto s = region_stats(r);
+    ASSERT_EQ(s.resident_bytes, (p + 1) * kPage) << "page " << p;
+    ASSERT_EQ(s.stored_pages, 31 - p) << "page " << p;
+  }
+  for (size_t p = 0; p < 32; ++p) ASSERT_EQ(page_mismatch(at(p), p, 19), -1);
+}
+
+// Once the evictor sleeps with nothing owed, the counters stand still.
+TEST_F(RegionFixture, AnIdleEvictorsCountersStandStill) {
+  make(256, 16);
+  for (size_t p = 0; p < 256; ++p) fill_page(at(p), p, 20);
+  auto s = settled_stats(r);
+  ASSERT_EQ(s.evictor_idle, 1u);
+  EXPECT_LE(s.resident_bytes + s.probation_bytes, s.budget_bytes);
+  usleep(20'000);
+  auto later = region_stats(r);
+  EXPECT_EQ(later.evictor_idle, 1u);
+  EXPECT_EQ(later.evictor_runs, s.evictor_runs);
+  EXPECT_EQ(later.evictions, s.evictions);
+  EXPECT_EQ(later.stored_pages, s.stored_pages);
+  EXPECT_EQ(later.compr_data_size, s.compr_data_size);
+  EXPECT_EQ(later.resident_bytes, s.resident_bytes);
+  EXPECT_EQ(later.probation_bytes, s.probation_bytes);
+  for (size_t p = 0; p < 256; ++p) ASSERT_EQ(page_mismatch(at(p), p, 20), -1);
 }
 
 TEST_F(RegionFixture, FaultAroundInstallsTheNextPagesInOneBatch) {

@@ -127,7 +127,8 @@ struct zsm_region_options {
 
 /*
  * Cumulative statistics, zram's mm_stat in spirit. Read without stopping the region, so
- * counters may lag a fault in progress.
+ * counters may lag a fault or a batch in progress: a thread's own faults are counted by the
+ * time it runs again, and the evictor's batches once evictor_idle reads 1.
  */
 struct zsm_region_stats {
 	uint64_t size_bytes;         /* the region's size */
@@ -170,6 +171,9 @@ struct zsm_region_stats {
 	uint64_t peak_pool_bytes;    /* the pool's most (at the evictor's batches) */
 	uint64_t peak_total_bytes;   /* the most of everything the region costs: decompressed pages,
 	                                the pool and bookkeeping (at the evictor's batches) */
+	uint64_t evictor_idle;       /* 1: the evictor sleeps with nothing owed, its batches all
+	                                counted above; the counters stand still until the program
+	                                touches the region or changes its budget */
 };
 
 /* Create a region of `size` bytes (rounded up to whole pages). NULL + errno on failure. */
