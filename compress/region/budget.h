@@ -39,6 +39,16 @@ class Budget {
     limit_.store(pages, std::memory_order_release);
   }
   uint32_t limit() const { return limit_.load(std::memory_order_acquire); }
+
+  // ZSM_REGION_BUDGET_ALL: `total` bytes bound everything the region costs, and B is what the
+  // pool and the bookkeeping (`others` bytes) leave of it, and at least an eighth of it.
+  void set_total(uint64_t bytes) { total_.store(bytes, std::memory_order_relaxed); }
+  uint64_t total() const { return total_.load(std::memory_order_relaxed); }
+  uint32_t pages_left_by(uint64_t others) const {
+    uint64_t total = this->total(), floor = total / 8;
+    uint64_t left = total > others + floor ? total - others : floor;
+    return static_cast<uint32_t>(std::max<uint64_t>(left / 4096, 16));
+  }
   uint32_t slack() const { return slack_.load(std::memory_order_relaxed); }
   uint64_t used() const { return used_.load(std::memory_order_relaxed); }
 
@@ -57,7 +67,6 @@ class Budget {
     used_.fetch_sub(n, std::memory_order_relaxed);
     return false;
   }
-  void take_anyway(uint32_t n) { used_.fetch_add(n, std::memory_order_relaxed); }
   void give(uint32_t n) { used_.fetch_sub(n, std::memory_order_relaxed); }
 
   // The low watermark: whether the evictor should be running.
@@ -87,6 +96,7 @@ class Budget {
   Counters& counters_;
   std::atomic<uint64_t> used_{0};
   std::atomic<uint32_t> limit_{0}, headroom_{0}, slack_{0};
+  std::atomic<uint64_t> total_{0};
   std::atomic<bool> stalled_{false};
   Event room_;
 };

@@ -49,6 +49,7 @@ void parent() {
 }
 
 void child() {
+  forget_handlers_in_child();
   for (Region* r : regions()) r->fork_child();
   list_mutex().unlock();
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <system_error>
 #include <unistd.h>
 
@@ -19,6 +20,13 @@ uint32_t checksum_of(uint64_t where) { return static_cast<uint32_t>(where); }
 uint32_t checksum(std::span<const std::byte> bytes) {
   return static_cast<uint32_t>(XXH3_64bits(bytes.data(), bytes.size()));
 }
+
+// pread(2) and pwrite(2) as system calls, not libc's functions: those are cancellation points,
+// and a read back may run in a SIGBUS handler holding a page's lock, which a deferred
+// pthread_cancel() acting there would never release. (A preload library may also interpose
+// libc's.) The bytes done, or -1 with errno.
+ssize_t pread_raw(int fd, void* buf, size_t n, off_t at) { return syscall(SYS_pread64, fd, buf, n, at); }
+ssize_t pwrite_raw(int fd, const void* buf, size_t n, off_t at) { return syscall(SYS_pwrite64, fd, buf, n, at); }
 
 // The directory a backing file at `path` lives in: the path itself when it is one.
 std::string directory_of(const std::string& path) {
@@ -74,7 +82,7 @@ std::optional<uint64_t> PageFile::write(std::span<const std::byte> bytes) {
   if (!sector) return std::nullopt;
   std::memcpy(buffer_.data(), bytes.data(), bytes.size());
   std::memset(buffer_.data() + bytes.size(), 0, sectors * kSector - bytes.size());
-  auto n = ::pwrite(file_.fd(), buffer_.data(), sectors * kSector, static_cast<off_t>(*sector * kSector));
+  auto n = pwrite_raw(file_.fd(), buffer_.data(), sectors * kSector, static_cast<off_t>(*sector * kSector));
   if (n != static_cast<ssize_t>(sectors * kSector)) {
     free_extent(*sector, sectors);
     full_ = true;
@@ -85,7 +93,7 @@ std::optional<uint64_t> PageFile::write(std::span<const std::byte> bytes) {
 }
 
 bool PageFile::read_at(int fd, uint64_t where, std::span<std::byte> out) {
-  auto n = ::pread(fd, out.data(), out.size(), static_cast<off_t>(sector_of(where) * kSector));
+  auto n = pread_raw(fd, out.data(), out.size(), static_cast<off_t>(sector_of(where) * kSector));
   return n == static_cast<ssize_t>(out.size()) && checksum(out) == checksum_of(where);
 }
 

@@ -37,6 +37,13 @@ Region::RangeCall::~RangeCall() {
   pthread_sigmask(SIG_SETMASK, &saved_, nullptr);
 }
 
+void Region::RangeCall::wait_for_room(uint32_t seen) {
+  r_.gate_.leave();
+  r_.evictor_wake_.notify();
+  r_.budget_.wait_for_room(seen);
+  r_.gate_.enter();
+}
+
 Region::Region(const Settings& s) : settings_(s) {}
 
 std::unique_ptr<Region> Region::create(const Settings& s, int* err, std::string* why) {
@@ -50,6 +57,7 @@ std::unique_ptr<Region> Region::create(const Settings& s, int* err, std::string*
 // refault window (half the budget: the policy simulator's best of budget/8, /4 and /2,
 // docs/region.md "Clean pages").
 void Region::apply_budget(uint32_t budget_pages) {
+  SpinGuard one_at_a_time(apply_lock_);
   budget_.configure(budget_pages, settings_.fault_around);
   probation_.set_target(settings_.probation_divisor == 0 ? 0 : budget_pages / settings_.probation_divisor);
   probation_.set_refault_window(budget_pages / 2);
@@ -73,7 +81,7 @@ int Region::init(std::string* why) {
   if (int rc = probation_.init(capacity, why); rc != 0) return rc;
   apply_budget(settings_.budget_pages);
   if (settings_.budget_all) {
-    total_budget_ = uint64_t{settings_.budget_pages} * kPageSize;
+    budget_.set_total(uint64_t{settings_.budget_pages} * kPageSize);
     retune_budget();
   }
   void* m = map_unlocked(settings_.size);
@@ -183,14 +191,10 @@ size_t Region::bookkeeping_bytes() const {
 }
 
 // ZSM_REGION_BUDGET_ALL: the decompressed pages get what the pool and the bookkeeping leave of
-// the budget, and at least an eighth of it.
+// the budget (budget.h).
 void Region::retune_budget() {
-  uint64_t others = copies_.pool_bytes() + bookkeeping_bytes();
-  uint64_t floor = total_budget_ / 8;
-  uint64_t left = total_budget_ > others + floor ? total_budget_ - others : floor;
-  auto pages = static_cast<uint32_t>(std::max<uint64_t>(left / kPageSize, 16));
-  if (pages == budget_.limit()) return;
-  apply_budget(pages);
+  uint32_t pages = budget_.pages_left_by(copies_.pool_bytes() + bookkeeping_bytes());
+  if (pages != budget_.limit()) apply_budget(pages);
 }
 
 Region::~Region() {
@@ -292,12 +296,18 @@ int Region::pin(uint32_t first, uint32_t count) {
   {
     RangeCall call(*this);
     for (uint32_t p = first; p < first + count; ++p) {
+      uint32_t seen = budget_.room_seq();
       PageState s = pages_.lock(p);
       if (s.pins == kMaxPins) {
         pages_.unlock(p, s);
         return -EOVERFLOW;
       }
-      if (!s.mapped()) budget_.take_anyway(1);
+      if (!s.mapped() && !budget_.try_take(1)) {  // a pinned page is resident within the budget too
+        pages_.unlock(p, s);
+        call.wait_for_room(seen);
+        --p;
+        continue;
+      }
       // Writable: a syscall may write it, and must meet no fault it could not have served.
       server_->install(p, &s, true, b);
       if (s.pins++ == 0) bump(counters_.pinned);
@@ -324,7 +334,7 @@ int Region::unpin(uint32_t first, uint32_t count) {
 int Region::set_budget(uint32_t pages) {
   if (get(counters_.pinned) > pages / 2) return -EBUSY;
   if (settings_.budget_all) {
-    total_budget_ = uint64_t{pages} * kPageSize;
+    budget_.set_total(uint64_t{pages} * kPageSize);
     retune_budget();
   } else {
     apply_budget(pages);
@@ -338,7 +348,7 @@ void Region::stats(struct zsm_region_stats* out) const {
   *out = {};
   out->evictor_idle = evictor_->idle() ? 1 : 0;  // first: the counters below include its batches
   out->size_bytes = settings_.size;
-  out->budget_bytes = settings_.budget_all ? total_budget_ : uint64_t{budget_.limit()} * kPageSize;
+  out->budget_bytes = settings_.budget_all ? budget_.total() : uint64_t{budget_.limit()} * kPageSize;
   out->resident_bytes = get(counters_.resident) * kPageSize;
   out->same_pages = get(counters_.same);  // the kinds before the whole, as a store counts them
   out->huge_pages = get(counters_.whole);

@@ -106,6 +106,8 @@ class Region {
     ~RangeCall();
     RangeCall(const RangeCall&) = delete;
     RangeCall& operator=(const RangeCall&) = delete;
+    // Outside the gate (holding no page), until the evictor makes room after `seen`.
+    void wait_for_room(uint32_t seen);
 
    private:
     Region& r_;
@@ -116,7 +118,7 @@ class Region {
   pid_t owner_ = 0;
   uintptr_t base_ = 0;
   uint32_t npages_ = 0;
-  uint64_t total_budget_ = 0;  // budget_all: bytes for everything
+  SpinLock apply_lock_;  // apply_budget: the evictor's retune and set_budget, one at a time
 
   Counters counters_;
   PageTable pages_;

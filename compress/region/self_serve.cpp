@@ -149,6 +149,8 @@ void unregister_self_serving(Region* r) {
   while (handlers_running.load(std::memory_order_seq_cst) != 0) sched_yield();
 }
 
+void forget_handlers_in_child() { handlers_running.store(0, std::memory_order_seq_cst); }
+
 int chain_sigbus(const struct sigaction* act, struct sigaction* old) {
   if (!handler_installed.load()) return -EINVAL;
   sigset_t all, saved;

@@ -57,6 +57,9 @@ class SignalBuffers {
 bool register_self_serving(Region* r, std::string* why);
 // After this, no handler can reach r.
 void unregister_self_serving(Region* r);
+// In a child of fork(): only the forking thread is there, and it runs no handler; the count of
+// handlers running copied from the parent (its other threads' faults) is forgotten.
+void forget_handlers_in_child();
 // Whether the calling thread blocks SIGBUS (such a thread cannot be served).
 bool sigbus_blocked_here();
 // zsm_region_sigbus_action(): the disposition SIGBUSes that are not a region's go to.

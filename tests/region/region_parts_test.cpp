@@ -174,9 +174,9 @@ TEST(Budget, TheWatermarksAndTheHardLimitFollowTheBudget) {
   b.configure(1024, 16);  // headroom 1024/32 = 32, slack max(1024/64, 16) + 16 = 32
   EXPECT_EQ(b.limit(), 1024u);
   EXPECT_EQ(b.high_watermark(), 992u);
-  b.take_anyway(1007);
+  EXPECT_TRUE(b.try_take(1007));
   EXPECT_FALSE(b.below_low_watermark());  // the evictor sleeps until B - headroom/2
-  b.take_anyway(1);
+  EXPECT_TRUE(b.try_take(1));
   EXPECT_TRUE(b.below_low_watermark());
   EXPECT_TRUE(b.try_take(1056 - 1008));  // up to B + slack, faults install
   EXPECT_FALSE(b.try_take(1));           // past it, they wait
@@ -186,6 +186,17 @@ TEST(Budget, TheWatermarksAndTheHardLimitFollowTheBudget) {
   EXPECT_EQ(c.over_budget.load(), 2u);
   b.give(1058);
   EXPECT_EQ(b.used(), 0u);
+}
+
+TEST(Budget, WithEverythingCountedTheDecompressedPagesGetWhatIsLeftAndAnEighth) {
+  Counters c;
+  Budget b(c);
+  b.set_total(64 << 20);  // 16,384 pages
+  EXPECT_EQ(b.pages_left_by(0), 16384u);
+  EXPECT_EQ(b.pages_left_by(16 << 20), 12288u);
+  EXPECT_EQ(b.pages_left_by(60 << 20), 2048u) << "never below an eighth of the total";
+  b.set_total(16 * 4096);
+  EXPECT_EQ(b.pages_left_by(1 << 30), 16u) << "nor below the least budget, 16 pages";
 }
 
 TEST(Budget, ASmallBudgetKeepsRoomForAFaultAround) {
