@@ -75,7 +75,11 @@ int CopyStore::init(const CopyStoreOptions& o, std::string* why) {
     *why = std::string("codec: ") + e.what();
     return -EINVAL;
   }
-  pool_ = zs_create_pool_ex("zsm_region", &o.pool);
+  // The pool's budget is the region's to keep (store): past it, copies go to the file, and
+  // the pool itself has no limit, so that it can hold what the file cannot take.
+  zs_pool_config unlimited = o.pool;
+  unlimited.max_pages = 0;
+  pool_ = zs_create_pool_ex("zsm_region", &unlimited);
   if (pool_ == nullptr) {
     *why = std::string("the pool's configuration was refused: ") + std::strerror(errno);
     return -errno;
@@ -96,7 +100,7 @@ int CopyStore::init(const CopyStoreOptions& o, std::string* why) {
   return 0;
 }
 
-bool CopyStore::store(const std::byte* page, PageState* st, uint64_t* word, std::byte* work) {
+bool CopyStore::store(const std::byte* page, PageState* st, uint64_t* word, std::byte* work, bool past_budget) {
   const std::byte* src = stable_bytes(page, work + (work_bytes_ - kPageSize));
   uint64_t w;
   if (same_filled(src, &w)) {
@@ -109,6 +113,7 @@ bool CopyStore::store(const std::byte* page, PageState* st, uint64_t* word, std:
   auto len = codec_->compress({src, kPageSize}, {work, work_bytes_ - kPageSize});
   bool whole = !len || *len >= huge_class_;
   size_t n = whole ? kPageSize : *len;
+  if (!past_budget && pool_budget_ != 0 && pool_bytes() + n > pool_budget_) return false;
   unsigned long handle = zs_store(pool_, whole ? static_cast<const void*>(src) : work, n);
   if (handle == 0) return false;
   st->copy = whole ? CopyKind::whole : CopyKind::pool;
@@ -201,7 +206,7 @@ void CopyStore::end_writeback_batch() {
   zs_compact(pool_);
 }
 
-bool CopyStore::file_full() {
+bool CopyStore::file_full() const {
   SpinGuard g(file_lock_);
   return file_->full();
 }
@@ -221,14 +226,56 @@ size_t CopyStore::largest_zspage_bytes() const {
 }
 
 void CopyStore::prepare_fork() {
-  if (file_) child_file_ = file_->copy_for_child();
+  if (!file_) return;
+  child_copy_ = file_->copy_for_child();
+  if (child_copy_.error != 0) {
+    char line[600];
+    int n = std::snprintf(line, sizeof line,
+                          "zsm region: %s; the child gets the %llu bytes copied, and the copies past them "
+                          "are brought back into the pool\n",
+                          child_copy_.why.c_str(), static_cast<unsigned long long>(child_copy_.bytes));
+    if (n > 0) write_to_program_stderr(line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1));
+  }
 }
 
-void CopyStore::after_fork_in_parent() { child_file_ = detail::OwnedFile(); }
+bool CopyStore::child_lacks(const PageState& st, uint64_t word) const {
+  return st.copy == CopyKind::file && child_copy_.error != 0 &&
+         !PageFile::within(word, st.comp_len == 0 ? kPageSize : st.comp_len, child_copy_.bytes);
+}
 
+// The copy read back from the file and stored in the pool as it was (compressed, or whole),
+// past the pool's budget. False when the pool has no memory for it.
+bool CopyStore::pull_into_pool(uint32_t p, PageState* st, uint64_t* word, std::byte* file_buf, std::byte* page) {
+  bool whole = st->comp_len == 0;
+  size_t n = whole ? kPageSize : st->comp_len;
+  std::byte* bytes = whole ? page : file_buf;
+  load_from_file(p, *st, *word, page, file_buf);  // page: the contents; file_buf: the copy
+  unsigned long handle = zs_store(pool_, bytes, n);
+  if (handle == 0) return false;
+  uint64_t where = *word;
+  {
+    SpinGuard g(file_lock_);
+    file_->release(where, n, true);
+    counters_.file_bytes.store(file_->live_bytes(), std::memory_order_relaxed);
+  }
+  st->copy = whole ? CopyKind::whole : CopyKind::pool;
+  *word = handle;
+  bump(counters_.compr_bytes, n);
+  return true;
+}
+
+void CopyStore::after_fork_in_parent() { child_copy_ = PageFile::ChildCopy(); }
+
+// A child with no copy of the file keeps no file: every copy it holds is in the pool.
 void CopyStore::after_fork_in_child() {
   if (!file_) return;
-  file_->adopt_in_child(std::move(child_file_));
+  if (child_copy_.file.fd() < 0) {
+    file_->adopt_in_child(detail::OwnedFile());
+    file_.reset();
+    file_fd_ = KeptFd();
+    return;
+  }
+  file_->adopt_in_child(std::move(child_copy_.file));
   file_fd_ = KeptFd(file_->fd(), 0);
 }
 

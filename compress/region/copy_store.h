@@ -51,9 +51,11 @@ class CopyStore {
   // A buffer of this many bytes holds a compressed page (store's `work`).
   size_t work_bytes() const { return work_bytes_; }
 
-  // Makes a copy of `page` (4096 bytes) into *st and *word; false when the pool refuses it
-  // (its budget reached). `work`: work_bytes() of the caller's.
-  bool store(const std::byte* page, PageState* st, uint64_t* word, std::byte* work);
+  // Makes a copy of `page` (4096 bytes) into *st and *word; false when the pool is at its
+  // budget (unless `past_budget`: the file cannot take the overflow, and the pool holds it
+  // rather than the page staying decompressed) or out of memory. `work`: work_bytes() of the
+  // caller's.
+  bool store(const std::byte* page, PageState* st, uint64_t* word, std::byte* work, bool past_budget = false);
   // Writes the page's contents from its copy into `out` (a page); `file_buf` a page of the
   // caller's. A copy that cannot be read or decompressed stops the process (page_file.h).
   void load(uint32_t p, const PageState& st, uint64_t word, std::byte* out, std::byte* file_buf);
@@ -66,7 +68,7 @@ class CopyStore {
   bool move_to_file(PageState* st, uint64_t* word, std::byte* buf);
   // After a batch of moves: the file's pages leave the page cache, the pool is compacted.
   void end_writeback_batch();
-  bool file_full();
+  bool file_full() const;
 
   // The pool's bytes now, its budget (0: none), and whether it is within `pages` of it.
   uint64_t pool_bytes() const;
@@ -76,8 +78,13 @@ class CopyStore {
   // The largest zspage, in bytes, of the classes a copy may use (a page at most).
   size_t largest_zspage_bytes() const;
 
-  // fork(): the child's copy of the file, made before the fork; adopted in the child.
+  // fork(): the child's copy of the file, made before the fork; adopted in the child. Where the
+  // file system could not take all of it (or the copy could not be made), the copies it lacks
+  // (child_lacks) are brought back into the pool before the fork (pull_into_pool), for the
+  // parent and the child alike; a child without a copy has no file.
   void prepare_fork();
+  bool child_lacks(const PageState& st, uint64_t word) const;
+  bool pull_into_pool(uint32_t p, PageState* st, uint64_t* word, std::byte* file_buf, std::byte* page);
   void after_fork_in_parent();
   void after_fork_in_child();
   // The file's descriptor, once the keeper holds it too.
@@ -96,8 +103,8 @@ class CopyStore {
   size_t work_bytes_ = 0;
   std::unique_ptr<PageFile> file_;
   KeptFd file_fd_;
-  SpinLock file_lock_;  // the file's space map (write, release, end_batch)
-  detail::OwnedFile child_file_;
+  mutable SpinLock file_lock_;  // the file's space map (write, release, end_batch)
+  PageFile::ChildCopy child_copy_;
 };
 
 }  // namespace zsm::region

@@ -82,6 +82,32 @@ bool make_files_private(std::initializer_list<int> keep) {
   return true;
 }
 
+bool ReservedFds::take(int fd) {
+  for (int& held : fds_) {
+    if (held >= 0) continue;
+    held = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    if (held < 0) return false;
+  }
+  return true;
+}
+
+void ReservedFds::release() {
+  for (int& held : fds_) {
+    if (held >= 0) close_fd(held);
+    held = -1;
+  }
+}
+
+int ReservedFds::numbers(int* fds, int n) const {
+  int count = 0;
+  for (int held : fds_) {
+    if (held < 0) continue;
+    if (count < n) fds[count] = held;
+    ++count;
+  }
+  return count;
+}
+
 int KeptFd::borrow() const {
   int pidfd = static_cast<int>(syscall(SYS_pidfd_open, keeper_, PIDFD_THREAD));
   if (pidfd < 0) stop_process("descriptor", errno);

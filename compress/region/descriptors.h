@@ -38,6 +38,27 @@ bool on_private_files();
 void mark_region_thread();
 void mark_private_files();
 
+// Descriptors held in the program's table for a child of fork(): the child's userfaultfd (and
+// /dev/userfaultfd, which making one may open) needs numbers even when the program has filled
+// its table (RLIMIT_NOFILE), as ordinary memory needs none. Duplicates of a region's
+// descriptor, released in the child just before it opens its own, and taken again after.
+class ReservedFds {
+ public:
+  static constexpr int kCount = 2;
+  ReservedFds() = default;
+  ReservedFds(const ReservedFds&) = delete;
+  ReservedFds& operator=(const ReservedFds&) = delete;
+  ~ReservedFds() { release(); }
+  // Holds kCount duplicates of `fd`; false (errno set) when the table has no room for them.
+  bool take(int fd);
+  void release();
+  // The numbers held, into fds (up to n); how many.
+  int numbers(int* fds, int n) const;
+
+ private:
+  int fds_[kCount] = {-1, -1};
+};
+
 // One of the region's descriptors: its number, which is the same in the program's table and
 // the keeper's, and how to borrow the keeper's.
 class KeptFd {

@@ -505,14 +505,18 @@ bool Evictor::retire_page(uint32_t p, PageState* s, std::byte* work) {
   return true;
 }
 
+// Within the pool's budget, making room in it by writing copies to the file; what the file
+// cannot take (no file, or full) the pool holds past its budget: a page never stays
+// decompressed for want of room (docs/region.md, the backing file). False only when the pool
+// has no memory left.
 bool Evictor::store_or_write_back(uint32_t p, PageState* s, std::byte* work) {
   const std::byte* bytes = parts_.probation.slot_bytes(s->slot);
   uint64_t& word = parts_.pages.copy_word(p);
   for (int tries = 0; tries < 4; ++tries) {
     if (parts_.copies.store(bytes, s, &word, work)) return true;
-    if (!parts_.copies.has_file() || !write_back_batch(work)) return false;
+    if (!parts_.copies.has_file() || !write_back_batch(work)) break;
   }
-  return false;
+  return parts_.copies.store(bytes, s, &word, work, true);
 }
 
 bool Evictor::evict_now(uint32_t p, PageState* s, std::byte* work) {
@@ -545,10 +549,12 @@ void Evictor::wait_until_within_budget() {
   }
 }
 
+// A full file takes nothing until a copy on it is freed: the pool then holds the overflow, and
+// there is no write-back to wake for.
 bool Evictor::pool_near_budget() const {
   uint64_t budget = parts_.copies.pool_budget_bytes();
   if (budget == 0 || !parts_.copies.has_file()) return false;
-  return parts_.copies.pool_bytes() + budget / 16 > budget;
+  return parts_.copies.pool_bytes() + budget / 16 > budget && !parts_.copies.file_full();
 }
 
 // Sends a batch of the pool's copies to the backing file, then compacts the pool. The second

@@ -76,10 +76,24 @@ void unregister_for_fork(Region* r) {
 
 void Region::fork_prepare() {
   gate_.close();
-  try {
-    copies_.prepare_fork();
-  } catch (const std::system_error& e) {
-    std::fprintf(stderr, "zsm region: %s; the child will read its parent's backing file\n", e.what());
+  copies_.prepare_fork();
+  pull_copies_the_child_lacks();
+}
+
+// The copies on file past what the child's copy of the file holds, brought into the pool (the
+// gate is closed: no one holds a page's lock). A pool with no memory left for them is the
+// process out of memory, as the kernel's fork() would be.
+void Region::pull_copies_the_child_lacks() {
+  std::vector<std::byte> page(kPageSize), file_buf(kPageSize);
+  for (uint32_t p = pages_.next_used(0); p != kNoPage && p < npages_; p = pages_.next_used(p + 1)) {
+    PageState s = pages_.peek(p);
+    if (!copies_.child_lacks(s, pages_.copy_word(p))) continue;
+    s = pages_.lock(p);
+    if (copies_.child_lacks(s, pages_.copy_word(p)) &&
+        !copies_.pull_into_pool(p, &s, &pages_.copy_word(p), file_buf.data(), page.data())) {
+      check(-ENOMEM, "bringing a copy on file into the pool for a child of fork()");
+    }
+    pages_.unlock(p, s);
   }
 }
 
@@ -95,6 +109,7 @@ void Region::fork_child() {
   signal_buffers_.reset_in_child();
   const int old = calls_.number();
   const bool lost = calls_.lost();
+  reserve_.release();  // room for the child's userfaultfd, whatever the program left of its table
   UffdInfo info;
   std::string why;
   if (uffd_open(settings_.uffd, &info, &why) != 0) child_cannot_serve(why);
@@ -103,6 +118,7 @@ void Region::fork_child() {
     close_fd(info.fd);
     info.fd = old;
   }
+  reserve_.take(info.fd);  // for this child's own children
   calls_ = PageCalls(info);
   if (uffd_register(info.fd, reinterpret_cast<void*>(base_), settings_.size, true, &why) != 0 ||
       (info.can_move &&

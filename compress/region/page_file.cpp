@@ -15,7 +15,6 @@ namespace {
 
 // A location: the extent's first sector above, the checksum of its bytes below.
 uint64_t location(uint64_t sector, uint32_t checksum) { return sector << 32 | checksum; }
-uint64_t sector_of(uint64_t where) { return where >> 32; }
 uint32_t checksum_of(uint64_t where) { return static_cast<uint32_t>(where); }
 uint32_t checksum(std::span<const std::byte> bytes) {
   return static_cast<uint32_t>(XXH3_64bits(bytes.data(), bytes.size()));
@@ -121,19 +120,29 @@ void PageFile::end_batch() {
 
 namespace zsm::region {
 
-detail::OwnedFile PageFile::copy_for_child() const {
-  detail::OwnedFile copy = detail::OwnedFile::create(directory_, "the child's backing file", ".zsm-region-");
-  auto left = static_cast<size_t>(next_sector_ * kSector);
-  loff_t in = 0, out = 0;
-  while (left > 0) {
-    ssize_t n = ::copy_file_range(file_.fd(), &in, copy.fd(), &out, left, 0);
-    if (n <= 0) {
-      throw std::system_error(n < 0 ? errno : EIO, std::generic_category(),
-                              "copying the backing file for a child of fork() into " + directory_);
-    }
-    left -= static_cast<size_t>(n);
+PageFile::ChildCopy PageFile::copy_for_child() const {
+  ChildCopy c;
+  try {
+    c.file = detail::OwnedFile::create(directory_, "the child's backing file", ".zsm-region-");
+  } catch (const std::system_error& e) {
+    c.error = e.code().value();
+    c.why = e.what();
+    return c;
   }
-  return copy;
+  const auto size = static_cast<size_t>(next_sector_ * kSector);
+  loff_t in = 0, out = 0;
+  while (c.bytes < size) {
+    ssize_t n = ::copy_file_range(file_.fd(), &in, c.file.fd(), &out, size - c.bytes, 0);
+    if (n <= 0) {
+      c.error = n < 0 ? errno : EIO;
+      c.why = std::string("copying the backing file for a child of fork() into ") + directory_ + ": " +
+              std::strerror(c.error);
+      break;
+    }
+    c.bytes += static_cast<uint64_t>(n);
+  }
+  c.bytes = c.bytes / kSector * kSector;
+  return c;
 }
 
 void PageFile::adopt_in_child(detail::OwnedFile copy) {

@@ -51,9 +51,20 @@ class PageFile {
   // After a batch of writes: to disk, then out of the page cache.
   void end_batch();
   // Before fork(): an unnamed file in the same directory holding a copy of this one's
-  // sectors, for the child (whose copies must not change when the parent reuses sectors).
-  // Throws std::system_error naming the directory.
-  detail::OwnedFile copy_for_child() const;
+  // sectors, for the child (whose copies must not change when the parent reuses sectors), as
+  // far as the file system takes it: `bytes` copied from the start (all the file's when
+  // `error` is 0), no file at all when it could not be made (a full disk, no descriptor left).
+  struct ChildCopy {
+    detail::OwnedFile file;
+    uint64_t bytes = 0;
+    int error = 0;
+    std::string why;  // when `error`: what failed, naming the directory
+  };
+  ChildCopy copy_for_child() const;
+  // Whether the copy at `where`, `length` bytes long, lies within the first `bytes` of the file.
+  static bool within(uint64_t where, size_t length, uint64_t bytes) {
+    return (sector_of(where) + sectors_for(length)) * kSector <= bytes;
+  }
   // In the child: the copy becomes this file (the parent's name, lock and file stay its own).
   void adopt_in_child(detail::OwnedFile copy);
   int fd() const { return file_.fd(); }
@@ -66,6 +77,7 @@ class PageFile {
 
  private:
   static size_t sectors_for(size_t length) { return (length + kSector - 1) / kSector; }
+  static uint64_t sector_of(uint64_t where) { return where >> 32; }
   std::optional<uint64_t> allocate(size_t sectors);
   void free_extent(uint64_t sector, size_t sectors);  // may allocate
 

@@ -91,6 +91,10 @@ int Region::init(std::string* why) {
   }
   base_ = reinterpret_cast<uintptr_t>(m);
   if (int rc = open_userfaultfd(why); rc != 0) return rc;
+  if (!reserve_.take(calls_.number())) {
+    *why = "no descriptor left to reserve for a child of fork(): the process or the system is out of file descriptors";
+    return -errno;
+  }
   const bool self_serve = settings_.uffd.sigbus;
   server_ = std::make_unique<FaultServer>(parts_, base_, settings_.fault_around, self_serve);
   evictor_ = std::make_unique<Evictor>(parts_, base_, npages_);
@@ -175,7 +179,7 @@ int Region::descriptors(int* fds, int n) const {
     if (held < n) fds[held] = fd;
     ++held;
   }
-  return held;
+  return held + reserve_.numbers(fds + std::min(held, n), std::max(n - held, 0));
 }
 
 // Before each evictor batch: the peaks of the pool and of everything, and the budget retuned.

@@ -94,6 +94,7 @@ class Region {
   void before_batch();
   size_t bookkeeping_bytes() const;
   void reprotect_clean_pages();
+  void pull_copies_the_child_lacks();
   void discard_page(uint32_t p, PageState* s);
   uintptr_t addr(uint32_t p) const { return base_ + uintptr_t{p} * kPageSize; }
   void apply_budget(uint32_t budget_pages);
@@ -128,6 +129,7 @@ class Region {
   ForkGate gate_;
   Event evictor_wake_;
   PageCalls calls_;
+  ReservedFds reserve_;  // what a child of fork() needs of the program's descriptor table
   RegionParts parts_{pages_, copies_, probation_, budget_, counters_, calls_, gate_, evictor_wake_};
   std::unique_ptr<FaultServer> server_;
   std::unique_ptr<Evictor> evictor_;

@@ -411,6 +411,15 @@ TEST_F(CopyStoreParts, APoolAtItsBudgetRefusesAStoreAndKeepsWhatItHolds) {
     fill_random(100 + static_cast<uint32_t>(i));
     expect_loads_back(states[i], words[i]);
   }
+  // What no file can take, the pool holds past its budget when asked (the evictor's last
+  // resort): the page is not left decompressed.
+  fill_random(999);
+  PageState over;
+  uint64_t over_word = 0;
+  ASSERT_TRUE(copies.store(page, &over, &over_word, work.data(), true));
+  EXPECT_GT(copies.pool_bytes(), copies.pool_budget_bytes());
+  expect_loads_back(over, over_word);
+  copies.free(&over, &over_word, true);
   for (size_t i = 0; i < states.size(); ++i) copies.free(&states[i], &words[i], true);
 }
 

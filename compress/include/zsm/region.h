@@ -220,7 +220,8 @@ const char *zsm_region_last_error(void);
 
 /*
  * The descriptors the region holds in the process's table (its userfaultfd, its backing
- * file): up to n into fds; how many it holds. A program that closes every descriptor it did
+ * file, and two it reserves so that a child of fork() can open its own userfaultfd when the
+ * program has filled its table): up to n into fds; how many it holds. A program that closes every descriptor it did
  * not open may leave these (closing them loses nothing: the region's own threads keep copies,
  * but its calls then borrow those, which is slower). -EINVAL for a NULL region.
  */
