@@ -24,6 +24,7 @@
 #include <system_error>
 #include <vector>
 
+#include "exit_watcher.h"
 #include "region_core.h"
 
 namespace zsm::region {
@@ -50,7 +51,9 @@ void parent() {
 
 void child() {
   forget_handlers_in_child();
+  watcher_forget_in_child();
   for (Region* r : regions()) r->fork_child();
+  watcher_start_in_child();
   list_mutex().unlock();
 }
 
@@ -66,12 +69,15 @@ void register_for_fork(Region* r) {
   std::call_once(once, [] { pthread_atfork(prepare, parent, child); });
   std::lock_guard lock(list_mutex());
   regions().push_back(r);
+  watcher_region_made();
 }
 
 void unregister_for_fork(Region* r) {
   std::lock_guard lock(list_mutex());
   auto& list = regions();
-  list.erase(std::remove(list.begin(), list.end(), r), list.end());
+  auto end = std::remove(list.begin(), list.end(), r);
+  if (end != list.end()) watcher_region_gone();
+  list.erase(end, list.end());
 }
 
 void Region::fork_prepare() {

@@ -3,6 +3,10 @@
 
 #include <cerrno>
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "exit_watcher.h"
 #include "uffd.h"
 
 namespace zsm::region {
@@ -13,7 +17,10 @@ constexpr size_t kStackBytes = 512 << 10;
 }  // namespace
 
 void* RegionThread::run(void* self) {
+  auto tid = static_cast<pid_t>(syscall(SYS_gettid));
+  register_region_thread(tid);  // the exit watcher passes over it
   static_cast<RegionThread*>(self)->body_();
+  unregister_region_thread(tid);
   return nullptr;
 }
 
