@@ -195,6 +195,14 @@ int zsm_region_unpin(struct zsm_region* r, void* addr, size_t len) {
   return on_range(r, addr, len, [](Region& g, uint32_t f, uint32_t n) { return g.unpin(f, n); });
 }
 
+int zsm_region_advise(struct zsm_region* r, void* addr, size_t len, int advice) {
+  if (reinterpret_cast<uintptr_t>(addr) % kPageSize != 0) return -EINVAL;  // as madvise(2)
+  return on_range(r, addr, len, [advice](Region& g, uint32_t f, uint32_t n) { return g.advise(f, n, advice); });
+}
+int zsm_region_reset(struct zsm_region* r, void* addr, size_t len) {
+  return on_range(r, addr, len, [](Region& g, uint32_t f, uint32_t n) { return g.reset(f, n); });
+}
+
 int zsm_region_set_budget(struct zsm_region* region, size_t budget_bytes) {
   if (region == nullptr || budget_bytes < kMinBudgetPages * kPageSize) return -EINVAL;
   auto* r = reinterpret_cast<Region*>(region);

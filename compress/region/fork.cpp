@@ -134,8 +134,29 @@ void Region::fork_child() {
   }
   reprotect_clean_pages();
   copies_.after_fork_in_child();
+  apply_fork_advice_in_child();
   gate_.open();  // before the threads: while they start, this thread may serve faults
   start_threads();
+}
+
+// MADV_WIPEONFORK's pages read as zeros in the child, MADV_DONTFORK's are absent (discarded and
+// inaccessible: a touch is SIGSEGV, as where the kernel maps nothing).
+void Region::apply_fork_advice_in_child() {
+  if (fork_advice_.empty()) return;
+  ForkAdvice in_child;
+  fork_advice_.each([&](uint32_t a, uint32_t b, uint8_t flags) {
+    if ((flags & (ForkAdvice::kDontFork | ForkAdvice::kWipe)) != 0) {
+      for (uint32_t p = a; p < b; ++p) {
+        PageState s = pages_.lock(p);
+        discard_page(p, &s);
+        pages_.unlock(p, s);
+      }
+    }
+    if ((flags & ForkAdvice::kDontFork) != 0 && (flags & ForkAdvice::kAbsent) == 0) set_access(a, b, false);
+    uint8_t kept = (flags & ForkAdvice::kDontFork) != 0 ? ForkAdvice::kAbsent : flags;
+    in_child.set(a, b, kept, true);
+  });
+  fork_advice_ = in_child;
 }
 
 // The clean pages' write protection, which the child's page table lost: runs of them at once.

@@ -335,6 +335,53 @@ int Region::unpin(uint32_t first, uint32_t count) {
   return 0;
 }
 
+constexpr int kMadvSoftOffline = 101;  // <linux/mman.h>'s, which glibc's <sys/mman.h> lacks
+
+// madvise(2)'s advice, as the kernel serves it on private anonymous memory (region.h).
+int Region::advise(uint32_t first, uint32_t count, int advice) {
+  switch (advice) {
+    case MADV_NORMAL: case MADV_RANDOM: case MADV_SEQUENTIAL: case MADV_HUGEPAGE: case MADV_NOHUGEPAGE:
+    case MADV_DONTDUMP: case MADV_DODUMP: case MADV_MERGEABLE: case MADV_UNMERGEABLE: case MADV_COLD:
+      return 0;  // hints about what the kernel does with pages the region keeps: nothing to change
+    case MADV_WILLNEED: case MADV_POPULATE_READ: case MADV_POPULATE_WRITE: return prefetch(first, count);
+    case MADV_PAGEOUT: return evict(first, count);
+    case MADV_DONTNEED: case MADV_DONTNEED_LOCKED: case MADV_FREE: return discard(first, count);
+    case MADV_WIPEONFORK: set_fork_advice(first, count, ForkAdvice::kWipe, true); return 0;
+    case MADV_KEEPONFORK: set_fork_advice(first, count, ForkAdvice::kWipe, false); return 0;
+    case MADV_DONTFORK: set_fork_advice(first, count, ForkAdvice::kDontFork, true); return 0;
+    case MADV_DOFORK: set_fork_advice(first, count, ForkAdvice::kDontFork, false); return 0;
+    case MADV_HWPOISON: case kMadvSoftOffline: return -EPERM;
+    default: return -EINVAL;  // MADV_REMOVE (shared memory only), and advice this kernel-less memory lacks
+  }
+}
+
+void Region::set_fork_advice(uint32_t first, uint32_t count, uint8_t flag, bool on) {
+  RangeCall call(*this);
+  SpinGuard g(advice_lock_);
+  fork_advice_.set(first, first + count, flag, on);
+}
+
+// As unmapped and mapped again: zeros, no advice, and accessible again where a DONTFORK range
+// was absent from this child.
+int Region::reset(uint32_t first, uint32_t count) {
+  discard(first, count);
+  RangeCall call(*this);
+  SpinGuard g(advice_lock_);
+  fork_advice_.each([&](uint32_t a, uint32_t b, uint8_t flags) {
+    if ((flags & ForkAdvice::kAbsent) != 0 && a < first + count && b > first) {
+      set_access(std::max(a, first), std::min(b, first + count), true);
+    }
+  });
+  fork_advice_.set(first, first + count, ForkAdvice::kWipe | ForkAdvice::kDontFork | ForkAdvice::kAbsent, false);
+  return 0;
+}
+
+void Region::set_access(uint32_t first, uint32_t end, bool accessible) {
+  check(protect(reinterpret_cast<void*>(addr(first)), size_t{end - first} * kPageSize,
+                accessible ? PROT_READ | PROT_WRITE : PROT_NONE),
+        "mprotect of a range absent from a child of fork()");
+}
+
 int Region::set_budget(uint32_t pages) {
   if (get(counters_.pinned) > pages / 2) return -EBUSY;
   if (settings_.budget_all) {

@@ -28,6 +28,7 @@
 #include "counters.h"
 #include "evictor.h"
 #include "fault_server.h"
+#include "fork_advice.h"
 #include "fork_gate.h"
 #include "handlers.h"
 #include "page_calls.h"
@@ -73,6 +74,8 @@ class Region {
   int discard(uint32_t first, uint32_t count);
   int pin(uint32_t first, uint32_t count);
   int unpin(uint32_t first, uint32_t count);
+  int advise(uint32_t first, uint32_t count, int advice);
+  int reset(uint32_t first, uint32_t count);
   int set_budget(uint32_t pages);
   void stats(struct zsm_region_stats* out) const;
   // zsm_region_descriptors(): the ones in the program's table.
@@ -95,6 +98,9 @@ class Region {
   size_t bookkeeping_bytes() const;
   void reprotect_clean_pages();
   void pull_copies_the_child_lacks();
+  void set_fork_advice(uint32_t first, uint32_t count, uint8_t flag, bool on);
+  void apply_fork_advice_in_child();
+  void set_access(uint32_t first, uint32_t end, bool accessible);
   void discard_page(uint32_t p, PageState* s);
   uintptr_t addr(uint32_t p) const { return base_ + uintptr_t{p} * kPageSize; }
   void apply_budget(uint32_t budget_pages);
@@ -130,6 +136,8 @@ class Region {
   Event evictor_wake_;
   PageCalls calls_;
   ReservedFds reserve_;  // what a child of fork() needs of the program's descriptor table
+  ForkAdvice fork_advice_;  // under advice_lock_, inside the fork gate
+  SpinLock advice_lock_;
   RegionParts parts_{pages_, copies_, probation_, budget_, counters_, calls_, gate_, evictor_wake_};
   std::unique_ptr<FaultServer> server_;
   std::unique_ptr<Evictor> evictor_;

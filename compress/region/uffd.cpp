@@ -251,6 +251,9 @@ int advise(void* addr, size_t len, int advice) { return static_cast<int>(sys(sys
 }  // namespace
 
 int unmap(void* addr, size_t len) { return static_cast<int>(sys(syscall(SYS_munmap, addr, len))); }
+int protect(void* addr, size_t len, int prot) {
+  return static_cast<int>(sys(syscall(SYS_mprotect, addr, len, prot)));
+}
 int unlock(void* addr, size_t len) { return static_cast<int>(sys(syscall(SYS_munlock, addr, len))); }
 int close_fd(int fd) { return static_cast<int>(sys(syscall(SYS_close, fd))); }
 

@@ -84,6 +84,7 @@ void* map_unlocked(size_t len);
 // serves munmap, madvise and close of region memory and descriptors itself) must not see the
 // region's own calls, or it would serve them with the region. 0 or -errno.
 int unmap(void* addr, size_t len);
+int protect(void* addr, size_t len, int prot);
 int unlock(void* addr, size_t len);
 int close_fd(int fd);
 

@@ -29,29 +29,14 @@
 namespace {
 
 using zsm_test::fill_page;
+using zsm_test::in_child;
 using zsm_test::kPage;
+using zsm_test::make;
+using zsm_test::Made;
+using zsm_test::wrong_pages;
 using zsm_test::page_mismatch;
 using zsm_test::region_stats;
 using zsm_test::settled_stats;
-
-// Runs body in a child of fork(); its exit status (0: every check held), or -1 when it died.
-int in_child(const std::function<int()>& body) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    alarm(120);  // a hang fails, it does not stall the suite
-    _exit(body());
-  }
-  int status = 0;
-  if (pid < 0 || waitpid(pid, &status, 0) != pid) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-// Pages of fill_page(p, version) that do not hold it.
-int wrong_pages(const unsigned char* base, size_t first, size_t n, uint64_t version) {
-  int wrong = 0;
-  for (size_t p = first; p < first + n; ++p) wrong += page_mismatch(base + p * kPage, p, version) != -1;
-  return wrong;
-}
 
 // The process's resident set, in bytes (/proc/self/statm).
 size_t rss_bytes() {
@@ -59,19 +44,6 @@ size_t rss_bytes() {
   size_t size = 0, resident = 0;
   statm >> size >> resident;
   return resident * static_cast<size_t>(sysconf(_SC_PAGESIZE));
-}
-
-struct Made {
-  zsm_region* r = nullptr;
-  unsigned char* base = nullptr;
-};
-
-Made make(size_t pages, size_t budget_pages, zsm_region_options o = {}) {
-  o.budget_bytes = budget_pages * kPage;
-  Made m;
-  m.r = zsm_region_create(pages * kPage, &o);
-  if (m.r != nullptr) m.base = static_cast<unsigned char*>(zsm_region_base(m.r));
-  return m;
 }
 
 // A file of `pages` pages of fill_page(p, 99) for O_DIRECT reads; "" where the file system

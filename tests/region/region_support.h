@@ -3,14 +3,16 @@
 // read(2) into region memory.
 #pragma once
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
 
 #include <gtest/gtest.h>
 #include <zsm/region.h>
@@ -72,6 +74,41 @@ inline struct zsm_region_stats settled_stats(zsm_region* r) {
     s = region_stats(r);
   }
   return s;
+}
+
+// A region of `pages` pages at a budget of `budget_pages`, and its base; r is null (errno and
+// zsm_region_last_error() set) when it cannot be made.
+struct Made {
+  zsm_region* r = nullptr;
+  unsigned char* base = nullptr;
+};
+
+inline Made make(size_t pages, size_t budget_pages, zsm_region_options o = {}) {
+  o.budget_bytes = budget_pages * kPage;
+  Made m;
+  m.r = zsm_region_create(pages * kPage, &o);
+  if (m.r != nullptr) m.base = static_cast<unsigned char*>(zsm_region_base(m.r));
+  return m;
+}
+
+// Runs body in a child of fork(); its exit status (0: every check held), or -1 when it died
+// (a signal: 128 + its number is not told apart here) or hung past `seconds`.
+inline int in_child(const std::function<int()>& body, unsigned seconds = 120) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(seconds);  // a hang fails, it does not stall the suite
+    _exit(body());
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Pages of fill_page(p, version) that do not hold it.
+inline int wrong_pages(const unsigned char* base, size_t first, size_t n, uint64_t version) {
+  int wrong = 0;
+  for (size_t p = first; p < first + n; ++p) wrong += page_mismatch(base + p * kPage, p, version) != -1;
+  return wrong;
 }
 
 // read(2) of `len` bytes of `fill` from a pipe into dst: a syscall's access to region memory,

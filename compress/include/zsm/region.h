@@ -209,6 +209,25 @@ int zsm_region_discard(struct zsm_region *region, void *addr, size_t len);
 int zsm_region_pin(struct zsm_region *region, void *addr, size_t len);
 int zsm_region_unpin(struct zsm_region *region, void *addr, size_t len);
 
+/*
+ * madvise(2) on region memory, as the kernel serves it on private anonymous memory: addr must be
+ * page aligned (-EINVAL), len is rounded up to whole pages (0: nothing). MADV_DONTNEED,
+ * MADV_DONTNEED_LOCKED and MADV_FREE discard (zeros after); MADV_WILLNEED and MADV_POPULATE_*
+ * prefetch; MADV_PAGEOUT evicts; MADV_WIPEONFORK / MADV_KEEPONFORK and MADV_DONTFORK /
+ * MADV_DOFORK say what a child of fork() gets there (zeros; nothing: a touch is SIGSEGV), as on
+ * ordinary memory; the hints (NORMAL, RANDOM, SEQUENTIAL, HUGEPAGE, NOHUGEPAGE, DONTDUMP,
+ * DODUMP, MERGEABLE, UNMERGEABLE, COLD) are taken and change nothing. MADV_REMOVE (shared
+ * memory only) and advice unknown here are -EINVAL, MADV_HWPOISON and MADV_SOFT_OFFLINE -EPERM.
+ */
+int zsm_region_advise(struct zsm_region *region, void *addr, size_t len, int advice);
+
+/*
+ * The range as if unmapped and mapped again (the preload library's munmap): discarded, its
+ * fork advice cleared, and accessible again where a MADV_DONTFORK range was absent from this
+ * child of fork().
+ */
+int zsm_region_reset(struct zsm_region *region, void *addr, size_t len);
+
 /* Change the resident budget (bytes, at least 16 pages); evicts at once if above it. */
 int zsm_region_set_budget(struct zsm_region *region, size_t budget_bytes);
 
