@@ -28,9 +28,10 @@ packages=(
   # build (tools/run-kernel-ab.sh --arch arm64, tools/lib/qemu_count.py); each clang's own lld
   # links zsm's arm64 driver (tools/run-ab.sh --arch arm64: -fuse-ld=lld)
   qemu-user gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross lld-19 lld-22
-  # real programs under zsm-run, ctest region_programs_quick (tools/run-region-programs.sh;
-  # java, the slow one, is left to that script, which installs it when asked for)
-  xz-utils sqlite3 perl redis-server redis-tools
+  # real programs under zsm-run, ctests region_preload_programs and region_preload_unprivileged
+  # (tools/run-region-programs.sh; java, the slow one, is left to that script, which installs it
+  # when asked for), and setpriv (util-linux) to run them as a user without privileges
+  xz-utils zstd mawk sqlite3 perl redis-server redis-tools python3-numpy util-linux
 )
 
 install_missing() {
@@ -106,6 +107,10 @@ check_prerequisites() {
   need sqlite3 sqlite3
   need redis-server redis-server
   need redis-tools redis-benchmark
+  need zstd zstd
+  need mawk mawk
+  need python3-numpy /usr/lib/python3/dist-packages/numpy
+  need util-linux setpriv
   need python3-scipy /usr/lib/python3/dist-packages/scipy
   links g++ "libgcc-12-dev (g++'s sanitizer runtimes)" -fsanitize=address,undefined
   links clang++-19 libclang-rt-19-dev -fsanitize=address,undefined

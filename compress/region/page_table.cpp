@@ -116,6 +116,19 @@ void PageTable::unlock(uint32_t p, const PageState& s) {
 
 PageState PageTable::peek(uint32_t p) const { return unpack(states_[p].load(std::memory_order_relaxed)); }
 
+int PageTable::add_pin_unlocked(uint32_t p, int delta) {
+  std::atomic<uint64_t>& w = states_[p];
+  uint64_t old = w.load(std::memory_order_relaxed);
+  for (;;) {
+    if ((old & (kLocked | kWaiters)) != 0) return -1;
+    PageState s = unpack(old);
+    if (delta > 0 ? s.kind != Kind::resident || s.pins == kMaxPins : s.pins == 0) return -1;
+    PageState next = s;
+    next.pins = static_cast<uint16_t>(s.pins + delta);
+    if (w.compare_exchange_weak(old, pack(next), std::memory_order_acq_rel)) return s.pins;
+  }
+}
+
 void PageTable::set_mapped(uint32_t p, bool on) {
   uint64_t bit = uint64_t{1} << (p % 64);
   if (on) {

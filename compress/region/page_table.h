@@ -75,6 +75,11 @@ class PageTable {
   void unlock(uint32_t p, const PageState& s);
   // p's state without its lock: a hint that may be stale by the time it is used.
   PageState peek(uint32_t p) const;
+  // Adds one pin to p (delta +1) or takes one (-1) without its lock, in one compare-and-swap,
+  // where nobody holds the lock and the page is resident and writable (a pin), or pinned (an
+  // unpin): what a pin of a page in use costs, without a range call. The pin count before, or
+  // -1 when p was not so (the caller takes the lock).
+  int add_pin_unlocked(uint32_t p, int delta);
 
   // The copy word (handle, repeated word or file location): read and written under p's lock.
   uint64_t& copy_word(uint32_t p) { return copies_[p]; }

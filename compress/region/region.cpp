@@ -288,6 +288,13 @@ int Region::discard(uint32_t first, uint32_t count) {
 }
 
 int Region::pin(uint32_t first, uint32_t count) {
+  if (count == 1) {  // a futex word, a small struct: a page in use, pinned in one compare-and-swap
+    if (get(counters_.pinned) + 1 <= budget_.limit() / 2) {
+      int before = pages_.add_pin_unlocked(first, +1);
+      if (before == 0) bump(counters_.pinned);
+      if (before >= 0) return 0;
+    }
+  }
   uint64_t newly = 0;
   for (uint32_t p = first; p < first + count; ++p) {
     PageState s = pages_.peek(p);
@@ -323,6 +330,11 @@ int Region::pin(uint32_t first, uint32_t count) {
 }
 
 int Region::unpin(uint32_t first, uint32_t count) {
+  if (count == 1) {
+    int before = pages_.add_pin_unlocked(first, -1);
+    if (before == 1) drop(counters_.pinned);
+    if (before >= 1) return 0;
+  }
   for (uint32_t p = first; p < first + count; ++p) {
     if (pages_.peek(p).pins == 0) return -EINVAL;
   }

@@ -127,6 +127,32 @@ TEST_F(PageRunsTest, ShrinkFreesTheTail) {
   EXPECT_EQ(runs_.shrink(a, 0).pages, 0u);
 }
 
+// mapped(): every page in some allocation (munmap's and madvise's ENOMEM where not).
+TEST_F(PageRunsTest, MappedIsEveryPageInAnAllocation) {
+  char* a = static_cast<char*>(runs_.allocate(10, 1));
+  char* b = static_cast<char*>(runs_.allocate(10, 1));
+  EXPECT_TRUE(runs_.mapped(a, 20)) << "two allocations side by side";
+  EXPECT_TRUE(runs_.mapped(a + 3 * kPage, 4)) << "inside one";
+  EXPECT_TRUE(runs_.mapped(b + 9 * kPage, 1));
+  EXPECT_FALSE(runs_.mapped(a, 21)) << "a free page after them";
+  runs_.unmap(a + 4 * kPage, 2);
+  EXPECT_FALSE(runs_.mapped(a, 10)) << "a hole unmapped inside";
+  EXPECT_TRUE(runs_.mapped(a + 6 * kPage, 14));
+  EXPECT_FALSE(runs_.mapped(b + 20 * kPage, 1));
+}
+
+// take_at(): MAP_FIXED's allocation at an exact place, over what was there.
+TEST_F(PageRunsTest, TakeAtMapsAnExactPlaceOverWhatWasThere) {
+  char* a = static_cast<char*>(runs_.allocate(10, 1));
+  ASSERT_TRUE(runs_.take_at(a + 5 * kPage, 10));  // half over a, half over free pages
+  EXPECT_EQ(runs_.pages_of(a), 5u) << "what stays of a";
+  EXPECT_EQ(runs_.pages_of(a + 5 * kPage), 10u);
+  EXPECT_TRUE(runs_.mapped(a, 15));
+  EXPECT_EQ(runs_.free_pages(), kPages - 15);
+  EXPECT_EQ(page(runs_.allocate(3, 1)), 15u) << "first fit after it";
+  EXPECT_FALSE(runs_.take_at(a + (kPages - 2) * kPage, 5)) << "past the range";
+}
+
 TEST_F(PageRunsTest, PointersItDidNotHandOut) {
   char* a = static_cast<char*>(runs_.allocate(10, 1));
   EXPECT_EQ(runs_.pages_of(a + 1), 0u);

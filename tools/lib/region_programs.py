@@ -2,13 +2,15 @@
 """Real programs under zsm-run: each run plainly, then under the launcher at budgets of 1/2 and
 1/4 of its plain peak RSS, with handler threads and in the SIGBUS mode. Each run's completion,
 whether its output (or its output's checksum) is the plain run's, its peak RSS (wait4's
-ru_maxrss), its wall time and the region's statistics at exit; one Markdown table.
+ru_maxrss), its wall time and the region's statistics at exit; one Markdown table. With --user
+every run (plain too) is made as that user (setpriv, from root), as an unprivileged user would:
+where vm.unprivileged_userfaultfd is 0 the region then serves user-mode faults only.
 
 The peak target (issue 48): at most the budget plus 10 % plus what the program holds doing
 nothing under the launcher (its idle run: binary, libraries, the library's own few MiB).
 
   region_programs.py --zsm-run PATH [--programs a,b,...] [--fractions 2,4] [--modes threads,sigbus]
-                     [--scale N] [--dir DIR] [--timeout-factor F] [--check] [--check-peak]
+                     [--scale N] [--dir DIR] [--timeout-factor F] [--user UID] [--check] [--check-peak]
 
 --scale multiplies every program's working set (docs/region-figures.md's table: 0.05, as ctest).
 --check exits 1 when a run fails, times out or gives other output; --check-peak also when (at
@@ -64,8 +66,16 @@ class Program:
         self.name, self.binary, self.argv, self.prepare, self.idle, self.output = name, binary, argv, prepare, idle, output
 
 
+def as_user(argv, user):
+    """argv made as `user` (a uid), with no groups, when one is given."""
+    if user is None:
+        return argv
+    return ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", "--"] + argv
+
+
 def programs(scale, d):
     py = d / "work.py"
+    awk = d / "work.awk"
     sql = d / "work.sql"
     cfile = d / "work.c"
     perl = d / "work.pl"
@@ -91,17 +101,30 @@ def programs(scale, d):
 
     def make_py():
         n = int(1_000_000 * scale)
+        make_nums()
         py.write_text(f"""import hashlib, multiprocessing as mp
 def work(i): return sum(x * x for x in range(i * 1000, (i + 1) * 1000))
 if __name__ == '__main__':
     L = [str(i) * 3 for i in range({n})]
     D = {{i: L[i] for i in range(0, {n}, 2)}}
     ba = bytearray(bytes(range(256)) * {n // 10})
+    text = open({str(nums)!r}).read()
+    try:
+        import numpy
+        a = numpy.array([int(x) for x in text.split()[:{n}]], dtype=numpy.int64)
+        r2 = int((a % 1000003).sum())
+    except ImportError:
+        r2 = 0
     h = hashlib.sha256()
     h.update(''.join(L[::1000]).encode()); h.update(bytes(ba[::997])); h.update(str(len(D)).encode())
+    h.update(text.encode())
     with mp.Pool(2) as p: r = sum(p.map(work, range(40)))
-    print(h.hexdigest(), r)
+    print(h.hexdigest(), r, r2)
 """)
+
+    def make_awk():
+        make_nums()
+        awk.write_text("{ c[$1 % 100003]++; s += $1 % 1000 } END { n = 0; for (k in c) n++; print n, s }\n")
 
     def make_perl():
         n = int(800_000 * scale)
@@ -133,6 +156,9 @@ SELECT b, count(*) FROM t GROUP BY b ORDER BY b LIMIT 5;
     return [
         Program("sort", "sort", ["sort", "-n", str(nums)], make_nums, ["sort", "--version"]),
         Program("xz", "xz", ["xz", "-6", "-T1", "-c", str(text)], make_text, ["xz", "--version"]),
+        Program("zstd", "zstd", ["sh", "-c", f"zstd -q -12 -c {text} | zstd -q -d -c"], make_text,
+                ["sh", "-c", "zstd --version"]),
+        Program("mawk", "mawk", ["mawk", "-f", str(awk), str(nums)], make_awk, ["mawk", "-W", "version"]),
         Program("python3", "/usr/bin/python3", ["/usr/bin/python3", str(py)], make_py,
                 ["/usr/bin/python3", "-c", "pass"]),
         Program("perl", "perl", ["perl", str(perl)], make_perl, ["perl", "-e", "1"]),
@@ -144,18 +170,21 @@ SELECT b, count(*) FROM t GROUP BY b ORDER BY b LIMIT 5;
     ]
 
 
+AT_EXIT = re.compile(r"zsm-run: \S+ at exit: ")
+
+
 def stats_of(err):
-    line = next((l for l in err.splitlines() if l.startswith("zsm_region_preload: at exit")), "")
-    def num(key):
-        m = re.search(key + r" (\d+)", line)
-        return int(m.group(1)) if m else 0
-    return {"faults": num("faults"), "evictions": num("evictions"), "written": num("written back"),
-            "all": num("all"), "line": line}
+    line = next((l for l in err.splitlines() if AT_EXIT.match(l)), "")
+    def num(key, pattern=r"(\d+)"):
+        m = re.search(key + " " + pattern, line)
+        return m.group(1) if m else "0"
+    return {"faults": int(num("faults")), "evictions": int(num("evictions")), "written": int(num("written back")),
+            "all": num("peak", r"([\d.]+) MiB"), "line": line}
 
 
-def measure(argv, cwd, env, timeout):
+def measure(argv, cwd, env, timeout, user=None):
     """One run in a process of its own: (status or None, output digest, stderr, peak MiB, s)."""
-    status, out, err, _, secs = run(peak_of(argv), env=env, cwd=cwd, timeout=timeout)
+    status, out, err, _, secs = run(peak_of(as_user(argv, user)), env=env, cwd=cwd, timeout=timeout)
     if status is None:
         return None, "", "", 0.0, secs
     fields = out.decode().split()
@@ -167,19 +196,20 @@ def measure(argv, cwd, env, timeout):
     return code, digest, errtext, peak_kib / 1024, inner
 
 
-def redis_run(zsm_run, budget, mode, d, scale, timeout):
+def redis_run(zsm_run, budget, mode, d, scale, timeout, user=None):
     """redis-server (plain when budget is None): deterministic keys, redis-benchmark, BGSAVE;
     its peak RSS, and the saved data's digest as a plain server loading the RDB reports it."""
     port = free_port()
     work = d / f"redis-{budget or 'plain'}-{mode}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
+    work.chmod(0o1777)
     server = ["redis-server", "--port", port, "--save", "", "--appendonly", "no", "--dir", str(work),
               "--enable-debug-command", "yes", "--daemonize", "no"]
     argv = server if budget is None else [zsm_run, f"--budget={budget}", "--stats"] + \
         (["--self-serve"] if mode == "sigbus" else []) + ["--"] + server
     start = time.monotonic()
-    probe = peak_of(argv)
+    probe = peak_of(as_user(argv, user))
     proc = subprocess.Popen(probe, cwd=work, stdout=subprocess.PIPE, start_new_session=True)
     cli = ["redis-cli", "-p", port]
     try:
@@ -276,18 +306,21 @@ def java_class(d):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--zsm-run", required=True)
-    ap.add_argument("--programs", default="sort,xz,python3,perl,sqlite3,redis-server,gcc,java")
+    ap.add_argument("--programs", default="sort,xz,zstd,mawk,python3,perl,sqlite3,redis-server,gcc,java")
     ap.add_argument("--fractions", default="2,4")
     ap.add_argument("--modes", default="threads,sigbus")
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--dir", default="build/region-programs")
     ap.add_argument("--timeout-factor", type=float, default=40.0)
+    ap.add_argument("--user", type=int, help="make every run as this uid (setpriv; needs root)")
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--check-peak", action="store_true")
     a = ap.parse_args()
     d = Path(a.dir).resolve()
     a.zsm_run = str(Path(a.zsm_run).resolve())
     d.mkdir(parents=True, exist_ok=True)
+    if a.user is not None:
+        d.chmod(0o1777)  # the user's TMPDIR and backing files
     wanted = a.programs.split(",")
     env = dict(os.environ, LC_ALL="C", TMPDIR=str(d))
     rows, failures = [], []
@@ -306,21 +339,25 @@ def main():
             java_class(d)
         cwd = d / f"run-{prog.name}"
         cwd.mkdir(exist_ok=True)
+        if a.user is not None:
+            cwd.chmod(0o1777)
         if prog.name == "redis-server":
-            p_code, p_digest, _, p_peak, p_secs = redis_run(a.zsm_run, None, "", d, a.scale, 600)
+            p_code, p_digest, _, p_peak, p_secs = redis_run(a.zsm_run, None, "", d, a.scale, 600, a.user)
         else:
-            p_code, p_digest, _, p_peak, p_secs = measure(prog.argv, cwd, env, 600)
+            p_code, p_digest, _, p_peak, p_secs = measure(prog.argv, cwd, env, 600, a.user)
         print(f"| {prog.name} | plain | - | {'yes' if p_code == 0 else f'exit {p_code}'} | {p_digest} | {p_peak:.1f} | | {p_secs:.2f} | 1.0 | | | | |", flush=True)
         for mode in a.modes.split(","):
             for frac in [int(f) for f in a.fractions.split(",")]:
                 budget_mib = max(int(p_peak / frac), 4)
                 flags = [f"--budget={budget_mib}M", "--stats"] + (["--self-serve"] if mode == "sigbus" else [])
-                idle = measure([a.zsm_run] + flags + ["--"] + prog.idle, cwd, env, 120)[3]
+                idle = measure([a.zsm_run] + flags + ["--"] + prog.idle, cwd, env, 120, a.user)[3]
                 timeout = max(60.0, p_secs * a.timeout_factor)
                 if prog.name == "redis-server":
-                    code, digest, err, peak, secs = redis_run(a.zsm_run, f"{budget_mib}M", mode, d, a.scale, timeout)
+                    code, digest, err, peak, secs = redis_run(a.zsm_run, f"{budget_mib}M", mode, d, a.scale, timeout,
+                                                              a.user)
                 else:
-                    code, digest, err, peak, secs = measure([a.zsm_run] + flags + ["--"] + prog.argv, cwd, env, timeout)
+                    code, digest, err, peak, secs = measure([a.zsm_run] + flags + ["--"] + prog.argv, cwd, env, timeout,
+                                                            a.user)
                 st = stats_of(err)
                 target = budget_mib * 1.1 + idle
                 done = "yes" if code == 0 else ("timed out" if code is None else f"exit {code}")
@@ -328,7 +365,7 @@ def main():
                 print(f"| {prog.name} | {mode} | {budget_mib}M (1/{frac}) | {done} | {same} | {peak:.1f} | {target:.1f} | "
                       f"{secs:.2f} | {secs / p_secs:.1f} | {st['faults']} | {st['evictions']} | {st['written']} | {st['all']} |", flush=True)
                 if code != 0 and code is not None:
-                    reason = next((l for l in err.splitlines() if l and not l.startswith("zsm_region_preload: at exit")), "")
+                    reason = next((l for l in err.splitlines() if l and not l.startswith("zsm-run:")), "")
                     print(f"|  | | | {reason[:120]} | | | | | | | | | |", flush=True)
                 missed = a.check_peak and frac == 2 and mode == "threads" and peak > target
                 if (a.check or a.check_peak) and (code != 0 or same != "same" or missed):

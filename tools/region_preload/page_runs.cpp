@@ -5,6 +5,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -128,6 +129,44 @@ void PageRuns::unmap(const void* p, size_t pages) {
     insert_free({cut_from, cut_to - cut_from});
     a += len;
   }
+}
+
+bool PageRuns::mapped(const void* p, size_t pages) const {
+  const size_t first = page_index(p);
+  if (first + pages > pages_) return false;
+  size_t start = first;  // the allocation that holds `first` may start before it
+  while (start > 0 && length_at_[start] == 0) start--;
+  size_t covered = first;  // pages before it are known to be allocated
+  for (size_t a = start; a < first + pages && covered < first + pages;) {
+    const size_t len = length_at_[a];
+    if (len == 0) {
+      if (a >= covered) return false;  // a page past every allocation seen: free
+      ++a;
+      continue;
+    }
+    if (a > covered) return false;
+    covered = std::max(covered, a + len);
+    a += len;
+  }
+  return covered >= first + pages;
+}
+
+bool PageRuns::take_at(void* p, size_t pages) {
+  const size_t first = page_index(p);
+  if (!contains(p) || pages == 0 || first + pages > pages_) return false;
+  unmap(p, pages);
+  for (size_t i = 0; i < runs_; i++) {  // the free run holding [first, first + pages), now whole
+    const Run run = free_[i];
+    if (run.first > first || run.first + run.pages < first + pages) continue;
+    const Run before{run.first, first - run.first};
+    const Run after{first + pages, run.first + run.pages - (first + pages)};
+    erase_run(i);
+    if (after.pages != 0) insert_run(i, after);
+    if (before.pages != 0) insert_run(i, before);
+    length_at_[first] = static_cast<uint32_t>(pages);
+    return true;
+  }
+  return false;
 }
 
 size_t PageRuns::free_pages() const {

@@ -45,6 +45,15 @@ class PageRuns {
   // Shrink the allocation at `p` to `pages` (at least 1); the freed tail, to be discarded.
   Run shrink(void* p, size_t pages);
 
+  // Whether every page of [p, p + pages pages) is in an allocation (a mapping, to the
+  // program): the kernel's ENOMEM otherwise. p page aligned, inside the range.
+  bool mapped(const void* p, size_t pages) const;
+
+  // Makes the pages of [p, p + pages pages) one allocation starting at p, as mmap(MAP_FIXED)
+  // maps there: what was allocated there is first freed as unmap() frees it. False (nothing
+  // changed) outside the range.
+  bool take_at(void* p, size_t pages);
+
   // Frees the allocated pages of [p, p + pages pages), as munmap() frees part of a mapping:
   // what is left of an allocation on either side stays allocated; pages not allocated are
   // left as they are. p must be page aligned and inside the range.

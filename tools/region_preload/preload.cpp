@@ -6,26 +6,38 @@
 // compressed pool and the bookkeeping. The region is made when the library is loaded, and it
 // serves:
 // - the malloc family, from mimalloc given the region's first half as its only arena
-//   (mi_manage_os_memory, mimalloc never asked to map or decommit memory of its own): every
-//   allocation, small or large. A free of 256 KiB or more discards the block's inner pages
-//   first, so that freed memory costs nothing;
+//   (mi_manage_os_memory, mimalloc never asked to map or decommit memory of its own). A free
+//   of 256 KiB or more discards the block's inner pages first, so that freed memory costs
+//   nothing;
 // - the program's anonymous private read-write mappings of 64 KiB or more (maps.cpp), in the
-//   second half, with munmap, mremap, madvise and mprotect on them taken over too.
+//   second half, with munmap, mremap, madvise and mprotect on them served as the kernel would.
 // What stays outside: memory allocated before the library was loaded or while it is off, other
 // mappings (shared, file-backed, fixed, stacks, PROT_NONE reservations such as a JVM's heap,
 // which the program then mprotect()s and commits itself: see docs/region.md).
 //
+// The pinning modes (Layout::pins: the SIGBUS mode, and the user-mode-only mode an
+// unprivileged user gets where vm.unprivileged_userfaultfd is 0): a system call that meets a
+// page of the region nobody serves fails with EFAULT. There the malloc family takes only
+// blocks of 64 KiB or more, and none that libc allocates for itself (its stdio buffers, FILE
+// objects, directory streams: libc's own system calls into them pass no wrapper), and the
+// other parts keep what the kernel touches resident: io.cpp pins I/O buffers, kernel_args.cpp
+// retries calls whose other arguments met an evicted page, locks.cpp pins futex words while a
+// thread waits, signals.cpp gives each thread a signal stack outside the region.
+//
 // Variables (sizes in bytes or with K, M, G):
-//   ZSM_REGION_BUDGET       the budget; unset: the library stays out of the way
+//   ZSM_REGION_BUDGET       the budget, at least 1M; unset: the library stays out of the way
 //   ZSM_REGION_POOL_BUDGET  the compressed pool's most (default: half the budget); past it,
 //                           the pool's copies go to the backing file
 //   ZSM_REGION_BACKING_FILE a directory (an unnamed file there) or a path that does not exist;
 //                           default $TMPDIR (or /tmp); "none": no file, the pool then grows
 //                           inside the budget
 //   ZSM_REGION_BACKING_FILE_SIZE  the file's most (default: the region's size, at most 2T)
-//   ZSM_REGION_SIZE         the region's virtual size (default 64G)
-//   ZSM_REGION_SELF_SERVE=1 the SIGBUS mode (guards.cpp keeps it working)
-//   ZSM_REGION_STATS=1      one line of statistics at exit (or why there was no region)
+//   ZSM_REGION_SIZE         the region's virtual size (default 64G, at least 256M)
+//   ZSM_REGION_SELF_SERVE=1 the SIGBUS mode (signals.cpp keeps it working)
+//   ZSM_REGION_STATS=1      one line of statistics at exit (or why there was no region); with
+//                           ZSM_RUN_PID (zsm-run's) only from the process of that PID
+//   ZSM_RUN_ANNOUNCE=1      one line at start saying the mode and what it costs (zsm-run's;
+//                           the variable is then removed, so that an exec'd program is quiet)
 // A variable that is not a size turns the library off with one line on stderr, as does a
 // region that cannot be made.
 //
@@ -38,6 +50,8 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <link.h>
+#include <sys/syscall.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -62,6 +76,14 @@ namespace {
 constexpr size_t kDiscardOnFree = 256 << 10;  // frees this large give their pages back
 constexpr size_t kArenaAlign = size_t{64} << 20;  // mimalloc's arenas start at a segment boundary
 constexpr size_t kDefaultRegion = size_t{64} << 30;
+constexpr size_t kLeastRegion = size_t{256} << 20;  // an arena (and a half for mappings) at least
+// The least budget: what half of it (the most that may be pinned) holds of an I/O call at once
+// is then at least a datagram's largest (64 KiB), which a pin must never split.
+constexpr size_t kLeastBudget = size_t{1} << 20;
+// The pinning modes take only allocations this large (a system call that meets an evicted page
+// fails with EFAULT there, and the kernel touches small blocks through calls no wrapper sees:
+// a struct stat, a path).
+constexpr size_t kPinningSmallest = 64 << 10;
 
 std::atomic<bool> resolving{false};
 Layout layout;
@@ -85,6 +107,8 @@ std::atomic<bool> turned_on{false};
 const char* off_reason = "ZSM_REGION_BUDGET is not set";
 int stats_fd = -1;  // ZSM_REGION_STATS=1: stderr, duplicated (a program may close stderr first)
 std::atomic<uint64_t> outside{0};
+// libc's code: an allocation made from there, in a pinning mode, stays outside the region.
+uintptr_t libc_text_begin = 0, libc_text_end = 0;
 
 __attribute__((tls_model("initial-exec"))) thread_local bool in_library = false;
 
@@ -109,73 +133,40 @@ void find(F& f, const char* name) {
 
 void resolve_next() {
   resolving = true;
-  find(next.malloc, "malloc");
-  find(next.free, "free");
-  find(next.calloc, "calloc");
-  find(next.realloc, "realloc");
-  find(next.posix_memalign, "posix_memalign");
-  find(next.aligned_alloc, "aligned_alloc");
-  find(next.memalign, "memalign");
-  find(next.valloc, "valloc");
-  find(next.pvalloc, "pvalloc");
-  find(next.malloc_usable_size, "malloc_usable_size");
-  find(next.mmap, "mmap");
-  find(next.munmap, "munmap");
-  find(next.mremap, "mremap");
-  find(next.madvise, "madvise");
-  find(next.mprotect, "mprotect");
-  find(next.mlock, "mlock");
-  find(next.mlock2, "mlock2");
-  find(next.mlockall, "mlockall");
-  find(next.close, "close");
-  find(next.close_range, "close_range");
-  find(next.closefrom, "closefrom");
-  find(next.sigprocmask, "sigprocmask");
-  find(next.pthread_sigmask, "pthread_sigmask");
-  find(next.sigaction, "sigaction");
-  find(next.signal, "signal");
-  find(next.read, "read");
-  find(next.pread64, "pread64");
-  find(next.readv, "readv");
-  find(next.preadv, "preadv");
-  find(next.write, "write");
-  find(next.pwrite64, "pwrite64");
-  find(next.writev, "writev");
-  find(next.pwritev, "pwritev");
-  find(next.recv, "recv");
-  find(next.recvfrom, "recvfrom");
-  find(next.recvmsg, "recvmsg");
-  find(next.send, "send");
-  find(next.sendto, "sendto");
-  find(next.sendmsg, "sendmsg");
-  find(next.vmsplice, "vmsplice");
-  find(next.fread, "fread");
-  find(next.fwrite, "fwrite");
-  find(next.fread_unlocked, "fread_unlocked");
-  find(next.epoll_wait, "epoll_wait");
-  find(next.epoll_pwait, "epoll_pwait");
-  find(next.fwrite_unlocked, "fwrite_unlocked");
+#define ZSM_PRELOAD_FIND(name, ret, params) find(next.name, #name);
+  ZSM_PRELOAD_FUNCTIONS(ZSM_PRELOAD_FIND)
+  ZSM_PRELOAD_ARG_FUNCTIONS(ZSM_PRELOAD_FIND)
+#undef ZSM_PRELOAD_FIND
   resolving = false;
 }
 
 // --- Turning on. ----------------------------------------------------------------------------
 
-bool size_from_env(const char* name, size_t* out) {
+// A size from the environment, at least `least` (0: any but 0); unset leaves *out.
+bool size_from_env(const char* name, size_t* out, size_t least = 1, const char* least_text = nullptr) {
   const char* text = std::getenv(name);
   if (text == nullptr) return true;
-  if (parse_size(text, out) && *out != 0) return true;
-  say("zsm_region_preload: %s='%s' is not a size (bytes, or with K, M or G); the library is off\n", name, text);
-  off_reason = "a variable was not a size";
-  return false;
+  if (!parse_size(text, out) || *out == 0) {
+    say("zsm_region_preload: %s='%s' is not a size (bytes, or with K, M or G); the library is off\n", name, text);
+    off_reason = "a variable was not a size";
+    return false;
+  }
+  if (*out < least) {
+    say("zsm_region_preload: %s='%s' is below the least the library takes, %s; the library is off\n", name, text,
+        least_text);
+    off_reason = "a variable was below its least";
+    return false;
+  }
+  return true;
 }
 
 bool options_from_env(zsm_region_options* o, size_t* region_size) {
   size_t file_size = 0;
   *region_size = kDefaultRegion;
-  if (!size_from_env("ZSM_REGION_BUDGET", &o->budget_bytes) ||
+  if (!size_from_env("ZSM_REGION_BUDGET", &o->budget_bytes, kLeastBudget, "1M") ||
       !size_from_env("ZSM_REGION_POOL_BUDGET", &o->compressed_budget_bytes) ||
       !size_from_env("ZSM_REGION_BACKING_FILE_SIZE", &file_size) ||
-      !size_from_env("ZSM_REGION_SIZE", region_size)) {
+      !size_from_env("ZSM_REGION_SIZE", region_size, kLeastRegion, "256M")) {
     return false;
   }
   o->flags = ZSM_REGION_BUDGET_ALL;
@@ -230,9 +221,69 @@ bool give_heap_to_mimalloc() {
                              true, false, true, -1);
 }
 
+// Whether this process is the one zsm-run started (through any exec), or there is no zsm-run.
+bool the_launched_process() {
+  const char* pid = std::getenv("ZSM_RUN_PID");
+  return pid == nullptr || std::atol(pid) == getpid();
+}
+
 void start_stats() {
   const char* want = std::getenv("ZSM_REGION_STATS");
-  if (want != nullptr && std::strcmp(want, "1") == 0) stats_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+  if (want != nullptr && std::strcmp(want, "1") == 0 && the_launched_process()) {
+    stats_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+  }
+}
+
+// The program's name (its command's last part) and PID, for the lines the library prints.
+void program_tag(char* out, size_t n) {
+  char name[64] = "?";
+  int fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t got = ::read(fd, name, sizeof name - 1);
+    ::close(fd);
+    if (got > 0) name[got - (name[got - 1] == '\n' ? 1 : 0)] = '\0';
+  }
+  std::snprintf(out, n, "%s[%d]", name, static_cast<int>(getpid()));
+}
+
+double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+
+// What the mode costs, said once at start (zsm-run's ZSM_RUN_ANNOUNCE) and in the statistics.
+const char* mode_text(const Layout& l) {
+  if (l.self_serve) {
+    return "the SIGBUS mode (each thread serves its own faults): allocations under 64 KiB and libc's own stay "
+           "outside the region, I/O buffers are pinned";
+  }
+  if (l.user_mode_only) {
+    return "handler threads, user-mode faults only (no privilege to serve the kernel's: "
+           "vm.unprivileged_userfaultfd is 0 and /dev/userfaultfd is closed to this user): allocations under 64 KiB "
+           "and libc's own stay outside the region, I/O buffers are pinned";
+  }
+  return "handler threads serving every fault, the kernel's too: all of the program's memory in the region";
+}
+
+void announce() {
+  const char* want = std::getenv("ZSM_RUN_ANNOUNCE");
+  if (want == nullptr || std::strcmp(want, "1") != 0 || !the_launched_process()) return;
+  unsetenv("ZSM_RUN_ANNOUNCE");  // one line, not one more for each program this one execs
+  char tag[96];
+  program_tag(tag, sizeof tag);
+  struct zsm_region_stats s {};
+  zsm_region_stats(layout.region, &s);
+  say("zsm-run: %s: budget %.1f MiB for this process (each process it starts has a budget of its own); %s\n", tag,
+      mib(s.budget_bytes), mode_text(layout));
+}
+
+// libc's executable segment, where an allocation's caller is libc itself.
+int find_libc_text(struct dl_phdr_info* info, size_t, void*) {
+  if (info->dlpi_name == nullptr || std::strstr(info->dlpi_name, "/libc.so.") == nullptr) return 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || (ph.p_flags & PF_X) == 0) continue;
+    libc_text_begin = info->dlpi_addr + ph.p_vaddr;
+    libc_text_end = libc_text_begin + ph.p_memsz;
+  }
+  return 1;
 }
 
 bool turn_on() {
@@ -259,6 +310,10 @@ bool turn_on() {
   layout.maps_begin = layout.heap_end;
   layout.maps_end = layout.end;
   layout.self_serve = (o.flags & ZSM_REGION_SELF_SERVE) != 0;
+  struct zsm_region_stats st {};
+  zsm_region_stats(r, &st);
+  layout.user_mode_only = st.user_mode_only != 0 && !layout.self_serve;
+  if (layout.pins()) dl_iterate_phdr(find_libc_text, nullptr);
   auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   if (!give_heap_to_mimalloc() || !init_maps(layout, page)) {
     say("zsm_region_preload: the region's memory could not be set up (%s); the library is off\n",
@@ -284,54 +339,59 @@ __attribute__((constructor)) void load() {
   if (std::getenv("ZSM_REGION_BUDGET") != nullptr && next_ready()) {
     InLibrary guard;
     turned_on.store(turn_on(), std::memory_order_release);
-    if (turned_on.load()) pthread_atfork(fork_prepare, fork_done, fork_done);
+    if (turned_on.load()) {
+      pthread_atfork(fork_prepare, fork_done, fork_done);
+      if (layout.self_serve) init_signal_stack();
+      announce();
+    }
   }
   start_stats();
 }
 
-// ZSM_REGION_STATS=1: the region's statistics when the program exits, or why it had none.
+// ZSM_REGION_STATS=1: the region's statistics when the program exits, or why it had none. One
+// line, sizes in MiB: the budget and the most the region cost (decompressed, pool, tables), what
+// is stored and in what, the faults and evictions, and the mode.
 __attribute__((destructor)) void print_stats_at_exit() {
   if (stats_fd < 0) return;
-  char line[768];
+  char line[1024], tag[96];
+  program_tag(tag, sizeof tag);
   int n;
   struct zsm_region_stats s {};
   if (!turned_on.load() || zsm_region_stats(layout.region, &s) != 0) {
-    n = std::snprintf(line, sizeof line, "zsm_region_preload: at exit: no region (%s)\n", off_reason);
+    n = std::snprintf(line, sizeof line, "zsm-run: %s at exit: no region (%s)\n", tag, off_reason);
   } else {
     n = std::snprintf(
         line, sizeof line,
-        "zsm_region_preload: at exit: budget %llu MiB (decompressed now %llu MiB), resident %llu KiB, "
-        "probation %llu KiB, stored pages %llu (orig %llu KiB, pool %llu KiB), faults %llu (zero %llu, "
-        "around %llu, from probation %llu), evictions %llu (clean %llu), backing file %llu KiB "
-        "(written back %llu, read back %llu), io-pinned skips %llu, over budget %llu; peaks: "
-        "decompressed %llu MiB, pool %llu MiB, all %llu MiB; allocations outside the region %llu\n",
-        (unsigned long long)s.budget_bytes >> 20, (unsigned long long)s.resident_limit_bytes >> 20,
-        (unsigned long long)s.resident_bytes >> 10, (unsigned long long)s.probation_bytes >> 10,
-        (unsigned long long)s.stored_pages, (unsigned long long)s.orig_data_size >> 10,
-        (unsigned long long)s.mem_used_total >> 10, (unsigned long long)s.faults,
+        "zsm-run: %s at exit: budget %.1f MiB, peak %.1f MiB (decompressed %.1f, pool %.1f), now %.1f MiB "
+        "(decompressed %.1f, pool %.1f, tables %.1f); stored %.1f MiB in %.1f MiB, %.1f MiB on file "
+        "(written back %llu, read back %llu); faults %llu (zero %llu, ahead %llu, probation %llu, waited %llu); "
+        "evictions %llu (clean %llu); over budget %llu pages; outside the region %llu allocations; %s\n",
+        tag, mib(s.budget_bytes), mib(s.peak_total_bytes), mib(s.peak_decompressed_bytes), mib(s.peak_pool_bytes),
+        mib(s.resident_bytes + s.probation_bytes + s.mem_used_total + s.bookkeeping_bytes),
+        mib(s.resident_bytes + s.probation_bytes), mib(s.mem_used_total), mib(s.bookkeeping_bytes),
+        mib(s.orig_data_size), mib(s.mem_used_total), mib(s.bd_bytes_on_file),
+        (unsigned long long)s.written_back, (unsigned long long)s.read_back, (unsigned long long)s.faults,
         (unsigned long long)s.zero_faults, (unsigned long long)s.fault_around_pages,
-        (unsigned long long)s.probation_faults, (unsigned long long)s.evictions,
-        (unsigned long long)s.clean_evictions, (unsigned long long)s.bd_bytes_on_file >> 10,
-        (unsigned long long)s.written_back, (unsigned long long)s.read_back,
-        (unsigned long long)s.io_pinned_skips, (unsigned long long)s.over_budget_pages,
-        (unsigned long long)s.peak_decompressed_bytes >> 20, (unsigned long long)s.peak_pool_bytes >> 20,
-        (unsigned long long)s.peak_total_bytes >> 20,
-        (unsigned long long)outside.load());
+        (unsigned long long)s.probation_faults, (unsigned long long)s.budget_waits, (unsigned long long)s.evictions,
+        (unsigned long long)s.clean_evictions, (unsigned long long)s.over_budget_pages,
+        (unsigned long long)outside.load(), layout.self_serve ? "SIGBUS mode" : layout.user_mode_only ?
+        "user-mode faults only" : "handler threads");
   }
   if (n > 0) (void)!::write(stats_fd, line, std::min(static_cast<size_t>(n), sizeof line - 1));
 }
 
 // --- The malloc family. ---------------------------------------------------------------------
 
-// The SIGBUS mode takes only allocations this large: a system call that meets an evicted page
-// fails with EFAULT there, and libc's own calls (stdio's reads into its buffer, stat into a
-// struct) write small blocks the program allocated without passing through guards.cpp.
-constexpr size_t kSelfServeSmallest = 64 << 10;
+bool called_from_libc(const void* caller) {
+  auto a = reinterpret_cast<uintptr_t>(caller);
+  return a - libc_text_begin < libc_text_end - libc_text_begin;
+}
 
-// The layout, when a request of `bytes` may be served from the region.
-const Layout* heap_for_this_call(size_t bytes) {
+// The layout, when a request of `bytes` made from `caller` may be served from the region.
+const Layout* heap_for_this_call(size_t bytes, const void* caller) {
   const Layout* l = on();
-  if (l == nullptr || use_next() || (l->self_serve && bytes < kSelfServeSmallest)) return nullptr;
+  if (l == nullptr || use_next()) return nullptr;
+  if (l->pins() && (bytes < kPinningSmallest || called_from_libc(caller))) return nullptr;
   return l;
 }
 
@@ -364,6 +424,56 @@ bool next_ready() {
 
 bool use_next() { return in_library || zsm_region_internal_thread() != 0; }
 
+const Layout* pinning() {
+  const Layout* l = on();
+  return l != nullptr && l->pins() && !use_next() ? l : nullptr;
+}
+
+int Pin::take(const Layout& l, const void* p, size_t len) {
+  release();
+  auto a = reinterpret_cast<uintptr_t>(p);
+  uintptr_t from = std::max(a, l.begin), to = std::min(a + len, l.end);
+  if (len == 0 || from >= to) return 0;
+  InLibrary guard;
+  int rc = zsm_region_pin(l.region, reinterpret_cast<void*>(from), to - from);
+  if (rc == 0) {
+    l_ = &l;
+    from_ = from;
+    to_ = to;
+  }
+  return rc;
+}
+
+void Pin::take_waiting(const Layout& l, const void* p, size_t len) {
+  while (take(l, p, len) == -ENOMEM) usleep(1000);  // other threads' calls end, and their pins with them
+}
+
+void Pin::release() {
+  if (l_ == nullptr) return;
+  int saved = errno;
+  InLibrary guard;
+  zsm_region_unpin(l_->region, reinterpret_cast<void*>(from_), to_ - from_);
+  l_ = nullptr;
+  errno = saved;
+}
+
+// A page's worth of steps through [p, p + len) inside the region: the first byte and each
+// page's after it.
+template <typename Touch>
+void each_page(const Layout& l, const void* p, size_t len, Touch touch) {
+  auto a = reinterpret_cast<uintptr_t>(p);
+  uintptr_t from = std::max(a, l.begin), to = std::min(a + len, l.end);
+  for (uintptr_t at = from; at < to; at = (at | 4095) + 1) touch(reinterpret_cast<unsigned char*>(at));
+}
+
+void touch_for_read(const Layout& l, const void* p, size_t len) {
+  each_page(l, p, len, [](unsigned char* b) { (void)*reinterpret_cast<volatile unsigned char*>(b); });
+}
+
+void touch_for_write(const Layout& l, void* p, size_t len) {
+  each_page(l, p, len, [](unsigned char* b) { __atomic_fetch_or(b, 0, __ATOMIC_RELAXED); });
+}
+
 InLibrary::InLibrary() : was_(in_library) { in_library = true; }
 InLibrary::~InLibrary() { in_library = was_; }
 
@@ -380,6 +490,43 @@ void say(const char* fmt, ...) {
 
 // --- The interposed malloc family. --------------------------------------------------------
 
+namespace zsm_preload {
+namespace {
+
+// A block of `bytes` for `caller` (the interposed function's return address): the region's, or
+// the next malloc's (too small or libc's own in a pinning mode, the library off, the region's
+// arena full).
+void* allocate(size_t bytes, const void* caller) {
+  if (heap_for_this_call(bytes, caller) != nullptr) {
+    if (void* p = mi.malloc(bytes)) return p;
+    return outside_region(next.malloc(bytes));
+  }
+  if (!next_ready()) return bootstrap_alloc(bytes);
+  return next.malloc(bytes);
+}
+
+size_t usable(const void* p, bool in_region) {
+  return in_region ? mi.usable_size(p) : next.malloc_usable_size(const_cast<void*>(p));
+}
+
+// realloc() across the line between the region and the next malloc (a block that grew into
+// what the mode takes, or shrank below it): a new block, the bytes copied.
+void* move_block(void* p, size_t bytes, bool in_region, const void* caller) {
+  void* q = allocate(bytes, caller);
+  if (q == nullptr) return nullptr;
+  std::memcpy(q, p, std::min(bytes, usable(p, in_region)));
+  if (in_region) {
+    mi.free(p);
+  } else {
+    next.free(p);
+  }
+  return q;
+}
+
+}  // namespace
+}  // namespace zsm_preload
+
+using zsm_preload::allocate;
 using zsm_preload::bootstrap_alloc;
 using zsm_preload::heap_for_this_call;
 using zsm_preload::mi;
@@ -388,16 +535,11 @@ using zsm_preload::next;
 using zsm_preload::next_ready;
 using zsm_preload::outside_region;
 
+#define CALLER __builtin_return_address(0)
+
 extern "C" {
 
-__attribute__((visibility("default"))) void* malloc(size_t bytes) {
-  if (heap_for_this_call(bytes) != nullptr) {
-    if (void* p = mi.malloc(bytes)) return p;
-    return outside_region(next.malloc(bytes));
-  }
-  if (!next_ready()) return bootstrap_alloc(bytes);
-  return next.malloc(bytes);
-}
+__attribute__((visibility("default"))) void* malloc(size_t bytes) { return allocate(bytes, CALLER); }
 
 __attribute__((visibility("default"))) void free(void* p) {
   if (p == nullptr || in_bootstrap(p)) return;
@@ -410,58 +552,45 @@ __attribute__((visibility("default"))) void free(void* p) {
 }
 
 __attribute__((visibility("default"))) void* calloc(size_t count, size_t size) {
-  if (heap_for_this_call(count * size) != nullptr) {
+  size_t bytes = 0;
+  if (__builtin_mul_overflow(count, size, &bytes)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (heap_for_this_call(bytes, CALLER) != nullptr) {
     if (void* p = mi.calloc(count, size)) return p;
-    if (count != 0 && size > SIZE_MAX / count) return nullptr;
     return outside_region(next.calloc(count, size));
   }
-  if (!next_ready()) {
-    size_t bytes = 0;
-    if (__builtin_mul_overflow(count, size, &bytes)) return nullptr;
-    return bootstrap_alloc(bytes);
-  }
+  if (!next_ready()) return bootstrap_alloc(bytes);
   return next.calloc(count, size);
 }
 
 __attribute__((visibility("default"))) void* realloc(void* p, size_t bytes) {
-  if (p == nullptr) return malloc(bytes);
+  const void* caller = CALLER;
+  if (p == nullptr) return allocate(bytes, caller);
   if (bytes == 0) {
     free(p);
     return nullptr;
   }
+  if (in_bootstrap(p)) {
+    void* q = allocate(bytes, caller);
+    auto left = sizeof(zsm_preload::bootstrap) - static_cast<size_t>(static_cast<unsigned char*>(p) - zsm_preload::bootstrap);
+    if (q != nullptr) std::memcpy(q, p, std::min(bytes, left));
+    return q;
+  }
   const zsm_preload::Layout* l = zsm_preload::on();
-  if (l != nullptr && zsm_preload::in_heap(*l, p)) {
-    if (heap_for_this_call(bytes) == nullptr && l->self_serve) {  // shrunk below what the mode takes
-      void* q = next.malloc(bytes);
-      if (q != nullptr) std::memcpy(q, p, std::min(bytes, mi.usable_size(p)));
-      if (q != nullptr) mi.free(p);
-      return q;
-    }
+  const bool in_region = l != nullptr && zsm_preload::in_heap(*l, p);
+  const bool wants_region = heap_for_this_call(bytes, caller) != nullptr;
+  if (in_region && wants_region) {
     if (void* q = mi.realloc(p, bytes)) return q;
-    void* q = outside_region(next.malloc(bytes));
+    void* q = outside_region(next.malloc(bytes));  // the arena is full
     if (q == nullptr) return nullptr;
     std::memcpy(q, p, std::min(bytes, mi.usable_size(p)));
     mi.free(p);
     return q;
   }
-  if (!next_ready()) return nullptr;
-  if (in_bootstrap(p)) {
-    void* q = malloc(bytes);
-    if (q != nullptr) {
-      auto left = sizeof(zsm_preload::bootstrap) - static_cast<size_t>(static_cast<unsigned char*>(p) - zsm_preload::bootstrap);
-      std::memcpy(q, p, std::min(bytes, left));
-    }
-    return q;
-  }
-  if (heap_for_this_call(bytes) != nullptr && l->self_serve) {  // grown into what the mode takes
-    void* q = malloc(bytes);
-    if (q != nullptr) {
-      std::memcpy(q, p, std::min(bytes, next.malloc_usable_size(p)));
-      next.free(p);
-    }
-    return q;
-  }
-  return next.realloc(p, bytes);  // allocated before the library turned on: it stays outside
+  if (!in_region && !wants_region) return next_ready() ? next.realloc(p, bytes) : nullptr;
+  return zsm_preload::move_block(p, bytes, in_region, caller);
 }
 
 __attribute__((visibility("default"))) void* reallocarray(void* p, size_t count, size_t size) {
@@ -474,28 +603,28 @@ __attribute__((visibility("default"))) void* reallocarray(void* p, size_t count,
 }
 
 __attribute__((visibility("default"))) int posix_memalign(void** out, size_t align, size_t bytes) {
-  if (heap_for_this_call(bytes) != nullptr) return mi.posix_memalign(out, align, bytes);
+  if (heap_for_this_call(bytes, CALLER) != nullptr) return mi.posix_memalign(out, align, bytes);
   if (!next_ready()) return ENOMEM;
   return next.posix_memalign(out, align, bytes);
 }
 
 __attribute__((visibility("default"))) void* aligned_alloc(size_t align, size_t bytes) {
-  if (heap_for_this_call(bytes) != nullptr) return mi.aligned_alloc(align, bytes);
+  if (heap_for_this_call(bytes, CALLER) != nullptr) return mi.aligned_alloc(align, bytes);
   return next_ready() ? next.aligned_alloc(align, bytes) : nullptr;
 }
 
 __attribute__((visibility("default"))) void* memalign(size_t align, size_t bytes) {
-  if (heap_for_this_call(bytes) != nullptr) return mi.memalign(align, bytes);
+  if (heap_for_this_call(bytes, CALLER) != nullptr) return mi.memalign(align, bytes);
   return next_ready() ? next.memalign(align, bytes) : nullptr;
 }
 
 __attribute__((visibility("default"))) void* valloc(size_t bytes) {
-  if (heap_for_this_call(bytes) != nullptr) return mi.valloc(bytes);
+  if (heap_for_this_call(bytes, CALLER) != nullptr) return mi.valloc(bytes);
   return next_ready() ? next.valloc(bytes) : nullptr;
 }
 
 __attribute__((visibility("default"))) void* pvalloc(size_t bytes) {
-  if (heap_for_this_call(bytes) != nullptr) return mi.pvalloc(bytes);
+  if (heap_for_this_call(bytes, CALLER) != nullptr) return mi.pvalloc(bytes);
   return next_ready() ? next.pvalloc(bytes) : nullptr;
 }
 

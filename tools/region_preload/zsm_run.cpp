@@ -3,12 +3,15 @@
 // top comment says what it takes and what stays outside).
 //
 //   zsm-run [--budget=SIZE] [--pool-budget=SIZE] [--backing-file=PATH|none] [--self-serve]
-//           [--region-size=SIZE] [--stats] -- PROGRAM ARGS...
+//           [--region-size=SIZE] [--stats] [--quiet] -- PROGRAM ARGS...
 //
-// It sets the library's variables (ZSM_REGION_*), puts the library first in LD_PRELOAD and
-// executes the program in its own place (its exit status is the program's). The library is
-// found beside zsm-run (the build tree), in ../lib/ (an install), or where --library says.
-// A program that cannot be run is exit status 127, with the reason; a bad flag, 2.
+// It sets the library's variables (ZSM_REGION_*; sizes as byte counts), puts the library first
+// in LD_PRELOAD and executes the program in its own place (its exit status is the program's,
+// and its PID: the library prints its line at start, and --stats's at exit, from that process
+// alone, through its execs). Each process the program starts has a region and a budget of its
+// own. The library is found beside zsm-run (the build tree), in ../lib/ (an install), or where
+// --library says. A program that cannot be run is exit status 127, with the reason; a bad
+// flag, 2.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,32 +30,36 @@ namespace {
 namespace fs = std::filesystem;
 
 struct Options {
-  std::string budget;  // as given: the library parses them the same way
+  std::string budget;  // byte counts, as the library reads them
   std::string pool_budget, backing_file, region_size, library;
-  bool self_serve = false, stats = false;
+  bool self_serve = false, stats = false, quiet = false;
   std::vector<std::string> program;
 };
 
-// A size as the library reads it (bytes, or with K, M, G), checked here so that a mistake is
-// an error of zsm-run's, not a line from the library.
-std::string size_flag(const std::string& v, const char* what) {
-  zsm_cli::parse_size(v, what, 1);
-  return v;
+constexpr uint64_t kLeastBudget = uint64_t{1} << 20;       // the library's least (preload.cpp)
+constexpr uint64_t kLeastRegion = uint64_t{256} << 20;
+
+// A size checked here (so that a mistake is an error of zsm-run's, not a line from the
+// library), handed on as bytes.
+std::string size_flag(const std::string& v, const char* what, uint64_t least = 1) {
+  return std::to_string(zsm_cli::parse_size(v, what, least));
 }
 
 const zsm_cli::Flag<Options> kFlags[] = {
-    {"--budget", "SIZE", "all the region may cost: decompressed pages, pool, bookkeeping (default: half the machine's memory)",
-     [](Options& o, const std::string& v) { o.budget = size_flag(v, "--budget"); }},
+    {"--budget", "SIZE", "all the region may cost: decompressed pages, pool, bookkeeping; at least 1M (default: half the machine's memory); each process the program starts has its own",
+     [](Options& o, const std::string& v) { o.budget = size_flag(v, "--budget", kLeastBudget); }},
     {"--pool-budget", "SIZE", "the compressed pool's most (default: half the budget); past it, pages go to the file",
      [](Options& o, const std::string& v) { o.pool_budget = size_flag(v, "--pool-budget"); }},
     {"--backing-file", "PATH", "a directory (an unnamed file there), a path that does not exist, or none (default $TMPDIR or /tmp)",
      [](Options& o, const std::string& v) { o.backing_file = v; }},
-    {"--region-size", "SIZE", "the region's virtual size (default 64G)",
-     [](Options& o, const std::string& v) { o.region_size = size_flag(v, "--region-size"); }},
-    {"--self-serve", nullptr, "the SIGBUS mode: each thread serves its own faults (docs/region.md)",
+    {"--region-size", "SIZE", "the region's virtual size, at least 256M (default 64G)",
+     [](Options& o, const std::string& v) { o.region_size = size_flag(v, "--region-size", kLeastRegion); }},
+    {"--self-serve", nullptr, "the SIGBUS mode: each thread serves its own faults; as where the kernel's faults cannot be served (no privilege), allocations under 64 KiB and libc's own stay outside the region (docs/region.md)",
      [](Options& o, const std::string&) { o.self_serve = true; }},
-    {"--stats", nullptr, "the region's statistics on stderr at exit (or why there was none)",
+    {"--stats", nullptr, "one line of the region's statistics on stderr at exit (or why there was none)",
      [](Options& o, const std::string&) { o.stats = true; }},
+    {"--quiet", nullptr, "no line at start saying the budget and the mode",
+     [](Options& o, const std::string&) { o.quiet = true; }},
     {"--library", "PATH", "the preload library (default: found beside zsm-run or in ../lib)",
      [](Options& o, const std::string& v) { o.library = zsm_cli::existing_path(v, "--library"); }},
 };
@@ -107,6 +114,8 @@ int main(int argc, char** argv) {
   set("ZSM_REGION_SIZE", o.region_size);
   if (o.self_serve) setenv("ZSM_REGION_SELF_SERVE", "1", 1);
   if (o.stats) setenv("ZSM_REGION_STATS", "1", 1);
+  if (!o.quiet) setenv("ZSM_RUN_ANNOUNCE", "1", 1);
+  set("ZSM_RUN_PID", std::to_string(getpid()));
   const char* before = std::getenv("LD_PRELOAD");
   set("LD_PRELOAD", before != nullptr && *before != '\0' ? library + ":" + before : library);
 
