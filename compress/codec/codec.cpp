@@ -74,18 +74,29 @@ size_t lz4_bound(size_t n) {
   return fits_int(n) ? static_cast<size_t>(LZ4_compressBound(static_cast<int>(n))) : 0;
 }
 
+// 16 KiB: made on the thread's first call rather than in static TLS.
+LZ4_stream_t* thread_lz4_state() {
+  thread_local std::unique_ptr<LZ4_stream_t> state(new LZ4_stream_t);
+  return state.get();
+}
+
+// 256 KiB: too big for static TLS, so made on the thread's first call.
+LZ4_streamHC_t* thread_lz4hc_state() {
+  thread_local std::unique_ptr<LZ4_streamHC_t> state(new LZ4_streamHC_t);
+  return state.get();
+}
+
 class Lz4Codec final : public Codec {
  public:
   explicit Lz4Codec(int acceleration) : acceleration_(acceleration) {}
   std::string_view name() const noexcept override { return "lz4"; }
   int level() const noexcept override { return acceleration_; }
   size_t bound(size_t n) const noexcept override { return lz4_bound(n); }
+  void prepare_thread() const override { thread_lz4_state(); }
   std::optional<size_t> compress(std::span<const std::byte> src,
                                  std::span<std::byte> dst) const override {
     if (!fits_int(src.size())) return std::nullopt;
-    // 16 KiB: made on the thread's first call rather than in static TLS.
-    thread_local std::unique_ptr<LZ4_stream_t> state(new LZ4_stream_t);
-    int n = LZ4_compress_fast_extState(state.get(), chars(src), chars(dst),
+    int n = LZ4_compress_fast_extState(thread_lz4_state(), chars(src), chars(dst),
                                        static_cast<int>(src.size()),
                                        static_cast<int>(std::min<size_t>(dst.size(), INT_MAX)),
                                        acceleration_);
@@ -106,6 +117,7 @@ class Lz4HcCodec final : public Codec {
   std::string_view name() const noexcept override { return "lz4hc"; }
   int level() const noexcept override { return level_; }
   size_t bound(size_t n) const noexcept override { return lz4_bound(n); }
+  void prepare_thread() const override { thread_lz4hc_state(); }
   std::optional<size_t> compress(std::span<const std::byte> src,
                                  std::span<std::byte> dst) const override {
     if (!fits_int(src.size())) return std::nullopt;
@@ -116,9 +128,7 @@ class Lz4HcCodec final : public Codec {
       dst[0] = std::byte{0};
       return 1;
     }
-    // 256 KiB: too big for static TLS, so made on the thread's first call.
-    thread_local std::unique_ptr<LZ4_streamHC_t> state(new LZ4_streamHC_t);
-    int n = LZ4_compress_HC_extStateHC(state.get(), chars(src), chars(dst),
+    int n = LZ4_compress_HC_extStateHC(thread_lz4hc_state(), chars(src), chars(dst),
                                        static_cast<int>(src.size()),
                                        static_cast<int>(std::min<size_t>(dst.size(), INT_MAX)),
                                        level_);
@@ -165,6 +175,9 @@ class ZstdCodec final : public Codec {
   std::string_view name() const noexcept override { return "zstd"; }
   int level() const noexcept override { return level_; }
   size_t bound(size_t n) const noexcept override { return ZSTD_compressBound(n); }
+  void prepare_thread() const override {
+    if (thread_cctx() == nullptr || thread_dctx() == nullptr) throw std::bad_alloc();
+  }
   std::optional<size_t> compress(std::span<const std::byte> src,
                                  std::span<std::byte> dst) const override {
     ZSTD_CCtx* cctx = thread_cctx();

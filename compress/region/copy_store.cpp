@@ -206,6 +206,14 @@ void CopyStore::end_writeback_batch() {
   zs_compact(pool_);
 }
 
+bool CopyStore::compact_if_fragmented() {
+  uint64_t pool = pool_bytes(), held = get(counters_.compr_bytes);
+  uint64_t holes = pool > held ? pool - held : 0;
+  if (holes < pool / 4 || holes < (256u << 10)) return false;
+  zs_compact(pool_);
+  return true;
+}
+
 bool CopyStore::file_full() const {
   SpinGuard g(file_lock_);
   return file_->full();

@@ -48,6 +48,10 @@ class CopyStore {
   // 0, or -errno with *why (the pool's configuration, the codec's options, the file's path).
   int init(const CopyStoreOptions& o, std::string* why);
 
+  // The calling thread's codec contexts, made now: every thread that stores or loads under a
+  // page's lock calls it first (zsm/codec.hpp says why), before it takes one.
+  void prepare_thread() const { codec_->prepare_thread(); }
+
   // A buffer of this many bytes holds a compressed page (store's `work`).
   size_t work_bytes() const { return work_bytes_; }
 
@@ -68,6 +72,11 @@ class CopyStore {
   bool move_to_file(PageState* st, uint64_t* word, std::byte* buf);
   // After a batch of moves: the file's pages leave the page cache, the pool is compacted.
   void end_writeback_batch();
+  // Compacts the pool when a quarter of it (and 256 KiB) holds no copy: frees of copies leave
+  // holes in its zspages, which a region that faults and evicts at a high rate makes faster
+  // than write-back's compaction takes them back, and with ZSM_REGION_BUDGET_ALL every byte of
+  // them is taken from the decompressed pages. Whether it compacted.
+  bool compact_if_fragmented();
   bool file_full() const;
 
   // The pool's bytes now, its budget (0: none), and whether it is within `pages` of it.

@@ -111,6 +111,7 @@ void Evictor::main(std::function<void(pid_t)> keeper_start) {
   pthread_sigmask(SIG_BLOCK, &all, nullptr);  // no program handler runs here, holding page locks
   auto tid = static_cast<pid_t>(syscall(SYS_gettid));
   keeper_start(tid);
+  parts_.copies.prepare_thread();  // before any page's lock (copy_store.h)
   tid_.store(tid);
   // kswapd's rhythm: asleep until a fault finds the budget past the low watermark (or
   // someone asks), then batches until the high watermark, then asleep again.

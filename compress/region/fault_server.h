@@ -89,6 +89,8 @@ class FaultServer {
   void make_writable(uint32_t p, PageState* s, bool may_allocate);
   // After installing: wakes the evictor below the low watermark.
   void poke_evictor();
+  // The calling thread's codec contexts, before it serves (copy_store.h).
+  void prepare_thread() const { parts_.copies.prepare_thread(); }
 
  private:
   uintptr_t addr(uint32_t p) const { return base_ + uintptr_t{p} * kPageSize; }

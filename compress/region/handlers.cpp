@@ -95,6 +95,7 @@ void Handlers::start(bool own_table) {
 }
 
 bool Handlers::serve_one(int wait_ms) {
+  server_.prepare_thread();
   pollfd p{calls_.number(), POLLIN, 0};
   if (poll(&p, 1, wait_ms) <= 0) return false;
   uffd_msg msg;
@@ -111,6 +112,7 @@ void Handlers::main(bool spin, bool own_table) {
   mark_region_thread();
   if (own_table) mark_private_files();
   block_all_signals();  // a program's handler here touching the region could not be served
+  server_.prepare_thread();  // before any page's lock (copy_store.h)
   std::vector<std::byte> pages(std::max(c_.fault_around, 1u) * kPageSize), file_buf(kPageSize);
   ServeBuffers b{pages.data(), file_buf.data()};
   const int fd = calls_.number();

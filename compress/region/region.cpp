@@ -26,6 +26,7 @@ struct OwnBuffers {
 }  // namespace
 
 Region::RangeCall::RangeCall(Region& r) : r_(r) {
+  r_.copies_.prepare_thread();  // before any page's lock (copy_store.h)
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &saved_);
@@ -154,6 +155,7 @@ int Region::open_userfaultfd(std::string* why) {
 // fork() no handler runs yet to serve them. So, until every thread has started, this thread
 // serves the faults the userfaultfd holds itself.
 void Region::start_threads() {
+  copies_.prepare_thread();  // this thread may serve faults while the others start
   evictor_->start([this](pid_t tid) { keeper_start(tid); });
   auto all_running = [this] { return evictor_->tid() != 0 && (!handlers_ || handlers_->running()); };
   while (!all_running()) {
@@ -182,8 +184,10 @@ int Region::descriptors(int* fds, int n) const {
   return held + reserve_.numbers(fds + std::min(held, n), std::max(n - held, 0));
 }
 
-// Before each evictor batch: the peaks of the pool and of everything, and the budget retuned.
+// Before each evictor batch: the pool compacted where frees left it holey, the peaks of the
+// pool and of everything, and the budget retuned.
 void Region::before_batch() {
+  copies_.compact_if_fragmented();
   uint64_t pool = copies_.pool_bytes();
   raise_to(counters_.peak_pool, pool);
   raise_to(counters_.peak_total, budget_.used() * kPageSize + pool + bookkeeping_bytes());

@@ -156,7 +156,7 @@ SELECT b, count(*) FROM t GROUP BY b ORDER BY b LIMIT 5;
     return [
         Program("sort", "sort", ["sort", "-n", str(nums)], make_nums, ["sort", "--version"]),
         Program("xz", "xz", ["xz", "-6", "-T1", "-c", str(text)], make_text, ["xz", "--version"]),
-        Program("zstd", "zstd", ["sh", "-c", f"zstd -q -12 -c {text} | zstd -q -d -c"], make_text,
+        Program("zstd", "zstd", ["sh", "-c", f"zstd -q -6 -c {text} | zstd -q -d -c"], make_text,
                 ["sh", "-c", "zstd --version"]),
         Program("mawk", "mawk", ["mawk", "-f", str(awk), str(nums)], make_awk, ["mawk", "-W", "version"]),
         Program("python3", "/usr/bin/python3", ["/usr/bin/python3", str(py)], make_py,

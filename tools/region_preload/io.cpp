@@ -76,18 +76,17 @@ bool always() { return true; }
 bool never() { return false; }
 
 // A vectored call's buffers, pinned: every vector in the region at once, or the call shortened
-// to what can be (when `may_shorten`), else waiting. call(iov, count) makes the call.
+// to what can be (when `may_shorten`), else waiting.
 class PinnedVectors {
  public:
   PinnedVectors(const Layout& l, const struct iovec* iov, int count, bool may_shorten)
       : l_(l), iov_(iov), count_(std::max(count, 0)) {
-    if (count_ > kMostVectors && may_shorten) shorten_to(kMostVectors, SIZE_MAX);
     for (size_t most = SIZE_MAX;;) {
       if (pin_all()) return;
       size_t bytes = region_bytes();
       if (may_shorten && bytes > kLeastPiece) {
         most = std::min(most, bytes) / 2;
-        shorten_to(count_, std::max(most, kLeastPiece));
+        shorten_to(std::max(most, kLeastPiece));
       } else {
         usleep(1000);  // other threads' calls end, and their pins with them
       }
@@ -95,6 +94,11 @@ class PinnedVectors {
   }
   const struct iovec* iov() const { return iov_; }
   int count() const { return count_; }
+  size_t bytes() const {
+    size_t n = 0;
+    for (int i = 0; i < count_; ++i) n += iov_[i].iov_len;
+    return n;
+  }
 
  private:
   size_t region_bytes() const {
@@ -104,9 +108,9 @@ class PinnedVectors {
     }
     return n;
   }
-  // The first `count` vectors, cut where their bytes in the region pass `most`.
-  void shorten_to(int count, size_t most) {
-    int n = std::min({count, count_, kMostVectors});
+  // The vectors cut where their bytes in the region pass `most`.
+  void shorten_to(size_t most) {
+    int n = std::min(count_, kMostVectors);
     size_t bytes = 0;
     for (int i = 0; i < n; ++i) {
       own_[i] = iov_[i];
@@ -141,14 +145,43 @@ class PinnedVectors {
   Pin pins_[kMostVectors];
 };
 
-template <typename Call>
-ssize_t with_vectors_pinned(const struct iovec* iov, int count, bool may_shorten, Call call) {
+// The vectors past the first `done` bytes of iov[0..count), at most kMostVectors of them, into
+// `out`; how many.
+int vectors_after(const struct iovec* iov, int count, size_t done, struct iovec* out) {
+  int n = 0;
+  for (int i = 0; i < count && n < kMostVectors; ++i) {
+    if (done >= iov[i].iov_len) {
+      done -= iov[i].iov_len;
+      continue;
+    }
+    out[n++] = {static_cast<char*>(iov[i].iov_base) + done, iov[i].iov_len - done};
+    done = 0;
+  }
+  return n;
+}
+
+// call(iov, count, done) over the vectors in pinned parts: as with_buffer_pinned, after a
+// part that filled, more() says whether the next follows (`done`: the bytes before it, for
+// the positional forms' offset). A call of more than kMostVectors vectors is such parts too.
+template <typename More, typename Call>
+ssize_t with_vectors_pinned(const struct iovec* iov, int count, bool may_shorten, More more, Call call) {
   const Layout* l = pinning();
   bool any = false;
   for (int i = 0; l != nullptr && i < count && !any; ++i) any = overlaps_region(*l, iov[i].iov_base, iov[i].iov_len);
-  if (!any) return call(iov, count);
-  PinnedVectors pinned(*l, iov, count, may_shorten);
-  return call(pinned.iov(), pinned.count());
+  if (!any) return call(iov, count, size_t{0});
+  size_t total = 0, done = 0;
+  for (int i = 0; i < count; ++i) total += iov[i].iov_len;
+  struct iovec rest[kMostVectors];
+  do {
+    int n = vectors_after(iov, count, done, rest);
+    PinnedVectors pinned(*l, rest, n, may_shorten);
+    const size_t asked = pinned.bytes();
+    ssize_t got = call(pinned.iov(), pinned.count(), done);
+    if (got < 0) return done > 0 ? static_cast<ssize_t>(done) : got;
+    done += static_cast<size_t>(got);
+    if (static_cast<size_t>(got) < asked) break;
+  } while (done < total && more());
+  return static_cast<ssize_t>(done);
 }
 
 // A message call: its vectors (and its name and control buffers, small and pinned whole).
@@ -159,8 +192,8 @@ ssize_t with_message_pinned(int fd, Msg* msg, Call call) {
   Pin name, control;
   if (msg->msg_name != nullptr) name.take_waiting(*l, msg->msg_name, msg->msg_namelen);
   if (msg->msg_control != nullptr) control.take_waiting(*l, msg->msg_control, msg->msg_controllen);
-  return with_vectors_pinned(msg->msg_iov, static_cast<int>(msg->msg_iovlen), stream_socket(fd),
-                             [&](const struct iovec* iov, int count) {
+  return with_vectors_pinned(msg->msg_iov, static_cast<int>(msg->msg_iovlen), stream_socket(fd), never,
+                             [&](const struct iovec* iov, int count, size_t) {
                                std::remove_const_t<Msg> copy = *msg;
                                copy.msg_iov = const_cast<struct iovec*>(iov);
                                copy.msg_iovlen = static_cast<size_t>(count);
@@ -254,18 +287,26 @@ EXPORT ssize_t __pread64_chk(int fd, void* buf, size_t n, off_t off, size_t bufl
 EXPORT __attribute__((alias("__pread64_chk"))) ssize_t __pread_chk(int, void*, size_t, off_t, size_t);
 
 EXPORT ssize_t readv(int fd, const struct iovec* iov, int count) {
-  return with_vectors_pinned(iov, count, true, [&](const struct iovec* v, int c) { return next.readv(fd, v, c); });
+  return with_vectors_pinned(iov, count, true, [fd] { return zsm_preload::regular_file(fd); },
+                             [&](const struct iovec* v, int c, size_t) { return next.readv(fd, v, c); });
 }
 
 EXPORT ssize_t preadv(int fd, const struct iovec* iov, int count, off_t off) {
-  return with_vectors_pinned(iov, count, true, [&](const struct iovec* v, int c) { return next.preadv(fd, v, c, off); });
+  return with_vectors_pinned(iov, count, true, zsm_preload::always, [&](const struct iovec* v, int c, size_t done) {
+    return next.preadv(fd, v, c, off + static_cast<off_t>(done));
+  });
 }
 
 EXPORT __attribute__((alias("preadv"))) ssize_t preadv64(int, const struct iovec*, int, off_t);
 
+// preadv2 at the file's position (off -1) goes on as readv does; with RWF_NOWAIT it stops
+// where the page cache does.
 EXPORT ssize_t preadv2(int fd, const struct iovec* iov, int count, off_t off, int flags) {
-  return with_vectors_pinned(iov, count, true,
-                             [&](const struct iovec* v, int c) { return next.preadv2(fd, v, c, off, flags); });
+  return with_vectors_pinned(
+      iov, count, true, [&] { return (flags & RWF_NOWAIT) == 0 && (off != -1 || zsm_preload::regular_file(fd)); },
+      [&](const struct iovec* v, int c, size_t done) {
+        return next.preadv2(fd, v, c, off == -1 ? -1 : off + static_cast<off_t>(done), flags);
+      });
 }
 
 EXPORT __attribute__((alias("preadv2"))) ssize_t preadv64v2(int, const struct iovec*, int, off_t, int);
@@ -333,18 +374,23 @@ EXPORT ssize_t pwrite64(int fd, const void* buf, size_t n, off_t off) {
 EXPORT __attribute__((alias("pwrite64"))) ssize_t pwrite(int, const void*, size_t, off_t);
 
 EXPORT ssize_t writev(int fd, const struct iovec* iov, int count) {
-  return with_vectors_pinned(iov, count, true, [&](const struct iovec* v, int c) { return next.writev(fd, v, c); });
+  return with_vectors_pinned(iov, count, true, zsm_preload::always,
+                             [&](const struct iovec* v, int c, size_t) { return next.writev(fd, v, c); });
 }
 
 EXPORT ssize_t pwritev(int fd, const struct iovec* iov, int count, off_t off) {
-  return with_vectors_pinned(iov, count, true, [&](const struct iovec* v, int c) { return next.pwritev(fd, v, c, off); });
+  return with_vectors_pinned(iov, count, true, zsm_preload::always, [&](const struct iovec* v, int c, size_t done) {
+    return next.pwritev(fd, v, c, off + static_cast<off_t>(done));
+  });
 }
 
 EXPORT __attribute__((alias("pwritev"))) ssize_t pwritev64(int, const struct iovec*, int, off_t);
 
 EXPORT ssize_t pwritev2(int fd, const struct iovec* iov, int count, off_t off, int flags) {
-  return with_vectors_pinned(iov, count, true,
-                             [&](const struct iovec* v, int c) { return next.pwritev2(fd, v, c, off, flags); });
+  return with_vectors_pinned(iov, count, true, [&] { return (flags & RWF_NOWAIT) == 0; },
+                             [&](const struct iovec* v, int c, size_t done) {
+                               return next.pwritev2(fd, v, c, off == -1 ? -1 : off + static_cast<off_t>(done), flags);
+                             });
 }
 
 EXPORT __attribute__((alias("pwritev2"))) ssize_t pwritev64v2(int, const struct iovec*, int, off_t, int);

@@ -3,8 +3,10 @@
 # - the probe (tests/region_preload/probe.c) reads back every byte it wrote, with and without
 #   the library; with it and a 4 MiB budget under 64 MiB of buffers, the region's statistics
 #   at exit show evictions and faults, so the region really served them;
-# - a bad ZSM_REGION_BUDGET or ZSM_REGION_SIZE, or a budget below the region's minimum: one
-#   line on stderr naming it, and the program runs as without the library; no budget: silence;
+# - a bad ZSM_REGION_BUDGET or ZSM_REGION_SIZE, or one below the library's least: one line on
+#   stderr naming it, and the program runs as without the library; no budget: silence;
+# - zsm-run: one line at start naming the program, the budget and the mode (none with --quiet),
+#   a budget below 1M refused by zsm-run itself (exit 2, one line);
 # - tools/run-region-programs.sh's bad arguments: one line each, exit 2;
 # - sort, python3 (multiprocessing included), perl, sqlite3 and redis-server (BGSAVE's RDB
 #   compared) under zsm-run at half their plain peak RSS, both modes, at a small scale
@@ -36,7 +38,7 @@ if grep -q "no region" "$dir/on.err"; then
   exit 77
 fi
 [ "$out" = "probe: ok" ] || fail "the probe under the library: $out $(cat "$dir/on.err")"
-stats="$(grep "zsm_region_preload: at exit" "$dir/on.err")" || fail "no statistics at exit"
+stats="$(grep "at exit: " "$dir/on.err")" || fail "no statistics at exit"
 evictions="$(sed -n 's/.*evictions \([0-9]*\).*/\1/p' <<< "$stats")"
 faults="$(sed -n 's/.*faults \([0-9]*\).*/\1/p' <<< "$stats")"
 [ "$evictions" -gt 0 ] && [ "$faults" -gt 0 ] || fail "the region served nothing: $stats"
@@ -54,13 +56,24 @@ expect_one_line() {
 }
 expect_one_line "bad budget" "ZSM_REGION_BUDGET='12Q' is not a size" ZSM_REGION_BUDGET=12Q
 expect_one_line "empty budget" "ZSM_REGION_BUDGET='' is not a size" ZSM_REGION_BUDGET=
-expect_one_line "budget too small" "no region (budget_bytes" ZSM_REGION_BUDGET=4K
+expect_one_line "budget too small" "ZSM_REGION_BUDGET='4K' is below the least the library takes, 1M" ZSM_REGION_BUDGET=4K
+expect_one_line "region too small" "ZSM_REGION_SIZE='1M' is below the least the library takes, 256M" \
+  ZSM_REGION_BUDGET=4M ZSM_REGION_SIZE=1M
 expect_one_line "bad region size" "ZSM_REGION_SIZE='lots' is not a size" ZSM_REGION_BUDGET=4M \
   ZSM_REGION_SIZE=lots
 
 out="$(run_probe "$dir/off.err")" || fail "no budget: $out"
 [ "$out" = "probe: ok" ] && [ ! -s "$dir/off.err" ] || fail "no budget: $out $(cat "$dir/off.err")"
 echo "no budget: the library stays silent"
+
+# zsm-run's line at start, and its refusal of a budget below the library's least.
+start_line="$("$launcher" --budget=8M -- "$probe" 2>&1 >/dev/null)"
+[[ "$start_line" == "zsm-run: "*"budget 8.0 MiB for this process"* ]] || fail "zsm-run's line at start: '$start_line'"
+[ -z "$("$launcher" --quiet --budget=8M -- "$probe" 2>&1 >/dev/null)" ] || fail "zsm-run --quiet printed something"
+rc=0
+err="$("$launcher" --budget=100K -- true 2>&1)" || rc=$?
+[ "$rc" = 2 ] && grep -q "budget" <<< "$err" || fail "zsm-run --budget=100K: exit $rc, '$err'"
+echo "zsm-run: '$start_line'; --budget=100K refused: $(head -1 <<< "$err")"
 
 # The programs script's own bad arguments: one line, exit 2.
 for bad in --programs=emacs --zsm-run=/nonexistent --bogus; do

@@ -88,6 +88,13 @@ class Codec {
   // dst's bytes are unspecified after an error. Thread-safe.
   [[nodiscard]] virtual std::error_code decompress(std::span<const std::byte> src,
                                                    std::span<std::byte> dst) const = 0;
+  // Makes the calling thread's contexts now, where the codec has them (lz4's and lz4hc's
+  // compression state, zstd's two contexts), so that its later calls allocate nothing and
+  // register nothing with the C++ runtime: a first call does both, and registering takes the
+  // dynamic loader's lock, which a caller holding a lock that a dlopen()ing thread may wait on
+  // must not wait for (zsm's region compresses under a page's lock). Thread-safe; may throw
+  // std::bad_alloc.
+  virtual void prepare_thread() const {}
 };
 
 // A zstd dictionary of up to `max_size` bytes trained on `samples` (ZDICT_trainFromBuffer);
