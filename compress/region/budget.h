@@ -41,12 +41,16 @@ class Budget {
   uint32_t limit() const { return limit_.load(std::memory_order_acquire); }
 
   // ZSM_REGION_BUDGET_ALL: `total` bytes bound everything the region costs, and B is what the
-  // pool and the bookkeeping (`others` bytes) leave of it, and at least an eighth of it.
+  // pool and the bookkeeping (`others` bytes) leave of it, less what the pool may grow by while
+  // the evictor brings the pages down from its wake point to its stopping point (the headroom,
+  // total/32: each page it takes out adds its copy to the pool, a page at most, before the next
+  // retune), and at least an eighth of it.
   void set_total(uint64_t bytes) { total_.store(bytes, std::memory_order_relaxed); }
   uint64_t total() const { return total_.load(std::memory_order_relaxed); }
   uint32_t pages_left_by(uint64_t others) const {
     uint64_t total = this->total(), floor = total / 8;
-    uint64_t left = total > others + floor ? total - others : floor;
+    uint64_t taken = others + total / 32;
+    uint64_t left = total > taken + floor ? total - taken : floor;
     return static_cast<uint32_t>(std::max<uint64_t>(left / 4096, 16));
   }
   uint32_t slack() const { return slack_.load(std::memory_order_relaxed); }

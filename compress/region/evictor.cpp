@@ -463,7 +463,9 @@ uint32_t Evictor::retire_oldest(uint32_t n, std::byte* work) {
     if (!ok) break;  // the pool is full
     slots[retired++] = oldest[i].slot;
     parts_.budget.give(1);
-    if (retired % kRoomEvery == 0) parts_.budget.room_made();
+    if (retired % kRoomEvery != 0) continue;
+    if (pool_grew_) pool_grew_();
+    parts_.budget.room_made();
   }
   release_slots(slots, retired, false);
   return retired;

@@ -60,8 +60,11 @@ class Evictor {
   // Whether the evictor sleeps with nothing owed: what the statistics say stands still then,
   // until the program touches memory or changes the budget.
   bool idle() const;
-  // Run before each batch (the budget that counts everything retunes itself there).
+  // Run before each batch (the budget that counts everything retunes itself there), and as
+  // retired pages fill the pool (every kRoomEvery pages: the budget that counts the pool
+  // shrinks with it, before the faults waiting for room are woken).
   void set_before_batch(std::function<void()> f) { before_batch_ = std::move(f); }
+  void set_pool_grew(std::function<void()> f) { pool_grew_ = std::move(f); }
   // In a child of fork(): the parent's thread is not here; its handle is forgotten.
   void forget_in_child();
   // The region's range, which it unlocks when it finds it mlock()ed.
@@ -117,7 +120,7 @@ class Evictor {
   std::atomic<bool> asleep_{false};  // in its wait for work, every batch done
   uintptr_t unlock_base_ = 0;
   size_t unlock_size_ = 0;
-  std::function<void()> before_batch_;
+  std::function<void()> before_batch_, pool_grew_;
 };
 
 }  // namespace zsm::region

@@ -83,6 +83,7 @@ int Region::init(std::string* why) {
   apply_budget(settings_.budget_pages);
   if (settings_.budget_all) {
     budget_.set_total(uint64_t{settings_.budget_pages} * kPageSize);
+    bookkeeping_.store(bookkeeping_bytes(), std::memory_order_relaxed);
     retune_budget();
   }
   void* m = map_unlocked(settings_.size);
@@ -101,6 +102,7 @@ int Region::init(std::string* why) {
   evictor_ = std::make_unique<Evictor>(parts_, base_, npages_);
   evictor_->set_range(base_, settings_.size);
   evictor_->set_before_batch([this] { before_batch(); });
+  if (settings_.budget_all) evictor_->set_pool_grew([this] { retune_budget(); });
   if (self_serve) {
     if (sigbus_blocked_here()) {
       *why = "the SIGBUS mode: the calling thread blocks SIGBUS, and the kernel kills a thread that "
@@ -184,13 +186,14 @@ int Region::descriptors(int* fds, int n) const {
   return held + reserve_.numbers(fds + std::min(held, n), std::max(n - held, 0));
 }
 
-// Before each evictor batch: the pool compacted where frees left it holey, the peaks of the
-// pool and of everything, and the budget retuned.
+// Before each evictor batch: the pool compacted where frees left it holey, the bookkeeping
+// counted again, the peaks of the pool and of everything, and the budget retuned.
 void Region::before_batch() {
   copies_.compact_if_fragmented();
   uint64_t pool = copies_.pool_bytes();
+  bookkeeping_.store(bookkeeping_bytes(), std::memory_order_relaxed);
   raise_to(counters_.peak_pool, pool);
-  raise_to(counters_.peak_total, budget_.used() * kPageSize + pool + bookkeeping_bytes());
+  raise_to(counters_.peak_total, budget_.used() * kPageSize + pool + bookkeeping_.load(std::memory_order_relaxed));
   if (settings_.budget_all) retune_budget();
 }
 
@@ -201,7 +204,7 @@ size_t Region::bookkeeping_bytes() const {
 // ZSM_REGION_BUDGET_ALL: the decompressed pages get what the pool and the bookkeeping leave of
 // the budget (budget.h).
 void Region::retune_budget() {
-  uint32_t pages = budget_.pages_left_by(copies_.pool_bytes() + bookkeeping_bytes());
+  uint32_t pages = budget_.pages_left_by(copies_.pool_bytes() + bookkeeping_.load(std::memory_order_relaxed));
   if (pages != budget_.limit()) apply_budget(pages);
 }
 

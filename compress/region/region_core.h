@@ -126,6 +126,7 @@ class Region {
   uintptr_t base_ = 0;
   uint32_t npages_ = 0;
   SpinLock apply_lock_;  // apply_budget: the evictor's retune and set_budget, one at a time
+  std::atomic<uint64_t> bookkeeping_{0};  // bookkeeping_bytes() at the last batch, for retunes
 
   Counters counters_;
   PageTable pages_;
