@@ -37,6 +37,7 @@ struct RegionFixture : ::testing::Test {
   void TearDown() override { zsm_region_destroy(r); }
   void make(size_t pages, size_t budget_pages, zsm_region_options o = {}) {
     o.budget_bytes = budget_pages * kPage;
+    o.flags |= mode_flags;
     r = zsm_region_create(pages * kPage, &o);
     ASSERT_NE(r, nullptr) << zsm_region_last_error();
     base = static_cast<unsigned char*>(zsm_region_base(r));
@@ -50,9 +51,32 @@ struct RegionFixture : ::testing::Test {
   unsigned char* at(size_t p) const { return base + p * kPage; }
   zsm_region* r = nullptr;
   unsigned char* base = nullptr;
+  unsigned mode_flags = 0;  // RegionModes': how faults are served
 };
 
-TEST_F(RegionFixture, RoundTripAtAnEighthOfTheBudget) {
+// The fixture's tests in every way faults are served: handler threads (one pinned to each
+// CPU), one handler, the SIGBUS mode, and user-mode faults only (what a user without
+// privileges gets where vm.unprivileged_userfaultfd is 0).
+struct RegionModes : RegionFixture, ::testing::WithParamInterface<unsigned> {
+  void SetUp() override {
+    RegionFixture::SetUp();
+    mode_flags = GetParam();
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(, RegionModes,
+                         ::testing::Values(0u, unsigned{ZSM_REGION_ONE_HANDLER}, unsigned{ZSM_REGION_SELF_SERVE},
+                                           unsigned{ZSM_REGION_USER_MODE_ONLY}),
+                         [](const ::testing::TestParamInfo<unsigned>& info) {
+                           switch (info.param) {
+                             case ZSM_REGION_ONE_HANDLER: return std::string("OneHandler");
+                             case ZSM_REGION_SELF_SERVE: return std::string("Sigbus");
+                             case ZSM_REGION_USER_MODE_ONLY: return std::string("UserModeOnly");
+                             default: return std::string("HandlerThreads");
+                           }
+                         });
+
+TEST_P(RegionModes, RoundTripAtAnEighthOfTheBudget) {
   make(1024, 128);
   for (size_t p = 0; p < 1024; ++p) fill_page(at(p), p, 1);
   auto s = region_stats(r);
@@ -78,7 +102,7 @@ TEST_F(RegionFixture, OneHandlerServesEveryFaultToo) {
   EXPECT_LE(s.resident_bytes + s.probation_bytes, s.budget_bytes);
 }
 
-TEST_F(RegionFixture, NeverWrittenPagesReadAsZerosAndCostNothing) {
+TEST_P(RegionModes, NeverWrittenPagesReadAsZerosAndCostNothing) {
   make(256, 16);
   for (size_t p = 0; p < 256; ++p) {
     for (size_t i = 0; i < kPage; i += 512) ASSERT_EQ(at(p)[i], 0);
@@ -94,7 +118,7 @@ TEST_F(RegionFixture, NeverWrittenPagesReadAsZerosAndCostNothing) {
   EXPECT_EQ(s.mem_used_total, 0u);
 }
 
-TEST_F(RegionFixture, SameFilledPagesAreOneWord) {
+TEST_P(RegionModes, SameFilledPagesAreOneWord) {
   make(64, 16);
   for (size_t p = 0; p < 64; ++p) {
     auto* w = reinterpret_cast<uint64_t*>(at(p));
@@ -111,7 +135,7 @@ TEST_F(RegionFixture, SameFilledPagesAreOneWord) {
   }
 }
 
-TEST_F(RegionFixture, IncompressiblePagesAreKeptWhole) {
+TEST_P(RegionModes, IncompressiblePagesAreKeptWhole) {
   make(64, 16);
   std::mt19937_64 rng(7);
   std::vector<uint64_t> want(64 * kPage / 8);
@@ -125,7 +149,7 @@ TEST_F(RegionFixture, IncompressiblePagesAreKeptWhole) {
 }
 
 // At a budget the pages never press on: the evictor never runs, and only the calls move pages.
-TEST_F(RegionFixture, EvictKeepsContentsAndPrefetchAvoidsFaults) {
+TEST_P(RegionModes, EvictKeepsContentsAndPrefetchAvoidsFaults) {
   make(64, 64);
   for (size_t p = 0; p < 32; ++p) fill_page(at(p), p, 2);
   ASSERT_EQ(zsm_region_evict(r, at(0), 32 * kPage), 0);
@@ -138,7 +162,7 @@ TEST_F(RegionFixture, EvictKeepsContentsAndPrefetchAvoidsFaults) {
   for (size_t p = 16; p < 32; ++p) ASSERT_EQ(page_mismatch(at(p), p, 2), -1);
 }
 
-TEST_F(RegionFixture, CleanPagesAreDroppedWithoutRecompressing) {
+TEST_P(RegionModes, CleanPagesAreDroppedWithoutRecompressing) {
   make(64, 32);
   for (size_t p = 0; p < 8; ++p) fill_page(at(p), p, 3);
   ASSERT_EQ(zsm_region_evict(r, at(0), 8 * kPage), 0);
@@ -160,7 +184,7 @@ TEST_F(RegionFixture, CleanPagesAreDroppedWithoutRecompressing) {
   EXPECT_EQ(page_mismatch(at(4), 4, 3), -1);
 }
 
-TEST_F(RegionFixture, DiscardGivesZeros) {
+TEST_P(RegionModes, DiscardGivesZeros) {
   make(64, 16);
   for (size_t p = 0; p < 32; ++p) fill_page(at(p), p, 5);
   ASSERT_EQ(zsm_region_discard(r, at(0), 32 * kPage), 0);
@@ -172,7 +196,7 @@ TEST_F(RegionFixture, DiscardGivesZeros) {
   }
 }
 
-TEST_F(RegionFixture, PinnedPagesStayResidentAndNest) {
+TEST_P(RegionModes, PinnedPagesStayResidentAndNest) {
   make(256, 32);
   for (size_t p = 0; p < 8; ++p) fill_page(at(p), p, 6);
   ASSERT_EQ(zsm_region_pin(r, at(0), 8 * kPage), 0);
@@ -192,7 +216,7 @@ TEST_F(RegionFixture, PinnedPagesStayResidentAndNest) {
   for (size_t p = 0; p < 256; ++p) ASSERT_EQ(page_mismatch(at(p), p, 6), -1);
 }
 
-TEST_F(RegionFixture, StatisticsAddUp) {
+TEST_P(RegionModes, StatisticsAddUp) {
   make(512, 64);
   for (size_t p = 0; p < 512; p += 2) fill_page(at(p), p, 7);
   for (size_t p = 0; p < 512; p += 2) ASSERT_EQ(page_mismatch(at(p), p, 7), -1);
@@ -212,7 +236,7 @@ TEST_F(RegionFixture, StatisticsAddUp) {
 
 // Counters a fault changes are counted before the faulting thread runs again: resident and
 // faults as it installs, stored as a write frees the copy.
-TEST_F(RegionFixture, AThreadsOwnFaultsAreCountedWhenItRunsAgain) {
+TEST_P(RegionModes, AThreadsOwnFaultsAreCountedWhenItRunsAgain) {
   zsm_region_options o{};
   o.fault_around_pages = 1;
   for (int round = 0; round < 20; ++round) {  // a new region's first faults showed the lag most
@@ -236,7 +260,7 @@ TEST_F(RegionFixture, AThreadsOwnFaultsAreCountedWhenItRunsAgain) {
 }
 
 // Once the evictor sleeps with nothing owed, the counters stand still.
-TEST_F(RegionFixture, AnIdleEvictorsCountersStandStill) {
+TEST_P(RegionModes, AnIdleEvictorsCountersStandStill) {
   make(256, 16);
   for (size_t p = 0; p < 256; ++p) fill_page(at(p), p, 20);
   auto s = settled_stats(r);
@@ -254,7 +278,7 @@ TEST_F(RegionFixture, AnIdleEvictorsCountersStandStill) {
   for (size_t p = 0; p < 256; ++p) ASSERT_EQ(page_mismatch(at(p), p, 20), -1);
 }
 
-TEST_F(RegionFixture, FaultAroundInstallsTheNextPagesInOneBatch) {
+TEST_P(RegionModes, FaultAroundInstallsTheNextPagesInOneBatch) {
   zsm_region_options o{};
   o.fault_around_pages = 8;
   make_stored(256, 64, 8, o);
@@ -267,7 +291,7 @@ TEST_F(RegionFixture, FaultAroundInstallsTheNextPagesInOneBatch) {
 
 // Under pressure a clean victim (read since its eviction: its copy is valid) is only dropped,
 // a span of them in one call: it never enters probation, and it comes back from its copy.
-TEST_F(RegionFixture, CleanVictimsAreDroppedWithoutEnteringProbation) {
+TEST_P(RegionModes, CleanVictimsAreDroppedWithoutEnteringProbation) {
   make_stored(256, 64, 15);
   auto before = settled_stats(r);
   for (size_t p = 0; p < 256; ++p) ASSERT_EQ(page_mismatch(at(p), p, 15), -1);  // reads only
@@ -283,7 +307,7 @@ TEST_F(RegionFixture, CleanVictimsAreDroppedWithoutEnteringProbation) {
 // A batch takes its need in clean victims (victims past it refill probation, and a clean one
 // would only be dropped): reads past the budget leave it between the high watermark and one
 // batch below. Budget 64 pages: high watermark 60, a batch 4.
-TEST_F(RegionFixture, CleanVictimsAreDroppedOnlyAsFarAsTheBudgetNeeds) {
+TEST_P(RegionModes, CleanVictimsAreDroppedOnlyAsFarAsTheBudgetNeeds) {
   zsm_region_options o{};
   o.fault_around_pages = 1;
   make_stored(256, 64, 17, o);
@@ -295,7 +319,7 @@ TEST_F(RegionFixture, CleanVictimsAreDroppedOnlyAsFarAsTheBudgetNeeds) {
 
 // Against the contract, the program unmaps pages inside the region: a drop of clean victims
 // spanning one of them fails there, and the victims around it must keep their bytes.
-TEST_F(RegionFixture, PagesTheProgramUnmapsCostNoOtherPageItsBytes) {
+TEST_P(RegionModes, PagesTheProgramUnmapsCostNoOtherPageItsBytes) {
   zsm_region_options o{};
   o.fault_around_pages = 1;  // a run would be installed into the unmapped page
   make_stored(1024, 256, 16, o);
@@ -317,7 +341,7 @@ TEST_F(RegionFixture, PagesTheProgramUnmapsCostNoOtherPageItsBytes) {
 
 // Pressure moves CLOCK's victims to probation (unmapped, decompressed); a touch there is a
 // minor fault, not a refault from the copy. Pages leave probation compressed.
-TEST_F(RegionFixture, ProbationServesRecentVictimsWithoutDecompressing) {
+TEST_P(RegionModes, ProbationServesRecentVictimsWithoutDecompressing) {
   make(256, 64);  // probation: 64 / 8 = 8 pages
   for (size_t p = 0; p < 100; ++p) fill_page(at(p), p, 14);
   auto s = settled_stats(r);
@@ -340,7 +364,7 @@ TEST_F(RegionFixture, ProbationServesRecentVictimsWithoutDecompressing) {
 }
 
 // Without probation a victim passes through a slot only while the evictor compresses it.
-TEST_F(RegionFixture, WithoutProbationVictimsAreCompressedAtOnce) {
+TEST_P(RegionModes, WithoutProbationVictimsAreCompressedAtOnce) {
   zsm_region_options o{};
   o.probation_divisor = -1;
   make(128, 32, o);
@@ -353,7 +377,7 @@ TEST_F(RegionFixture, WithoutProbationVictimsAreCompressedAtOnce) {
   EXPECT_GT(s.refaults, s.probation_faults) << "pages come back from their copies";
 }
 
-TEST_F(RegionFixture, ShrinkingTheBudgetEvictsAndKeepsContents) {
+TEST_P(RegionModes, ShrinkingTheBudgetEvictsAndKeepsContents) {
   make(512, 256);
   for (size_t p = 0; p < 256; ++p) fill_page(at(p), p, 16);
   ASSERT_EQ(zsm_region_set_budget(r, 32 * kPage), 0);
@@ -367,7 +391,7 @@ TEST_F(RegionFixture, ShrinkingTheBudgetEvictsAndKeepsContents) {
 
 // Resident memory between the evictor's stopping point and its wake point is within the budget:
 // the evictor sleeps there, and setting the budget it has must not wait for it (it waited 100 s).
-TEST_F(RegionFixture, SettingTheBudgetReturnsWhereverResidentMemoryStands) {
+TEST_P(RegionModes, SettingTheBudgetReturnsWhereverResidentMemoryStands) {
   zsm_region_options o{};
   o.fault_around_pages = 1;
   make(256, 64, o);
@@ -500,7 +524,7 @@ TEST(RegionCpp, ThrowsWithTheReasonAndPinsForItsLifetime) {
 
 // fork(): the child sees the parent's contents at the fork, evicted pages too, reads and writes
 // them, and neither sees the other's later writes; the child's faults are served in the child.
-TEST_F(RegionFixture, ForkedChildHasItsOwnCopy) {
+TEST_P(RegionModes, ForkedChildHasItsOwnCopy) {
   make(256, 32);
   for (size_t p = 0; p < 256; ++p) fill_page(at(p), p, 11);
   pid_t pid = fork();

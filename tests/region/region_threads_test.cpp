@@ -117,6 +117,11 @@ TEST(RegionThreads, EightWritersUnderEvictionWithOneHandler) {
   run_writers_under_eviction({1024, 8, true, ZSM_REGION_ONE_HANDLER});
 }
 
+TEST(RegionThreads, FourWritersUnderEvictionWithUserModeFaultsOnly) {
+  ZSM_REQUIRE_REGION();
+  run_writers_under_eviction({2048, 4, false, ZSM_REGION_USER_MODE_ONLY});
+}
+
 // Many threads read-faulting the same pages at once: each fault is served once, the others
 // only woken.
 TEST(RegionThreads, ManyReadersFaultTheSamePages) {
