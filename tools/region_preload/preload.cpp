@@ -362,11 +362,12 @@ __attribute__((destructor)) void print_stats_at_exit() {
   } else {
     n = std::snprintf(
         line, sizeof line,
-        "zsm-run: %s at exit: budget %.1f MiB, peak %.1f MiB (decompressed %.1f, pool %.1f), now %.1f MiB "
+        "zsm-run: %s at exit: budget %.1f MiB, peak %.1f MiB (decompressed %.1f, pool %.1f at their own peaks), now %.1f MiB "
         "(decompressed %.1f, pool %.1f, tables %.1f); stored %.1f MiB in %.1f MiB, %.1f MiB on file "
         "(written back %llu, read back %llu); faults %llu (zero %llu, ahead %llu, probation %llu, waited %llu); "
         "evictions %llu (clean %llu); over budget %llu pages; outside the region %llu allocations; %s\n",
-        tag, mib(s.budget_bytes), mib(s.peak_total_bytes), mib(s.peak_decompressed_bytes), mib(s.peak_pool_bytes),
+        tag, mib(s.budget_bytes), mib(std::max(s.peak_total_bytes, s.peak_decompressed_bytes)),
+        mib(s.peak_decompressed_bytes), mib(s.peak_pool_bytes),
         mib(s.resident_bytes + s.probation_bytes + s.mem_used_total + s.bookkeeping_bytes),
         mib(s.resident_bytes + s.probation_bytes), mib(s.mem_used_total), mib(s.bookkeeping_bytes),
         mib(s.orig_data_size), mib(s.mem_used_total), mib(s.bd_bytes_on_file),
