@@ -33,7 +33,7 @@ void FaultServer::serve(const Fault& f, ServeBuffers& b, bool in_signal) {
   for (;;) {
     uint32_t seen = parts_.budget.room_seq();
     {
-      InsideGate inside(parts_.gate);
+      InsideGate inside(parts_.gate, f.tid);
       if (serve_once(f, b, in_signal)) break;
     }
     parts_.evictor_wake.notify();

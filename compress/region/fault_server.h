@@ -74,6 +74,7 @@ class FaultServer {
     bool write_protect;  // a write-protect fault (handler threads: the message says; SIGBUS:
                          // a fault on a mapped clean page is one)
     uint64_t thread;     // the faulting thread, for its fault-around stream
+    pid_t tid = 0;       // its thread id where the message names it (the fork gate), 0: this one
   };
 
   FaultServer(const RegionParts& parts, uintptr_t base, unsigned fault_around, bool self_serve)

@@ -2,7 +2,17 @@
 // batch) runs inside it, and fork() closes it in its prepare handler, so that the child's copy
 // of the region is taken between changes: no page lock held, no page half moved, the pool and
 // the file's space map at rest. Waiting for room (the budget) happens outside it.
+//
+// The forking thread itself goes on between the prepare handler and the fork: glibc reads its
+// own state there (its name-service database, allocated by libc: under the preload library,
+// region memory), and so do the prepare handlers of anything registered before the region. Its
+// faults, served whole before it forks, pass the closed gate (the tid a fault names, or the
+// caller's own where it serves itself: 0 below); any other thread's wait for the fork.
 #pragma once
+
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
@@ -13,12 +23,13 @@ namespace zsm::region {
 
 class ForkGate {
  public:
-  void enter() {
+  // `tid`: the thread the change is for (a fault's), or 0 for the calling thread's own.
+  void enter(pid_t tid = 0) {
     for (;;) {
       active_.fetch_add(1, std::memory_order_seq_cst);
-      if (closed_.load(std::memory_order_seq_cst) == 0) return;
+      if (closed_.load(std::memory_order_seq_cst) == 0 || for_forker(tid)) return;
       leave();
-      while (closed_.load(std::memory_order_seq_cst) != 0) futex_wait(&closed_, 1);
+      while (closed_.load(std::memory_order_seq_cst) != 0 && !for_forker(tid)) futex_wait(&closed_, 1, 1'000'000);
     }
   }
   void leave() {
@@ -27,25 +38,33 @@ class ForkGate {
     }
   }
   bool closing() const { return closed_.load(std::memory_order_relaxed) != 0; }
-  // Waits until no one is inside; new entries wait for open().
+  // Waits until no one is inside; new entries but the calling thread's wait for open().
   void close() {
+    forker_.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_seq_cst);
     closed_.store(1, std::memory_order_seq_cst);
     for (uint32_t a; (a = active_.load(std::memory_order_seq_cst)) != 0;) futex_wait(&active_, a, 1'000'000);
   }
   void open() {
     closed_.store(0, std::memory_order_seq_cst);
+    forker_.store(0, std::memory_order_seq_cst);
     futex_wake_all(&closed_);
   }
 
  private:
+  bool for_forker(pid_t tid) const {
+    pid_t forker = forker_.load(std::memory_order_seq_cst);
+    return forker != 0 && (tid != 0 ? tid : static_cast<pid_t>(syscall(SYS_gettid))) == forker;
+  }
+
   std::atomic<uint32_t> active_{0};
   std::atomic<uint32_t> closed_{0};
+  std::atomic<pid_t> forker_{0};  // the thread that closed the gate
 };
 
 // Inside the gate for a scope.
 class InsideGate {
  public:
-  explicit InsideGate(ForkGate& g) : g_(g) { g_.enter(); }
+  explicit InsideGate(ForkGate& g, pid_t tid = 0) : g_(g) { g_.enter(tid); }
   ~InsideGate() { g_.leave(); }
   InsideGate(const InsideGate&) = delete;
   InsideGate& operator=(const InsideGate&) = delete;

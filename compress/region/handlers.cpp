@@ -167,9 +167,10 @@ void Handlers::serve_message(int fd, const uffd_msg& msg, ServeBuffers& b) {
     if (rc != -EEXIST) check(rc, "UFFDIO_ZEROPAGE");
     return;
   }
+  const auto tid = static_cast<pid_t>(msg.arg.pagefault.feat.ptid);
   FaultServer::Fault f{static_cast<uint32_t>((a - c_.base) / kPageSize),
                        (flags & UFFD_PAGEFAULT_FLAG_WRITE) != 0, (flags & UFFD_PAGEFAULT_FLAG_WP) != 0,
-                       msg.arg.pagefault.feat.ptid};
+                       msg.arg.pagefault.feat.ptid, tid != 0 ? tid : -1};
   server_.serve(f, b, false);
 }
 

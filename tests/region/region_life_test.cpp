@@ -286,6 +286,19 @@ TEST(RegionExit, AMainThreadsPthreadExitEndsTheProcessWhenItsLastThreadEnds) {
   }
 }
 
+// A prepare handler registered before the region runs after the region's (they run in reverse
+// order) and touches evicted region memory, as glibc's fork() itself does after every prepare
+// handler (its name-service state, which the preload library's malloc used to hold): the
+// forking thread's faults pass the fork gate it closed. Until this test's commit they waited
+// for that gate for ever (CPython's test_os under zsm-run hung there).
+TEST(RegionFork, TheForkingThreadsFaultsPassTheGateItClosed) {
+  ZSM_REQUIRE_REGION();
+  for (const char* mode : {"threads", "sigbus"}) {
+    std::string out;
+    EXPECT_EQ(run_probe(std::string("fork-prepare ") + mode, &out), 0) << mode << ": " << out;
+  }
+}
+
 // A deferred cancellation reaching a thread inside its SIGBUS handler, which reads a copy back
 // from the backing file: the handler holds a page's lock, and a cancellation point there (libc's
 // pread, until 9a93f81) unwound the thread out of it, leaving the page locked for ever.

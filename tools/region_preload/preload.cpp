@@ -6,8 +6,9 @@
 // compressed pool and the bookkeeping. The region is made when the library is loaded, and it
 // serves:
 // - the malloc family, from mimalloc given the region's first half as its only arena
-//   (mi_manage_os_memory, mimalloc never asked to map or decommit memory of its own). A free
-//   of 256 KiB or more discards the block's inner pages first, so that freed memory costs
+//   (mi_manage_os_memory, mimalloc never asked to map or decommit memory of its own), but for
+//   what libc allocates for itself (fork() reads it where the region cannot serve a fault). A
+//   free of 256 KiB or more discards the block's inner pages first, so that freed memory costs
 //   nothing;
 // - the program's anonymous private read-write mappings of 64 KiB or more (maps.cpp), in the
 //   second half, with munmap, mremap, madvise and mprotect on them served as the kernel would.
@@ -18,8 +19,8 @@
 // The pinning modes (Layout::pins: the SIGBUS mode, and the user-mode-only mode an
 // unprivileged user gets where vm.unprivileged_userfaultfd is 0): a system call that meets a
 // page of the region nobody serves fails with EFAULT. There the malloc family takes only
-// blocks of 64 KiB or more, and none that libc allocates for itself (its stdio buffers, FILE
-// objects, directory streams: libc's own system calls into them pass no wrapper), and the
+// blocks of 64 KiB or more (and, as in every mode, none that libc allocates for itself: its
+// stdio buffers, FILE objects, directory streams, whose system calls pass no wrapper), and the
 // other parts keep what the kernel touches resident: io.cpp pins I/O buffers, kernel_args.cpp
 // retries calls whose other arguments met an evicted page, locks.cpp pins futex words while a
 // thread waits, signals.cpp gives each thread a signal stack outside the region.
@@ -107,7 +108,7 @@ std::atomic<bool> turned_on{false};
 const char* off_reason = "ZSM_REGION_BUDGET is not set";
 int stats_fd = -1;  // ZSM_REGION_STATS=1: stderr, duplicated (a program may close stderr first)
 std::atomic<uint64_t> outside{0};
-// libc's code: an allocation made from there, in a pinning mode, stays outside the region.
+// libc's code: an allocation made from there stays outside the region.
 uintptr_t libc_text_begin = 0, libc_text_end = 0;
 
 __attribute__((tls_model("initial-exec"))) thread_local bool in_library = false;
@@ -313,7 +314,7 @@ bool turn_on() {
   struct zsm_region_stats st {};
   zsm_region_stats(r, &st);
   layout.user_mode_only = st.user_mode_only != 0 && !layout.self_serve;
-  if (layout.pins()) dl_iterate_phdr(find_libc_text, nullptr);
+  dl_iterate_phdr(find_libc_text, nullptr);
   auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   if (!give_heap_to_mimalloc() || !init_maps(layout, page)) {
     say("zsm_region_preload: the region's memory could not be set up (%s); the library is off\n",
@@ -389,10 +390,13 @@ bool called_from_libc(const void* caller) {
 }
 
 // The layout, when a request of `bytes` made from `caller` may be served from the region.
+// libc's own allocations stay outside in every mode: libc's system calls into them pass no
+// wrapper, and fork() reads libc's state (its name-service database) between the atfork
+// handlers, where the child's copy of the region is not served yet.
 const Layout* heap_for_this_call(size_t bytes, const void* caller) {
   const Layout* l = on();
-  if (l == nullptr || use_next()) return nullptr;
-  if (l->pins() && (bytes < kPinningSmallest || called_from_libc(caller))) return nullptr;
+  if (l == nullptr || use_next() || called_from_libc(caller)) return nullptr;
+  if (l->pins() && bytes < kPinningSmallest) return nullptr;
   return l;
 }
 

@@ -12,10 +12,11 @@
 //   where that stack is region memory that is not there (evicted, or never touched) it cannot,
 //   and kills the process. So every thread the program starts gets a signal stack of 64 KiB
 //   outside the region (the region's handler runs SA_ONSTACK), made at its start and unmapped
-//   at its end; a stack the program gives a thread (pthread_attr_setstack, a malloc'd block of
+//   at its end. A stack the program gives a thread (pthread_attr_setstack, a malloc'd block of
 //   coroutines or green threads) that is region memory is pinned while the thread lives, in
-//   both pinning modes (the kernel writes the thread's id there, and pushes its other signals'
-//   frames); a signal stack the program sets itself in region memory is pinned while it is set.
+//   every mode (the kernel writes the thread's id there and pushes its other signals' frames,
+//   and fork()'s child reads its descriptor there before the child's region is served); in the
+//   pinning modes a signal stack the program sets in region memory is pinned while it is set.
 #include "preload.h"
 
 #include <pthread.h>
@@ -294,9 +295,15 @@ EXPORT int sigaltstack(const stack_t* ss, stack_t* old) {
   return rc;
 }
 
+// Every mode pins a stack the program gives a thread in region memory: fork()'s child reads
+// every thread's descriptor (at its stack's top) before the child's region is served.
 EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*fn)(void*), void* arg) {
   const zsm_preload::Layout* l = zsm_preload::on();
-  if (l == nullptr || !l->pins() || zsm_preload::use_next()) return next.pthread_create(thread, attr, fn, arg);
+  void* stack = nullptr;
+  size_t size = 0;
+  if (l == nullptr || zsm_preload::use_next() || (!l->self_serve && !zsm_preload::region_stack(*l, attr, &stack, &size))) {
+    return next.pthread_create(thread, attr, fn, arg);
+  }
   zsm_preload::Start* start;
   {
     zsm_preload::InLibrary guard;
@@ -304,8 +311,6 @@ EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (
     if (memory == nullptr) return EAGAIN;
     start = new (memory) zsm_preload::Start{fn, arg, {}};
   }
-  void* stack = nullptr;
-  size_t size = 0;
   if (zsm_preload::region_stack(*l, attr, &stack, &size)) start->stack.take_waiting(*l, stack, size);
   int rc = next.pthread_create(thread, attr, zsm_preload::start_thread, start);
   if (rc != 0) {
