@@ -113,9 +113,12 @@ bool CopyStore::store(const std::byte* page, PageState* st, uint64_t* word, std:
   auto len = codec_->compress({src, kPageSize}, {work, work_bytes_ - kPageSize});
   bool whole = !len || *len >= huge_class_;
   size_t n = whole ? kPageSize : *len;
-  if (!past_budget && pool_budget_ != 0 && pool_bytes() + n > pool_budget_) return false;
   unsigned long handle = zs_store(pool_, whole ? static_cast<const void*>(src) : work, n);
   if (handle == 0) return false;
+  if (!past_budget && pool_budget_ != 0 && pool_bytes() > pool_budget_) {  // zram's check: after
+    zs_free(pool_, handle);  // a zspage it had to add goes with it
+    return false;
+  }
   st->copy = whole ? CopyKind::whole : CopyKind::pool;
   st->comp_len = static_cast<uint16_t>(whole ? 0 : n);
   *word = handle;

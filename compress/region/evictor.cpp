@@ -512,12 +512,15 @@ bool Evictor::retire_page(uint32_t p, PageState* s, std::byte* work) {
 // cannot take (no file, or full) the pool holds past its budget: a page never stays
 // decompressed for want of room (docs/region.md, the backing file). False only when the pool
 // has no memory left.
+// A write-back pass may send nothing and still make room for the next (the second hand's
+// first pass only clears the marks of pages stored since its last): the file is given four.
 bool Evictor::store_or_write_back(uint32_t p, PageState* s, std::byte* work) {
   const std::byte* bytes = parts_.probation.slot_bytes(s->slot);
   uint64_t& word = parts_.pages.copy_word(p);
   for (int tries = 0; tries < 4; ++tries) {
     if (parts_.copies.store(bytes, s, &word, work)) return true;
-    if (!parts_.copies.has_file() || !write_back_batch(work)) break;
+    if (!parts_.copies.has_file() || parts_.copies.file_full()) break;
+    write_back_batch(work);
   }
   return parts_.copies.store(bytes, s, &word, work, true);
 }

@@ -27,6 +27,14 @@
 
 #include "region_support.h"
 
+#if defined(__SANITIZE_THREAD__)
+#define ZSM_TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define ZSM_TEST_TSAN 1
+#endif
+#endif
+
 namespace {
 
 using zsm_test::fill_page;
@@ -279,6 +287,11 @@ int run_probe(const std::string& args, std::string* out) {
 // threads kept it alive (a zombie leader) until SIGKILL: timeout's KILL here, status 137.
 TEST(RegionExit, AMainThreadsPthreadExitEndsTheProcessWhenItsLastThreadEnds) {
   ZSM_REQUIRE_REGION();
+#ifdef ZSM_TEST_TSAN
+  // ThreadSanitizer's runtime keeps a thread of its own, which glibc does not count and the
+  // watcher cannot tell from the program's: the process lives on (release and ASan: passes).
+  GTEST_SKIP() << "ThreadSanitizer's own thread is one the exit watcher counts as the program's";
+#endif
   for (const char* mode : {"threads", "sigbus"}) {
     std::string out;
     EXPECT_EQ(run_probe(std::string("pthread-exit ") + mode, &out), 0) << mode << ": " << out;
