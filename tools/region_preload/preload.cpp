@@ -7,9 +7,9 @@
 // serves:
 // - the malloc family, from mimalloc given the region's first half as its only arena
 //   (mi_manage_os_memory, mimalloc never asked to map or decommit memory of its own), but for
-//   what libc allocates for itself (fork() reads it where the region cannot serve a fault). A
-//   free of 256 KiB or more discards the block's inner pages first, so that freed memory costs
-//   nothing;
+//   what libc and the dynamic loader allocate for themselves (a child of fork() reads it before
+//   its region can serve a fault). A free of 256 KiB or more discards the block's inner pages
+//   first, so that freed memory costs nothing;
 // - the program's anonymous private read-write mappings of 64 KiB or more (maps.cpp), in the
 //   second half, with munmap, mremap, madvise and mprotect on them served as the kernel would.
 // What stays outside: memory allocated before the library was loaded or while it is off, other
@@ -19,8 +19,9 @@
 // The pinning modes (Layout::pins: the SIGBUS mode, and the user-mode-only mode an
 // unprivileged user gets where vm.unprivileged_userfaultfd is 0): a system call that meets a
 // page of the region nobody serves fails with EFAULT. There the malloc family takes only
-// blocks of 64 KiB or more (and, as in every mode, none that libc allocates for itself: its
-// stdio buffers, FILE objects, directory streams, whose system calls pass no wrapper), and the
+// blocks of 64 KiB or more (and, as in every mode, none that libc or the loader allocates for
+// itself: stdio's buffers, FILE objects, directory streams, whose system calls pass no
+// wrapper), and the
 // other parts keep what the kernel touches resident: io.cpp pins I/O buffers, kernel_args.cpp
 // retries calls whose other arguments met an evicted page, locks.cpp pins futex words while a
 // thread waits, signals.cpp gives each thread a signal stack outside the region.
@@ -108,8 +109,12 @@ std::atomic<bool> turned_on{false};
 const char* off_reason = "ZSM_REGION_BUDGET is not set";
 int stats_fd = -1;  // ZSM_REGION_STATS=1: stderr, duplicated (a program may close stderr first)
 std::atomic<uint64_t> outside{0};
-// libc's code: an allocation made from there stays outside the region.
-uintptr_t libc_text_begin = 0, libc_text_end = 0;
+// The code of libc and of the dynamic loader: an allocation made from there stays outside.
+struct Text {
+  uintptr_t begin = 0, end = 0;
+  bool holds(uintptr_t a) const { return a - begin < end - begin; }
+};
+Text libc_text, loader_text;
 
 __attribute__((tls_model("initial-exec"))) thread_local bool in_library = false;
 
@@ -275,16 +280,21 @@ void announce() {
       mib(s.budget_bytes), mode_text(layout));
 }
 
-// libc's executable segment, where an allocation's caller is libc itself.
-int find_libc_text(struct dl_phdr_info* info, size_t, void*) {
-  if (info->dlpi_name == nullptr || std::strstr(info->dlpi_name, "/libc.so.") == nullptr) return 0;
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
+// The executable segments of libc and of the dynamic loader (ld.so), where an allocation's
+// caller is the system's own code.
+int find_system_text(struct dl_phdr_info* info, size_t, void*) {
+  const char* name = info->dlpi_name;
+  Text* text = name == nullptr ? nullptr
+               : std::strstr(name, "/libc.so.") != nullptr ? &libc_text
+               : std::strstr(name, "/ld-linux") != nullptr ? &loader_text
+                                                            : nullptr;
+  for (int i = 0; text != nullptr && i < info->dlpi_phnum; ++i) {
     const ElfW(Phdr)& ph = info->dlpi_phdr[i];
     if (ph.p_type != PT_LOAD || (ph.p_flags & PF_X) == 0) continue;
-    libc_text_begin = info->dlpi_addr + ph.p_vaddr;
-    libc_text_end = libc_text_begin + ph.p_memsz;
+    text->begin = info->dlpi_addr + ph.p_vaddr;
+    text->end = text->begin + ph.p_memsz;
   }
-  return 1;
+  return 0;
 }
 
 bool turn_on() {
@@ -314,7 +324,7 @@ bool turn_on() {
   struct zsm_region_stats st {};
   zsm_region_stats(r, &st);
   layout.user_mode_only = st.user_mode_only != 0 && !layout.self_serve;
-  dl_iterate_phdr(find_libc_text, nullptr);
+  dl_iterate_phdr(find_system_text, nullptr);
   auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   if (!give_heap_to_mimalloc() || !init_maps(layout, page)) {
     say("zsm_region_preload: the region's memory could not be set up (%s); the library is off\n",
@@ -384,18 +394,19 @@ __attribute__((destructor)) void print_stats_at_exit() {
 
 // --- The malloc family. ---------------------------------------------------------------------
 
-bool called_from_libc(const void* caller) {
+bool called_from_the_system(const void* caller) {
   auto a = reinterpret_cast<uintptr_t>(caller);
-  return a - libc_text_begin < libc_text_end - libc_text_begin;
+  return libc_text.holds(a) || loader_text.holds(a);
 }
 
 // The layout, when a request of `bytes` made from `caller` may be served from the region.
-// libc's own allocations stay outside in every mode: libc's system calls into them pass no
-// wrapper, and fork() reads libc's state (its name-service database) between the atfork
-// handlers, where the child's copy of the region is not served yet.
+// The allocations libc and the dynamic loader make for themselves stay outside in every mode:
+// libc's system calls into them pass no wrapper, fork() reads libc's state (its name-service
+// database) between the atfork handlers, and a new thread's start copies the loader's TLS
+// tables, which a child of fork() does before its region has a thread to serve it.
 const Layout* heap_for_this_call(size_t bytes, const void* caller) {
   const Layout* l = on();
-  if (l == nullptr || use_next() || called_from_libc(caller)) return nullptr;
+  if (l == nullptr || use_next() || called_from_the_system(caller)) return nullptr;
   if (l->pins() && bytes < kPinningSmallest) return nullptr;
   return l;
 }
