@@ -66,7 +66,10 @@ void fill_words(std::byte* out, uint64_t word) {
 
 }  // namespace
 
-CopyStore::~CopyStore() { zs_destroy_pool(pool_); }
+CopyStore::~CopyStore() {
+  zs_destroy_pool(pool_);
+  zs_destroy_pool(overflow_);
+}
 
 int CopyStore::init(const CopyStoreOptions& o, std::string* why) {
   try {
@@ -75,12 +78,11 @@ int CopyStore::init(const CopyStoreOptions& o, std::string* why) {
     *why = std::string("codec: ") + e.what();
     return -EINVAL;
   }
-  // The pool's budget is the region's to keep (store): past it, copies go to the file, and
-  // the pool itself has no limit, so that it can hold what the file cannot take.
   zs_pool_config unlimited = o.pool;
   unlimited.max_pages = 0;
-  pool_ = zs_create_pool_ex("zsm_region", &unlimited);
-  if (pool_ == nullptr) {
+  pool_ = zs_create_pool_ex("zsm_region", &o.pool);
+  overflow_ = pool_ != nullptr ? zs_create_pool_ex("zsm_region_overflow", &unlimited) : nullptr;
+  if (pool_ == nullptr || overflow_ == nullptr) {
     *why = std::string("the pool's configuration was refused: ") + std::strerror(errno);
     return -errno;
   }
@@ -100,45 +102,63 @@ int CopyStore::init(const CopyStoreOptions& o, std::string* why) {
   return 0;
 }
 
-bool CopyStore::store(const std::byte* page, PageState* st, uint64_t* word, std::byte* work, bool past_budget) {
+CopyStore::Compressed CopyStore::compress(const std::byte* page, std::byte* work) const {
   const std::byte* src = stable_bytes(page, work + (work_bytes_ - kPageSize));
-  uint64_t w;
-  if (same_filled(src, &w)) {
+  Compressed c;
+  if (same_filled(src, &c.word)) {
+    c.copy = CopyKind::same;
+    return c;
+  }
+  auto len = codec_->compress({src, kPageSize}, {work, work_bytes_ - kPageSize});
+  bool whole = !len || *len >= huge_class_;
+  c.copy = whole ? CopyKind::whole : CopyKind::pool;
+  c.bytes = whole ? src : work;
+  c.length = whole ? kPageSize : *len;
+  return c;
+}
+
+bool CopyStore::put(const Compressed& c, PageState* st, uint64_t* word, bool past_budget) {
+  if (c.copy == CopyKind::same) {
     st->copy = CopyKind::same;
-    *word = w;
+    *word = c.word;
     bump(counters_.stored);  // before its kind, and dropped after it: stats reads the kinds first
     bump(counters_.same);
     return true;
   }
-  auto len = codec_->compress({src, kPageSize}, {work, work_bytes_ - kPageSize});
-  bool whole = !len || *len >= huge_class_;
-  size_t n = whole ? kPageSize : *len;
-  unsigned long handle = zs_store(pool_, whole ? static_cast<const void*>(src) : work, n);
-  if (handle == 0) return false;
-  if (!past_budget && pool_budget_ != 0 && pool_bytes() > pool_budget_) {  // zram's check: after
-    zs_free(pool_, handle);  // a zspage it had to add goes with it
-    return false;
+  const bool whole = c.copy == CopyKind::whole;
+  bool over = false;
+  unsigned long handle = zs_store(pool_, c.bytes, c.length);
+  if (handle == 0 && past_budget) {
+    handle = zs_store(overflow_, c.bytes, c.length);
+    over = true;
   }
-  st->copy = whole ? CopyKind::whole : CopyKind::pool;
-  st->comp_len = static_cast<uint16_t>(whole ? 0 : n);
+  if (handle == 0) return false;
+  st->copy = over ? (whole ? CopyKind::overflow_whole : CopyKind::overflow) : c.copy;
+  st->comp_len = static_cast<uint16_t>(whole ? 0 : c.length);
   *word = handle;
   bump(counters_.stored);
-  bump(counters_.compr_bytes, n);
+  bump(counters_.compr_bytes, c.length);
   if (whole) bump(counters_.whole);
   return true;
+}
+
+bool CopyStore::store(const std::byte* page, PageState* st, uint64_t* word, std::byte* work, bool past_budget) {
+  return put(compress(page, work), st, word, past_budget);
 }
 
 void CopyStore::load(uint32_t p, const PageState& st, uint64_t word, std::byte* out, std::byte* file_buf) {
   if (st.copy == CopyKind::same) return fill_words(out, word);
   if (st.copy == CopyKind::file) return load_from_file(p, st, word, out, file_buf);
-  size_t n = st.copy == CopyKind::whole ? kPageSize : st.comp_len;
-  void* mem = zs_obj_read_begin(pool_, word, n, file_buf);
-  if (st.copy == CopyKind::whole) {
+  const bool whole = kept_whole(st.copy);
+  size_t n = whole ? kPageSize : st.comp_len;
+  zs_pool* pool = pool_of(st.copy);
+  void* mem = zs_obj_read_begin(pool, word, n, file_buf);
+  if (whole) {
     std::memcpy(out, mem, kPageSize);
   } else if (codec_->decompress({static_cast<const std::byte*>(mem), n}, {out, kPageSize})) {
     unreadable(p, "has a compressed copy that does not decompress (the pool's memory was overwritten)");
   }
-  zs_obj_read_end(pool_, word, n, mem);
+  zs_obj_read_end(pool, word, n, mem);
 }
 
 // A read that fails, or finds other bytes than were written, is tried once more through the
@@ -169,9 +189,11 @@ void CopyStore::free(PageState* st, uint64_t* word, bool may_allocate) {
     }
     case CopyKind::pool:
     case CopyKind::whole:
-      zs_free(pool_, *word);
-      drop(counters_.compr_bytes, st->copy == CopyKind::whole ? kPageSize : st->comp_len);
-      if (st->copy == CopyKind::whole) drop(counters_.whole);
+    case CopyKind::overflow:
+    case CopyKind::overflow_whole:
+      zs_free(pool_of(st->copy), *word);
+      drop(counters_.compr_bytes, kept_whole(st->copy) ? kPageSize : st->comp_len);
+      if (kept_whole(st->copy)) drop(counters_.whole);
       break;
   }
   drop(counters_.stored);
@@ -181,18 +203,19 @@ void CopyStore::free(PageState* st, uint64_t* word, bool may_allocate) {
 }
 
 bool CopyStore::move_to_file(PageState* st, uint64_t* word, std::byte* buf) {
-  bool whole = st->copy == CopyKind::whole;
+  bool whole = kept_whole(st->copy);
   size_t n = whole ? kPageSize : st->comp_len;
-  void* mem = zs_obj_read_begin(pool_, *word, n, buf);
+  zs_pool* pool = pool_of(st->copy);
+  void* mem = zs_obj_read_begin(pool, *word, n, buf);
   std::optional<uint64_t> where;
   {
     SpinGuard g(file_lock_);
     where = file_->write({static_cast<const std::byte*>(mem), n});
     counters_.file_bytes.store(file_->live_bytes(), std::memory_order_relaxed);
   }
-  zs_obj_read_end(pool_, *word, n, mem);
+  zs_obj_read_end(pool, *word, n, mem);
   if (!where) return false;
-  zs_free(pool_, *word);
+  zs_free(pool, *word);
   drop(counters_.compr_bytes, n);
   st->copy = CopyKind::file;
   st->comp_len = static_cast<uint16_t>(whole ? 0 : n);
@@ -207,6 +230,7 @@ void CopyStore::end_writeback_batch() {
     file_->end_batch();
   }
   zs_compact(pool_);
+  zs_compact(overflow_);
 }
 
 bool CopyStore::compact_if_fragmented() {
@@ -214,17 +238,21 @@ bool CopyStore::compact_if_fragmented() {
   uint64_t holes = pool > held ? pool - held : 0;
   if (holes < pool / 4 || holes < (256u << 10)) return false;
   zs_compact(pool_);
+  zs_compact(overflow_);
   return true;
 }
 
-bool CopyStore::file_full() const {
-  SpinGuard g(file_lock_);
-  return file_->full();
+// Without the file's lock: evictor's checks and statistics read it outside the fork gate.
+bool CopyStore::file_full() const { return file_->full(); }
+
+// Both pools: what the copies cost.
+uint64_t CopyStore::pool_bytes() const {
+  return uint64_t{zs_get_total_pages(pool_) + zs_get_total_pages(overflow_)} * pool_page_size_;
 }
 
-uint64_t CopyStore::pool_bytes() const { return uint64_t{zs_get_total_pages(pool_)} * pool_page_size_; }
-
-size_t CopyStore::bookkeeping_bytes() const { return zs_pool_bookkeeping_bytes(pool_); }
+size_t CopyStore::bookkeeping_bytes() const {
+  return zs_pool_bookkeeping_bytes(pool_) + zs_pool_bookkeeping_bytes(overflow_);
+}
 
 size_t CopyStore::largest_zspage_bytes() const {
   unsigned top = zs_lookup_class_index(pool_, kPageSize);
@@ -261,7 +289,9 @@ bool CopyStore::pull_into_pool(uint32_t p, PageState* st, uint64_t* word, std::b
   size_t n = whole ? kPageSize : st->comp_len;
   std::byte* bytes = whole ? page : file_buf;
   load_from_file(p, *st, *word, page, file_buf);  // page: the contents; file_buf: the copy
-  unsigned long handle = zs_store(pool_, bytes, n);
+  unsigned long handle = zs_store(pool_, bytes, n);  // the pool where it has room, else the overflow
+  bool over = handle == 0;
+  if (over) handle = zs_store(overflow_, bytes, n);
   if (handle == 0) return false;
   uint64_t where = *word;
   {
@@ -269,7 +299,7 @@ bool CopyStore::pull_into_pool(uint32_t p, PageState* st, uint64_t* word, std::b
     file_->release(where, n, true);
     counters_.file_bytes.store(file_->live_bytes(), std::memory_order_relaxed);
   }
-  st->copy = whole ? CopyKind::whole : CopyKind::pool;
+  st->copy = whole ? (over ? CopyKind::overflow_whole : CopyKind::whole) : (over ? CopyKind::overflow : CopyKind::pool);
   *word = handle;
   bump(counters_.compr_bytes, n);
   return true;

@@ -2,7 +2,10 @@
 // repeated over a page is kept as that word (zram's same-filled pages); a page that compresses
 // to less than the pool's huge class size (and than a page) is a pool object of its compressed
 // bytes; any other is a pool object of the whole page (zram's huge pages). With a backing
-// file, the evictor moves pool copies to it when the pool nears its budget.
+// file, the evictor moves pool copies to it when the pool nears its budget. The pool holds at
+// most its budget (its page limit: compressed_budget_bytes); a copy it has no room for that no
+// file can take (none, or full) goes to a second pool without a limit, the overflow, rather
+// than the page staying decompressed; write-back takes its copies as it takes the pool's.
 //
 // Who calls: the evictor stores (it alone compresses) and moves copies to the file; fault
 // servers load and free (a SIGBUS handler among them: nothing here allocates on those paths
@@ -60,6 +63,18 @@ class CopyStore {
   // rather than the page staying decompressed) or out of memory. `work`: work_bytes() of the
   // caller's.
   bool store(const std::byte* page, PageState* st, uint64_t* word, std::byte* work, bool past_budget = false);
+  // store() in two steps, for a caller that may try the pool more than once (the evictor,
+  // making room in it): the page compressed into `work` (or found same-filled, or kept whole),
+  // then put in the pool, within its budget or past it.
+  struct Compressed {
+    CopyKind copy = CopyKind::none;  // same, pool or whole
+    const std::byte* bytes = nullptr;
+    size_t length = 0;
+    uint64_t word = 0;  // same-filled: the word
+  };
+  Compressed compress(const std::byte* page, std::byte* work) const;
+  // Into the pool; with `past_budget`, into the overflow pool where the pool has no room.
+  bool put(const Compressed& c, PageState* st, uint64_t* word, bool past_budget);
   // Writes the page's contents from its copy into `out` (a page); `file_buf` a page of the
   // caller's. A copy that cannot be read or decompressed stops the process (page_file.h).
   void load(uint32_t p, const PageState& st, uint64_t word, std::byte* out, std::byte* file_buf);
@@ -79,7 +94,7 @@ class CopyStore {
   bool compact_if_fragmented();
   bool file_full() const;
 
-  // The pool's bytes now, its budget (0: none), and whether it is within `pages` of it.
+  // The pool's bytes now, and its budget (0: none).
   uint64_t pool_bytes() const;
   uint64_t pool_budget_bytes() const { return pool_budget_; }
   size_t pool_page_size() const { return pool_page_size_; }
@@ -96,6 +111,9 @@ class CopyStore {
   bool pull_into_pool(uint32_t p, PageState* st, uint64_t* word, std::byte* file_buf, std::byte* page);
   void after_fork_in_parent();
   void after_fork_in_child();
+  // fork(): the file's space map locked across it (its lock is taken outside the fork gate).
+  void lock_for_fork() { file_lock_.lock(); }
+  void unlock_after_fork() { file_lock_.unlock(); }
   // The file's descriptor, once the keeper holds it too.
   void keep_file_descriptor(pid_t keeper);
   int file_descriptor() const { return file_ ? file_->fd() : -1; }
@@ -105,7 +123,9 @@ class CopyStore {
 
   Counters& counters_;
   std::unique_ptr<Codec> codec_;
-  zs_pool* pool_ = nullptr;
+  zs_pool* pool_ = nullptr;      // at most its budget (max_pages)
+  zs_pool* overflow_ = nullptr;  // what the pool and the file have no room for
+  zs_pool* pool_of(CopyKind k) const { return k == CopyKind::overflow || k == CopyKind::overflow_whole ? overflow_ : pool_; }
   size_t pool_page_size_ = 4096;
   uint64_t pool_budget_ = 0;
   size_t huge_class_ = 0;

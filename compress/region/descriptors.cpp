@@ -3,6 +3,8 @@
 #include "uffd.h"
 
 #include <sched.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -82,18 +84,30 @@ bool make_files_private(std::initializer_list<int> keep) {
   return true;
 }
 
-bool ReservedFds::take(int fd) {
+bool ReservedFds::take() {
   for (int& held : fds_) {
     if (held >= 0) continue;
-    held = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    int other = fds_[0] >= 0 ? fds_[0] : fds_[1];
+    held = other >= 0 ? fcntl(other, F_DUPFD_CLOEXEC, 3)
+                      : static_cast<int>(syscall(SYS_memfd_create, "zsm-region-reserve", MFD_CLOEXEC));
     if (held < 0) return false;
+    struct stat st {};
+    if (other < 0 && fstat(held, &st) == 0) {
+      device_ = st.st_dev;
+      inode_ = st.st_ino;
+    }
   }
   return true;
 }
 
+bool ReservedFds::still_ours(int fd) const {
+  struct stat st {};
+  return fstat(fd, &st) == 0 && st.st_dev == device_ && st.st_ino == inode_;
+}
+
 void ReservedFds::release() {
   for (int& held : fds_) {
-    if (held >= 0) close_fd(held);
+    if (held >= 0 && still_ours(held)) close_fd(held);
     held = -1;
   }
 }
@@ -106,6 +120,15 @@ int ReservedFds::numbers(int* fds, int n) const {
     ++count;
   }
   return count;
+}
+
+bool names_a_userfaultfd(int fd) {
+  char path[64], target[64];
+  std::snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+  ssize_t n = readlink(path, target, sizeof target - 1);
+  if (n <= 0) return false;
+  target[n] = '\0';
+  return std::strcmp(target, "anon_inode:[userfaultfd]") == 0;
 }
 
 int KeptFd::borrow() const {

@@ -18,6 +18,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <atomic>
 #include <cerrno>
 #include <initializer_list>
@@ -40,8 +41,10 @@ void mark_private_files();
 
 // Descriptors held in the program's table for a child of fork(): the child's userfaultfd (and
 // /dev/userfaultfd, which making one may open) needs numbers even when the program has filled
-// its table (RLIMIT_NOFILE), as ordinary memory needs none. Duplicates of a region's
-// descriptor, released in the child just before it opens its own, and taken again after.
+// its table (RLIMIT_NOFILE), as ordinary memory needs none. A memfd of nothing and a duplicate,
+// released in the child just before it opens its own userfaultfd, and taken again after. A
+// number is closed only while it still names that memfd: a program that closed it and reused
+// the number keeps its own file.
 class ReservedFds {
  public:
   static constexpr int kCount = 2;
@@ -49,15 +52,20 @@ class ReservedFds {
   ReservedFds(const ReservedFds&) = delete;
   ReservedFds& operator=(const ReservedFds&) = delete;
   ~ReservedFds() { release(); }
-  // Holds kCount duplicates of `fd`; false (errno set) when the table has no room for them.
-  bool take(int fd);
+  // Holds kCount descriptors; false (errno set) when the table has no room for them.
+  bool take();
   void release();
   // The numbers held, into fds (up to n); how many.
   int numbers(int* fds, int n) const;
 
  private:
+  bool still_ours(int fd) const;
   int fds_[kCount] = {-1, -1};
+  uint64_t device_ = 0, inode_ = 0;  // the memfd's
 };
+
+// Whether `fd` names a userfaultfd (a program may have closed the region's and reused the number).
+bool names_a_userfaultfd(int fd);
 
 // One of the region's descriptors: its number, which is the same in the program's table and
 // the keeper's, and how to borrow the keeper's.

@@ -515,14 +515,14 @@ bool Evictor::retire_page(uint32_t p, PageState* s, std::byte* work) {
 // A write-back pass may send nothing and still make room for the next (the second hand's
 // first pass only clears the marks of pages stored since its last): the file is given four.
 bool Evictor::store_or_write_back(uint32_t p, PageState* s, std::byte* work) {
-  const std::byte* bytes = parts_.probation.slot_bytes(s->slot);
   uint64_t& word = parts_.pages.copy_word(p);
-  for (int tries = 0; tries < 4; ++tries) {
-    if (parts_.copies.store(bytes, s, &word, work)) return true;
-    if (!parts_.copies.has_file() || parts_.copies.file_full()) break;
+  CopyStore::Compressed c = parts_.copies.compress(parts_.probation.slot_bytes(s->slot), work);
+  for (int tries = 0; parts_.copies.has_file() && tries < 4; ++tries) {
+    if (parts_.copies.put(c, s, &word, false)) return true;
+    if (parts_.copies.file_full()) break;
     write_back_batch(work);
   }
-  return parts_.copies.store(bytes, s, &word, work, true);
+  return parts_.copies.put(c, s, &word, true);  // what the file cannot take, the pool holds
 }
 
 bool Evictor::evict_now(uint32_t p, PageState* s, std::byte* work) {
@@ -576,11 +576,11 @@ bool Evictor::write_back_batch(std::byte* work) {
     if (p == kNoPage && (p = parts_.pages.next_used(0)) == kNoPage) break;
     writeback_hand_ = p + 1 == npages_ ? 0 : p + 1;
     PageState hint = parts_.pages.peek(p);
-    if (hint.kind != Kind::stored || (hint.copy != CopyKind::pool && hint.copy != CopyKind::whole)) continue;
+    if (hint.kind != Kind::stored || !in_a_pool(hint.copy)) continue;
     PageState s;
     if (!parts_.pages.try_lock(p, &s)) continue;
     bool ok = true;
-    if (s.kind == Kind::stored && (s.copy == CopyKind::pool || s.copy == CopyKind::whole)) {
+    if (s.kind == Kind::stored && in_a_pool(s.copy)) {
       if (s.referenced) {
         s.referenced = false;
       } else if ((ok = parts_.copies.move_to_file(&s, &parts_.pages.copy_word(p), buf))) {

@@ -5,11 +5,13 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -34,30 +36,60 @@ bool is_region_thread(pid_t tid) {
   return false;
 }
 
-// The state letter of /proc/self/task/TID/stat (R, S, D, Z, ...), or 0 when the thread is gone.
-char thread_state(pid_t tid) {
+// A file of /proc opened on the program's descriptor table, where the program may close any
+// number and reuse it meanwhile: closed only if the number still names what was opened.
+class ProcFile {
+ public:
+  explicit ProcFile(const char* path, int flags = O_RDONLY) {
+    fd_ = static_cast<int>(syscall(SYS_openat, AT_FDCWD, path, flags | O_CLOEXEC));
+    error_ = fd_ < 0 ? errno : 0;
+    if (fd_ >= 0 && syscall(SYS_fstat, fd_, &opened_) != 0) opened_.st_ino = 0;
+  }
+  ~ProcFile() {
+    struct stat now {};
+    if (fd_ >= 0 && syscall(SYS_fstat, fd_, &now) == 0 && now.st_ino == opened_.st_ino && now.st_dev == opened_.st_dev) {
+      close_fd(fd_);
+    }
+  }
+  ProcFile(const ProcFile&) = delete;
+  ProcFile& operator=(const ProcFile&) = delete;
+  int fd() const { return fd_; }
+  // Whether the path named nothing (the thread has gone): any other failure says nothing.
+  bool missing() const { return fd_ < 0 && (error_ == ENOENT || error_ == ESRCH); }
+
+ private:
+  int fd_ = -1;
+  int error_ = 0;
+  struct stat opened_ {};
+};
+
+enum class ThreadIs { gone, alive };
+
+// What /proc/self/task/TID/stat says of the thread: gone (no such task, a zombie, dead), else
+// alive, also when it cannot be read or parsed (the watcher errs towards waiting).
+ThreadIs thread_state(pid_t tid) {
   char path[64], text[512];
   std::snprintf(path, sizeof path, "/proc/self/task/%d/stat", static_cast<int>(tid));
-  int fd = static_cast<int>(syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC));
-  if (fd < 0) return 0;
-  ssize_t n = syscall(SYS_read, fd, text, sizeof text - 1);
-  close_fd(fd);
-  if (n <= 0) return 0;
+  ProcFile f(path);
+  if (f.missing()) return ThreadIs::gone;
+  if (f.fd() < 0) return ThreadIs::alive;
+  ssize_t n = syscall(SYS_read, f.fd(), text, sizeof text - 1);
+  if (n <= 0) return n < 0 && errno == ESRCH ? ThreadIs::gone : ThreadIs::alive;
   text[n] = '\0';
   const char* paren = std::strrchr(text, ')');  // the name may hold anything but ends there
-  return paren != nullptr && paren[1] == ' ' ? paren[2] : 0;
+  if (paren == nullptr || paren[1] != ' ') return ThreadIs::alive;
+  return paren[2] == 'Z' || paren[2] == 'X' ? ThreadIs::gone : ThreadIs::alive;
 }
 
-bool gone(char state) { return state == 0 || state == 'Z' || state == 'X'; }
-
-// Whether a thread that is neither the region's nor gone is still in the process.
+// Whether a thread that is neither the region's nor gone is still in the process; true when
+// /proc cannot be read.
 bool program_thread_left() {
-  int dir = static_cast<int>(syscall(SYS_openat, AT_FDCWD, "/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dir < 0) return true;  // cannot tell: keep watching
+  ProcFile dir("/proc/self/task", O_RDONLY | O_DIRECTORY);
+  if (dir.fd() < 0) return true;
   alignas(8) char buf[4096];
-  bool left = false;
-  for (long n; !left && (n = syscall(SYS_getdents64, dir, buf, sizeof buf)) > 0;) {
-    for (long off = 0; off < n && !left;) {
+  long n = 0;
+  while ((n = syscall(SYS_getdents64, dir.fd(), buf, sizeof buf)) > 0) {
+    for (long off = 0; off < n;) {
       struct Entry {
         uint64_t ino;
         int64_t off;
@@ -68,11 +100,17 @@ bool program_thread_left() {
       const auto* e = reinterpret_cast<const Entry*>(buf + off);
       off += e->reclen;
       auto tid = static_cast<pid_t>(std::atol(e->name));
-      left = tid > 0 && !is_region_thread(tid) && !gone(thread_state(tid));
+      if (tid > 0 && !is_region_thread(tid) && thread_state(tid) == ThreadIs::alive) return true;
     }
   }
-  close_fd(dir);
-  return left;
+  return n < 0;
+}
+
+// Every program thread has ended: two looks in a row find none (a thread that starts another
+// and exits between a look's listing and its checks fools one look, not the next, which lists
+// after them).
+bool program_ended(pid_t leader) {
+  return thread_state(leader) == ThreadIs::gone && !program_thread_left() && !program_thread_left();
 }
 
 class Watcher {
@@ -107,7 +145,7 @@ class Watcher {
     const pid_t leader = getpid();
     while (stop_.load() == 0) {
       futex_wait(&stop_, 0, kPeriodNs);
-      if (stop_.load() != 0 || !gone(thread_state(leader)) || program_thread_left()) continue;
+      if (stop_.load() != 0 || !program_ended(leader)) continue;
       // Every program thread has ended: what the last one's exit would have done.
       unregister_region_thread(tid);
       sigset_t bus;

@@ -80,10 +80,25 @@ void unregister_for_fork(Region* r) {
   list.erase(end, list.end());
 }
 
+void ForkGate::forker_touched() {
+  static const char line[] =
+      "zsm region: the thread calling fork() touched evicted region memory after the region's fork() "
+      "handler ran (a pthread_atfork prepare handler registered before the region?): it cannot be "
+      "served then; stopping rather than wait for ever\n";
+  write_to_program_stderr(line, sizeof line - 1);
+  std::abort();
+}
+
+// The gate closed first; the file copied for the child (and what did not fit brought into the
+// pool); then the locks the region takes outside the gate (the budget's retune, the backing
+// file's space map), so that no child inherits one held.
 void Region::fork_prepare() {
   gate_.close();
+  copies_.prepare_thread();  // the copies brought into the pool may be decompressed here
   copies_.prepare_fork();
   pull_copies_the_child_lacks();
+  apply_lock_.lock();
+  copies_.lock_for_fork();
 }
 
 // The copies on file past what the child's copy of the file holds, brought into the pool (the
@@ -105,6 +120,8 @@ void Region::pull_copies_the_child_lacks() {
 
 void Region::fork_parent() {
   copies_.after_fork_in_parent();
+  copies_.unlock_after_fork();
+  apply_lock_.unlock();
   gate_.open();
 }
 
@@ -114,7 +131,9 @@ void Region::fork_child() {
   evictor_->forget_in_child();
   signal_buffers_.reset_in_child();
   const int old = calls_.number();
-  const bool lost = calls_.lost();
+  // The number takes the child's userfaultfd only while it still names the parent's: a
+  // program that closed it may have reused it for a file of its own.
+  const bool lost = calls_.lost() || !names_a_userfaultfd(old);
   reserve_.release();  // room for the child's userfaultfd, whatever the program left of its table
   UffdInfo info;
   std::string why;
@@ -124,7 +143,7 @@ void Region::fork_child() {
     close_fd(info.fd);
     info.fd = old;
   }
-  reserve_.take(info.fd);  // for this child's own children
+  reserve_.take();  // for this child's own children, as far as its table has room
   calls_ = PageCalls(info);
   if (uffd_register(info.fd, reinterpret_cast<void*>(base_), settings_.size, true, &why) != 0 ||
       (info.can_move &&
@@ -134,8 +153,10 @@ void Region::fork_child() {
   }
   reprotect_clean_pages();
   copies_.after_fork_in_child();
+  copies_.unlock_after_fork();
+  apply_lock_.unlock();
   apply_fork_advice_in_child();
-  gate_.open();  // before the threads: while they start, this thread may serve faults
+  gate_.reset_in_child();  // before the threads: while they start, this thread may serve faults
   start_threads();
 }
 
@@ -146,8 +167,8 @@ void Region::apply_fork_advice_in_child() {
   ForkAdvice in_child;
   fork_advice_.each([&](uint32_t a, uint32_t b, uint8_t flags) {
     if ((flags & (ForkAdvice::kDontFork | ForkAdvice::kWipe)) != 0) {
-      for (uint32_t p = a; p < b; ++p) {
-        PageState s = pages_.lock(p);
+      for (uint32_t p = pages_.next_used(a); p != kNoPage && p < b; p = pages_.next_used(p + 1)) {
+        PageState s = pages_.lock(p);  // pages of chunks never used are empty: skipped, unread
         discard_page(p, &s);
         pages_.unlock(p, s);
       }

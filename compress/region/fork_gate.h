@@ -3,11 +3,13 @@
 // of the region is taken between changes: no page lock held, no page half moved, the pool and
 // the file's space map at rest. Waiting for room (the budget) happens outside it.
 //
-// The forking thread itself goes on between the prepare handler and the fork: glibc reads its
-// own state there (its name-service database, allocated by libc: under the preload library,
-// region memory), and so do the prepare handlers of anything registered before the region. Its
-// faults, served whole before it forks, pass the closed gate (the tid a fault names, or the
-// caller's own where it serves itself: 0 below); any other thread's wait for the fork.
+// Between the region's prepare handler and the fork, the forking thread goes on alone: what
+// it touches of the region then cannot be served (the pool's own fork handler, which runs after
+// the region's, holds every lock of the pool, and the evictor waits at the gate). glibc's fork
+// touches only its own state there (the preload library keeps what libc and the dynamic loader
+// allocate out of the region); a program's prepare handler registered before the region
+// (so run after the region's) that touches evicted region memory is told so, and the process
+// stops, rather than waiting for ever on a gate its own thread closed (forker_touched).
 #pragma once
 
 #include <sys/syscall.h>
@@ -27,9 +29,10 @@ class ForkGate {
   void enter(pid_t tid = 0) {
     for (;;) {
       active_.fetch_add(1, std::memory_order_seq_cst);
-      if (closed_.load(std::memory_order_seq_cst) == 0 || for_forker(tid)) return;
+      if (closed_.load(std::memory_order_seq_cst) == 0) return;
       leave();
-      while (closed_.load(std::memory_order_seq_cst) != 0 && !for_forker(tid)) futex_wait(&closed_, 1, 1'000'000);
+      if (for_forker(tid)) forker_touched();
+      while (closed_.load(std::memory_order_seq_cst) != 0) futex_wait(&closed_, 1, 1'000'000);
     }
   }
   void leave() {
@@ -38,7 +41,7 @@ class ForkGate {
     }
   }
   bool closing() const { return closed_.load(std::memory_order_relaxed) != 0; }
-  // Waits until no one is inside; new entries but the calling thread's wait for open().
+  // Waits until no one is inside; new entries wait for open().
   void close() {
     forker_.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_seq_cst);
     closed_.store(1, std::memory_order_seq_cst);
@@ -49,12 +52,18 @@ class ForkGate {
     forker_.store(0, std::memory_order_seq_cst);
     futex_wake_all(&closed_);
   }
+  // In a child of fork(): no one else is there, inside or waiting.
+  void reset_in_child() {
+    active_.store(0, std::memory_order_relaxed);
+    open();
+  }
 
  private:
   bool for_forker(pid_t tid) const {
     pid_t forker = forker_.load(std::memory_order_seq_cst);
     return forker != 0 && (tid != 0 ? tid : static_cast<pid_t>(syscall(SYS_gettid))) == forker;
   }
+  [[noreturn]] static void forker_touched();
 
   std::atomic<uint32_t> active_{0};
   std::atomic<uint32_t> closed_{0};

@@ -16,6 +16,7 @@
 // data does not stay in the memory that writing it back was meant to free.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -71,7 +72,7 @@ class PageFile {
 
   // Whether the last write found no room, or failed (the disk is full): no write is tried
   // again until a release makes room.
-  [[nodiscard]] bool full() const { return full_; }
+  [[nodiscard]] bool full() const { return full_.load(std::memory_order_relaxed); }
   [[nodiscard]] uint64_t live_bytes() const { return live_sectors_ * kSector; }
   [[nodiscard]] uint64_t lost_bytes() const { return lost_sectors_ * kSector; }
 
@@ -88,7 +89,7 @@ class PageFile {
   uint64_t live_sectors_ = 0;
   uint64_t lost_sectors_ = 0;  // released where no free list had room (release())
   static constexpr size_t kReleaseRoom = 256;
-  bool full_ = false;
+  std::atomic<bool> full_{false};  // read without the caller's lock (CopyStore::file_full)
   std::vector<uint64_t> free_[kMaxSectors + 1];  // free extents by length, in sectors
   std::vector<std::byte> buffer_;                // one page, a copy padded to its sectors
 };

@@ -35,7 +35,13 @@
 namespace zsm::region {
 
 enum class Kind : uint8_t { empty = 0, resident = 1, clean = 2, stored = 3, probation = 4 };
-enum class CopyKind : uint8_t { none = 0, pool = 1, same = 2, whole = 3, file = 4 };
+// A copy in the pool (compressed, or whole), one repeated word, on file; or in the overflow
+// pool (copy_store.h): what the pool's budget had no room for and no file could take.
+enum class CopyKind : uint8_t { none = 0, pool = 1, same = 2, whole = 3, file = 4, overflow = 5, overflow_whole = 6 };
+inline bool in_a_pool(CopyKind k) {
+  return k == CopyKind::pool || k == CopyKind::whole || k == CopyKind::overflow || k == CopyKind::overflow_whole;
+}
+inline bool kept_whole(CopyKind k) { return k == CopyKind::whole || k == CopyKind::overflow_whole; }
 
 inline constexpr uint32_t kMaxPins = (1u << 11) - 1;
 inline constexpr uint32_t kNoPage = UINT32_MAX;

@@ -93,7 +93,7 @@ int Region::init(std::string* why) {
   }
   base_ = reinterpret_cast<uintptr_t>(m);
   if (int rc = open_userfaultfd(why); rc != 0) return rc;
-  if (!reserve_.take(calls_.number())) {
+  if (!reserve_.take()) {
     *why = "no descriptor left to reserve for a child of fork(): the process or the system is out of file descriptors";
     return -errno;
   }
@@ -214,7 +214,9 @@ Region::~Region() {
   if (settings_.uffd.sigbus) unregister_self_serving(this);
   if (handlers_) handlers_->stop();
   if (evictor_) evictor_->stop();
-  if (calls_.number() >= 0 && !calls_.lost()) close_fd(calls_.number());  // the range is unregistered
+  if (calls_.number() >= 0 && !calls_.lost() && names_a_userfaultfd(calls_.number())) {
+    close_fd(calls_.number());  // the range is unregistered
+  }
   if (base_ != 0) unmap(reinterpret_cast<void*>(base_), settings_.size);
 }
 
@@ -296,9 +298,12 @@ int Region::discard(uint32_t first, uint32_t count) {
 
 int Region::pin(uint32_t first, uint32_t count) {
   if (count == 1) {  // a futex word, a small struct: a page in use, pinned in one compare-and-swap
+    // Counted before the page says so (and given back if it does not), so that a fork() in
+    // between gives no child a pin its count lacks.
     if (get(counters_.pinned) + 1 <= budget_.limit() / 2) {
+      bump(counters_.pinned);
       int before = pages_.add_pin_unlocked(first, +1);
-      if (before == 0) bump(counters_.pinned);
+      if (before != 0) drop(counters_.pinned);
       if (before >= 0) return 0;
     }
   }
@@ -339,7 +344,7 @@ int Region::pin(uint32_t first, uint32_t count) {
 int Region::unpin(uint32_t first, uint32_t count) {
   if (count == 1) {
     int before = pages_.add_pin_unlocked(first, -1);
-    if (before == 1) drop(counters_.pinned);
+    if (before == 1) drop(counters_.pinned);  // a fork() in between gives the child one more
     if (before >= 1) return 0;
   }
   for (uint32_t p = first; p < first + count; ++p) {

@@ -6,13 +6,14 @@
 //   cancel MODE        a reader of evicted pages whose copies are on file is cancelled (deferred)
 //                      five times, maybe inside its SIGBUS handler; then every page must read
 //                      back: a handler unwound by the cancellation would leave a page locked
-//   fork-prepare MODE  a pthread_atfork prepare handler registered before the region (so run
-//                      after the region's) reads evicted region memory; three forks, each
-//                      child reading every page: the forking thread's faults must pass the
-//                      fork gate it closed
+//   fork-prepare MODE  in a process of its own, a pthread_atfork prepare handler registered
+//                      before the region (so run after the region's) reads evicted region
+//                      memory, which nothing can serve then: that process must stop at once
+//                      (SIGABRT, with a line saying why), not wait for ever
 // MODE: threads (handler threads) or sigbus. Exit 0 when every check held, 1 with a line
 // naming the first that did not, 2 on bad arguments.
 #include <pthread.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -112,28 +113,35 @@ void touch_in_prepare() {
   if (touched_in_prepare != nullptr) (void)*reinterpret_cast<volatile unsigned char*>(touched_in_prepare + 7);
 }
 
-int forking_threads_faults_pass_the_gate(bool sigbus) {
+void fork_after_a_prepare_that_touches_the_region(bool sigbus) {
   pthread_atfork(touch_in_prepare, nullptr, nullptr);  // before the region's own
   shared = make(sigbus, nullptr);
-  if (shared == nullptr) return 1;
+  if (shared == nullptr) _exit(1);
   for (size_t p = 0; p < kPages; ++p) fill_page(page(shared, p), p, 4);
-  for (int round = 0; round < 3; ++round) {
-    zsm_region_evict(shared, page(shared, 0), kPages * kPage);
-    touched_in_prepare = page(shared, 100 + round);
-    pid_t pid = fork();
-    if (pid == 0) {
-      for (size_t p = 0; p < kPages; ++p) {
-        if (page_mismatch(page(shared, p), p, 4) != -1) _exit(1);
-      }
-      _exit(0);
-    }
-    int status = 0;
-    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      std::printf("a child of fork() failed: %d\n", status);
-      return 1;
-    }
+  zsm_region_evict(shared, page(shared, 0), kPages * kPage);
+  touched_in_prepare = page(shared, 100);
+  pid_t pid = fork();
+  if (pid == 0) _exit(0);
+  waitpid(pid, nullptr, 0);
+  _exit(0);  // not reached: the fork stops the process
+}
+
+int a_touch_in_the_forks_window_stops_the_process(bool sigbus) {
+  pid_t pid = fork();
+  if (pid == 0) fork_after_a_prepare_that_touches_the_region(sigbus);
+  int status = 0;
+  for (int i = 0; i < 200 && waitpid(pid, &status, WNOHANG) == 0; ++i) usleep(100000);
+  if (waitpid(pid, &status, WNOHANG) == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    std::printf("fork-prepare: the process hung\n");
+    return 1;
   }
-  std::printf("fork-prepare: 3 forks\n");
+  if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGABRT) {
+    std::printf("fork-prepare: the process ended otherwise: %d\n", status);
+    return 1;
+  }
+  std::printf("fork-prepare: stopped\n");
   return 0;
 }
 
@@ -147,7 +155,7 @@ int main(int argc, char** argv) {
   bool sigbus = std::strcmp(argv[2], "sigbus") == 0;
   if (std::strcmp(argv[1], "pthread-exit") == 0) return pthread_exit_ends_the_process(sigbus);
   if (std::strcmp(argv[1], "cancel") == 0) return cancel_leaves_no_page_locked(sigbus);
-  if (std::strcmp(argv[1], "fork-prepare") == 0) return forking_threads_faults_pass_the_gate(sigbus);
+  if (std::strcmp(argv[1], "fork-prepare") == 0) return a_touch_in_the_forks_window_stops_the_process(sigbus);
   std::fprintf(stderr, "region_life_probe: unknown case '%s'\n", argv[1]);
   return 2;
 }

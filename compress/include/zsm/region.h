@@ -69,13 +69,12 @@ struct zsm_region_options {
 	                               of the region's size; at least 16 pages */
 	enum zsm_codec codec;       /* ZSM_CODEC_LZ4 (default), LZ4HC, ZSTD or NONE */
 	int level;                  /* 0 = the codec's default */
-	size_t compressed_budget_bytes; /* most the pool holds (a store that passes it takes its
-	                               copy back: zram's check, so for a moment one zspage more);
-	                               0 = no limit; else at least the largest zspage of the pool's
-	                               classes (EINVAL below). Past it, the copies of stored pages
-	                               go to the backing file; what the file cannot take (none, or
-	                               full) the pool holds past its budget: a page never stays
-	                               decompressed for want of room */
+	size_t compressed_budget_bytes; /* most the pool holds; 0 = no limit; else at least the
+	                               largest zspage of the pool's classes (EINVAL below). Past it,
+	                               the copies of stored pages go to the backing file; what the
+	                               file cannot take (none, or full) goes to an overflow pool
+	                               without a limit: a page never stays decompressed for want of
+	                               room (mem_used_total counts both) */
 	struct zs_pool_config pool; /* the pool's configuration (max_pages is ignored; nr_shards 0
 	                               is one lock shard per CPU, and ZS_POOL_NO_THREAD_CACHE is
 	                               always set: a fault server never allocates) */
