@@ -52,8 +52,16 @@ class CopyStore {
   int init(const CopyStoreOptions& o, std::string* why);
 
   // The calling thread's codec contexts, made now: every thread that stores or loads under a
-  // page's lock calls it first (zsm/codec.hpp says why), before it takes one.
-  void prepare_thread() const { codec_->prepare_thread(); }
+  // page's lock calls it first (zsm/codec.hpp says why), before it takes one. Making them
+  // allocates, and a program's own malloc may call back into the region from that allocation
+  // (madvise() of its region memory): that inner call, which stores nothing, goes on without.
+  void prepare_thread() const {
+    static thread_local bool preparing = false;
+    if (preparing) return;
+    preparing = true;
+    codec_->prepare_thread();
+    preparing = false;
+  }
 
   // A buffer of this many bytes holds a compressed page (store's `work`).
   size_t work_bytes() const { return work_bytes_; }

@@ -110,8 +110,11 @@ void Evictor::main(std::function<void(pid_t)> keeper_start) {
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);  // no program handler runs here, holding page locks
   auto tid = static_cast<pid_t>(syscall(SYS_gettid));
+  // Before any page's lock (copy_store.h), and before keeper_start's first allocation: a
+  // program's own malloc may madvise() its region memory from inside that allocation, and the
+  // region's call for it must find the contexts made (it cannot allocate there again).
+  parts_.copies.prepare_thread();
   keeper_start(tid);
-  parts_.copies.prepare_thread();  // before any page's lock (copy_store.h)
   tid_.store(tid);
   // kswapd's rhythm: asleep until a fault finds the budget past the low watermark (or
   // someone asks), then batches until the high watermark, then asleep again.

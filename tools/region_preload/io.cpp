@@ -1,22 +1,30 @@
 // I/O into and out of region memory, in the pinning modes (preload.h): the kernel copies a
 // buffer in kernel mode, and meets EFAULT at a page nobody serves (evicted, or never touched),
-// or stops short there. So the calls pin the parts of their buffers inside the region for the
-// call: read, write and their p-, v-, pv- and pv2 forms (and the _chk forms a _FORTIFY_SOURCE
-// build calls), recv and send and their -from, -to, -msg and -mmsg forms, getrandom,
-// getdents64, fread and fwrite (stdio reads straight into a large buffer), epoll_wait's
-// events, poll's descriptors. vmsplice() of region memory becomes writev(): a page spliced by
-// reference could leave the region (and its memory be reused) before the pipe is read.
+// or stops short there. So the calls that pass a region buffer to the kernel give it one it can
+// reach, whole, for the call: read, write and their p-, v-, pv- and pv2 forms (and the _chk
+// forms a _FORTIFY_SOURCE build calls), recv and send and their -from, -to, -msg and -mmsg
+// forms, getrandom, getdents64, fread, fwrite, fputs and puts, epoll_wait's events, poll's
+// descriptors; vmsplice becomes readv or writev (a page spliced by reference could not be
+// reached either).
 //
-// A pin may hold at most half the budget, with other threads' pins: a large buffer is pinned a
-// piece at a time (1 MiB, halved while the pins would pass the limit, down to 64 KiB: a
-// datagram's most, so that no datagram is cut), and below that the call waits for other
-// threads' calls to end. A call never goes on unpinned. Where a piece fills, the next piece is
-// a call of its own: for reads only from a regular file (a socket or a pipe would wait for
-// bytes the plain call would not have waited for); writes go on until done, as the plain call
-// would; a vectored call that cannot be pinned whole is shortened (a short count, which the
-// plain call may return too), but a message call only where the socket is a stream.
+// Two ways, by what the call may wait for:
+// - the buffer pinned (zsm_region_pin), where the call does not wait on anything but the
+//   disk: a regular file's (or a block device's) reads and writes, getrandom. Nothing is
+//   copied. A large buffer is pinned a piece (1 MiB) at a time, the next piece a call of its
+//   own, as the plain call would have gone on;
+// - a bounce buffer of this thread's (outside the region, kept for its next call), copied to
+//   or from the region's buffer in user mode, where the call may wait as long as it likes (a
+//   socket, a pipe, a terminal; poll and epoll_wait; a message call): a pin held while a call
+//   waits would keep its pages from every other call, and enough of them waiting would starve
+//   the calls that need a pin, for ever. Also where a pin cannot be had now. A call's datagram
+//   or message goes whole; a stream's large buffer a piece (1 MiB) at a time, a read returning
+//   what the first piece got (the plain call may return a short count there too), a write, or a
+//   read with MSG_WAITALL, going on until done.
+// Nothing waits for room, and a call never reaches the kernel with a region buffer it cannot
+// reach.
 #include "preload.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -24,6 +32,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstring>
 #include <type_traits>
 
 extern "C" [[noreturn]] void __chk_fail(void);
@@ -32,39 +41,122 @@ namespace zsm_preload {
 namespace {
 
 constexpr size_t kPiece = 1 << 20;
-constexpr size_t kLeastPiece = 64 << 10;
-constexpr int kMostVectors = 64;  // vectors pinned at once: a longer call is shortened
 
-bool regular_file(int fd) {
+// Whether the call on fd waits for nothing but the disk: its buffer may be pinned.
+bool disk_file(int fd) {
   struct stat st {};
   return next.fstat(fd, &st) == 0 && (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode));
 }
 
-bool stream_socket(int fd) {
+// Whether writes to fd are a byte stream (a piece at a time is what the plain call does), not
+// datagrams or messages, which must go whole.
+bool byte_stream(int fd) {
+  struct stat st {};
+  if (next.fstat(fd, &st) != 0) return false;
+  if (!S_ISSOCK(st.st_mode)) return true;
   int type = 0;
   socklen_t len = sizeof type;
   return next.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM;
 }
 
-// call(buf, n) over [buf, buf + len) in pinned pieces; after a piece that filled, more() says
-// whether the next follows (a call of its own). The bytes done, or the first call's error.
-template <typename More, typename Call>
-ssize_t with_buffer_pinned(const void* buf, size_t len, More more, Call call) {
-  const Layout* l = pinning();
-  if (l == nullptr || len == 0 || !overlaps_region(*l, buf, len)) return call(buf, len);
-  const auto* p = static_cast<const char*>(buf);
-  size_t done = 0, piece = kPiece;
-  while (done < len) {
-    size_t n = std::min(piece, len - done);
-    Pin pin;
-    int rc = pin.take(*l, p + done, n);
-    if (rc == -ENOMEM && n > kLeastPiece) {
-      piece = std::max(n / 2, kLeastPiece);
-      continue;
+// This thread's bounce buffer, outside the region (the next malloc's), kept between calls and
+// freed at the thread's exit.
+pthread_key_t bounce_key;
+pthread_once_t bounce_once = PTHREAD_ONCE_INIT;
+struct BounceBuffer {
+  char* bytes = nullptr;
+  size_t size = 0;
+};
+__attribute__((tls_model("initial-exec"))) thread_local BounceBuffer* bounce_buffer = nullptr;
+
+void free_bounce(void* p) {
+  auto* b = static_cast<BounceBuffer*>(p);
+  next.free(b->bytes);
+  next.free(b);
+  bounce_buffer = nullptr;
+}
+
+// At least n bytes of this thread's bounce buffer, or nullptr (ENOMEM) when none can be had.
+char* bounce(size_t n) {
+  if (bounce_buffer == nullptr) {
+    pthread_once(&bounce_once, [] { pthread_key_create(&bounce_key, free_bounce); });
+    bounce_buffer = static_cast<BounceBuffer*>(next.calloc(1, sizeof(BounceBuffer)));
+    if (bounce_buffer == nullptr) return nullptr;
+    pthread_setspecific(bounce_key, bounce_buffer);
+  }
+  if (bounce_buffer->size < n) {
+    char* bigger = static_cast<char*>(next.malloc(n));
+    if (bigger == nullptr) return nullptr;
+    next.free(bounce_buffer->bytes);
+    bounce_buffer->bytes = bigger;
+    bounce_buffer->size = n;
+  }
+  return bounce_buffer->bytes;
+}
+
+// A large bounce buffer taken by a call that runs a signal handler which makes another: each
+// call takes its own (the thread's own is for the outermost).
+class Scratch {
+ public:
+  explicit Scratch(size_t n) {
+    if (!in_use_) {
+      in_use_ = true;
+      mine_ = true;
+      bytes_ = bounce(n);
+    } else {
+      owned_ = static_cast<char*>(next.malloc(std::max<size_t>(n, 1)));
+      bytes_ = owned_;
     }
-    if (rc == -ENOMEM) pin.take_waiting(*l, p + done, n);
-    ssize_t got = call(p + done, n);
-    pin.release();
+    if (bytes_ == nullptr) errno = ENOMEM;
+  }
+  ~Scratch() {
+    if (mine_) in_use_ = false;
+    next.free(owned_);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  char* get() const { return bytes_; }
+
+ private:
+  static thread_local bool in_use_ __attribute__((tls_model("initial-exec")));
+  char* bytes_ = nullptr;
+  char* owned_ = nullptr;
+  bool mine_ = false;
+};
+__attribute__((tls_model("initial-exec"))) thread_local bool Scratch::in_use_ = false;
+
+enum class Way { in, out };  // in: the kernel reads the buffer (a write); out: it writes it (a read)
+
+// One call over [p, p + n) of region memory: pinned where `pin_it` and a pin can be had now,
+// else through a bounce buffer. The call's result.
+template <typename Call>
+ssize_t one_piece(const Layout& l, const char* p, size_t n, Way way, bool pin_it, Call call) {
+  if (pin_it) {
+    Pin pin;
+    if (pin.take(l, p, n) == 0) return call(p, n);
+  }
+  Scratch scratch(n);
+  char* b = scratch.get();
+  if (b == nullptr) return -1;
+  if (way == Way::in) std::memcpy(b, p, n);
+  ssize_t got = call(b, n);
+  if (way == Way::out && got > 0) std::memcpy(const_cast<char*>(p), b, static_cast<size_t>(got));
+  return got;
+}
+
+// call(b, n, at) over [buf, buf + len), b the n bytes from buf + at or their bounce buffer: at
+// once where the buffer is outside the region (or no pinning mode), else a piece at a time
+// (one_piece); after a piece that filled, more() says whether the next follows, a call of its
+// own. The bytes done, or the first call's error.
+template <typename More, typename Call>
+ssize_t with_buffer(const void* buf, size_t len, Way way, bool pin_it, More more, Call call) {
+  const Layout* l = pinning();
+  if (l == nullptr || len == 0 || !overlaps_region(*l, buf, len)) return call(buf, len, 0);
+  const auto* p = static_cast<const char*>(buf);
+  size_t done = 0;
+  while (done < len) {
+    size_t n = std::min(kPiece, len - done);
+    ssize_t got = one_piece(*l, p + done, n, way, pin_it, [&](const void* b, size_t k) { return call(b, k, done); });
     if (got < 0) return done > 0 ? static_cast<ssize_t>(done) : got;
     done += static_cast<size_t>(got);
     if (static_cast<size_t>(got) < n || done == len || !more()) break;
@@ -73,83 +165,59 @@ ssize_t with_buffer_pinned(const void* buf, size_t len, More more, Call call) {
 }
 
 bool always() { return true; }
-bool never() { return false; }
 
-// A vectored call's buffers, pinned: every vector in the region at once, or the call shortened
-// to what can be (when `may_shorten`), else waiting.
-class PinnedVectors {
- public:
-  PinnedVectors(const Layout& l, const struct iovec* iov, int count, bool may_shorten)
-      : l_(l), iov_(iov), count_(std::max(count, 0)) {
-    for (size_t most = SIZE_MAX;;) {
-      if (pin_all()) return;
-      size_t bytes = region_bytes();
-      if (may_shorten && bytes > kLeastPiece) {
-        most = std::min(most, bytes) / 2;
-        shorten_to(std::max(most, kLeastPiece));
-      } else {
-        usleep(1000);  // other threads' calls end, and their pins with them
-      }
-    }
+bool vectors_touch_region(const Layout& l, const struct iovec* iov, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    if (overlaps_region(l, iov[i].iov_base, iov[i].iov_len)) return true;
   }
-  const struct iovec* iov() const { return iov_; }
-  int count() const { return count_; }
-  size_t bytes() const {
-    size_t n = 0;
-    for (int i = 0; i < count_; ++i) n += iov_[i].iov_len;
-    return n;
-  }
+  return false;
+}
 
- private:
-  size_t region_bytes() const {
-    size_t n = 0;
-    for (int i = 0; i < count_; ++i) {
-      if (overlaps_region(l_, iov_[i].iov_base, iov_[i].iov_len)) n += iov_[i].iov_len;
-    }
-    return n;
-  }
-  // The vectors cut where their bytes in the region pass `most`.
-  void shorten_to(size_t most) {
-    int n = std::min(count_, kMostVectors);
-    size_t bytes = 0;
-    for (int i = 0; i < n; ++i) {
-      own_[i] = iov_[i];
-      if (!overlaps_region(l_, own_[i].iov_base, own_[i].iov_len)) continue;
-      if (bytes + own_[i].iov_len >= most) {
-        own_[i].iov_len = std::max<size_t>(most - bytes, 1);
-        n = i + 1;
-        break;
-      }
-      bytes += own_[i].iov_len;
-    }
-    iov_ = own_;
-    count_ = n;
-  }
-  bool pin_all() {
-    int pinned = 0;
-    for (int i = 0; i < count_; ++i) {
-      if (!overlaps_region(l_, iov_[i].iov_base, iov_[i].iov_len)) continue;
-      if (pinned == kMostVectors || pins_[pinned].take(l_, iov_[i].iov_base, iov_[i].iov_len) == -ENOMEM) {
-        for (int k = 0; k < pinned; ++k) pins_[k].release();
-        return false;
-      }
-      ++pinned;
-    }
-    return true;
-  }
+size_t vectors_bytes(const struct iovec* iov, size_t count) {
+  size_t n = 0;
+  for (size_t i = 0; i < count; ++i) n += iov[i].iov_len;
+  return n;
+}
 
-  const Layout& l_;
-  const struct iovec* iov_;
-  int count_;
-  struct iovec own_[kMostVectors];
-  Pin pins_[kMostVectors];
-};
+// Bytes [from, from + len) of the vectors gathered into buf, or buf scattered into them.
+void copy_vectors(const struct iovec* iov, size_t count, size_t from, char* buf, size_t len, bool gather) {
+  size_t at = 0;
+  for (size_t i = 0; i < count && at < len; ++i) {
+    if (from >= iov[i].iov_len) {
+      from -= iov[i].iov_len;
+      continue;
+    }
+    char* part = static_cast<char*>(iov[i].iov_base) + from;
+    size_t k = std::min(iov[i].iov_len - from, len - at);
+    if (gather) {
+      std::memcpy(buf + at, part, k);
+    } else {
+      std::memcpy(part, buf + at, k);
+    }
+    at += k;
+    from = 0;
+  }
+}
 
-// The vectors past the first `done` bytes of iov[0..count), at most kMostVectors of them, into
-// `out`; how many.
-int vectors_after(const struct iovec* iov, int count, size_t done, struct iovec* out) {
-  int n = 0;
-  for (int i = 0; i < count && n < kMostVectors; ++i) {
+// Bytes [from, from + len) of a vectored call through one bounce buffer: gathered for the
+// kernel to read, or what it wrote scattered back; the call made with one vector (its datagram
+// or message whole, its atomicity as it was). call(iov, count, from).
+template <typename Call>
+ssize_t bounced_vectors(const struct iovec* iov, size_t count, size_t from, size_t len, Way way, Call call) {
+  Scratch scratch(len);
+  char* b = scratch.get();
+  if (b == nullptr && len != 0) return -1;
+  if (way == Way::in) copy_vectors(iov, count, from, b, len, true);
+  struct iovec one = {b, len};
+  ssize_t got = call(&one, 1, from);
+  if (way == Way::out && got > 0) copy_vectors(iov, count, from, b, static_cast<size_t>(got), false);
+  return got;
+}
+
+// The vectors past the first `done` bytes of iov[0..count), at most `most` of them, into out.
+size_t vectors_after(const struct iovec* iov, size_t count, size_t done, struct iovec* out, size_t most) {
+  size_t n = 0;
+  for (size_t i = 0; i < count && n < most; ++i) {
     if (done >= iov[i].iov_len) {
       done -= iov[i].iov_len;
       continue;
@@ -160,65 +228,111 @@ int vectors_after(const struct iovec* iov, int count, size_t done, struct iovec*
   return n;
 }
 
-// call(iov, count, done) over the vectors in pinned parts: as with_buffer_pinned, after a
-// part that filled, more() says whether the next follows (`done`: the bytes before it, for
-// the positional forms' offset). A call of more than kMostVectors vectors is such parts too.
-template <typename More, typename Call>
-ssize_t with_vectors_pinned(const struct iovec* iov, int count, bool may_shorten, More more, Call call) {
+constexpr size_t kMostPinned = 64;  // vectors pinned at once (more go through a bounce buffer)
+
+// Pins every vector in the region at once; false (none held) when one cannot be pinned now.
+bool pin_vectors(const Layout& l, const struct iovec* iov, size_t count, Pin* pins) {
+  size_t pinned = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if (!overlaps_region(l, iov[i].iov_base, iov[i].iov_len)) continue;
+    if (pinned == kMostPinned || pins[pinned].take(l, iov[i].iov_base, iov[i].iov_len) != 0) {
+      for (size_t k = 0; k < pinned; ++k) pins[k].release();
+      return false;
+    }
+    ++pinned;
+  }
+  return true;
+}
+
+// call(iov, count, done) for a vectored call of fd (`done`: the bytes before, for the
+// positional forms' offset): a datagram or a message bounced whole; a disk file's vectors
+// pinned (up to 64 vectors and 1 MiB at a time, else bounced a piece at a time), going on as
+// the plain call would have done all; a stream's bounced a piece (1 MiB) at a time, a read
+// returning what its piece got, a write going on until done.
+template <typename Call>
+ssize_t with_vectors(int fd, const struct iovec* iov, int count, Way way, Call call) {
   const Layout* l = pinning();
-  bool any = false;
-  for (int i = 0; l != nullptr && i < count && !any; ++i) any = overlaps_region(*l, iov[i].iov_base, iov[i].iov_len);
-  if (!any) return call(iov, count, size_t{0});
-  size_t total = 0, done = 0;
-  for (int i = 0; i < count; ++i) total += iov[i].iov_len;
-  struct iovec rest[kMostVectors];
+  if (l == nullptr || count <= 0 || !vectors_touch_region(*l, iov, static_cast<size_t>(count))) {
+    return call(iov, count, size_t{0});
+  }
+  const auto n_vec = static_cast<size_t>(count);
+  const size_t total = vectors_bytes(iov, n_vec);
+  const bool disk = disk_file(fd);
+  if (!disk && !byte_stream(fd)) return bounced_vectors(iov, n_vec, 0, total, way, call);
+  size_t done = 0;
   do {
-    int n = vectors_after(iov, count, done, rest);
-    PinnedVectors pinned(*l, rest, n, may_shorten);
-    const size_t asked = pinned.bytes();
-    ssize_t got = call(pinned.iov(), pinned.count(), done);
+    struct iovec rest[kMostPinned];
+    size_t n = vectors_after(iov, n_vec, done, rest, kMostPinned);
+    Pin pins[kMostPinned];
+    size_t asked = 0;
+    ssize_t got = 0;
+    if (disk && vectors_bytes(rest, n) <= kPiece && pin_vectors(*l, rest, n, pins)) {
+      asked = vectors_bytes(rest, n);
+      got = call(rest, static_cast<int>(n), done);
+    } else {
+      asked = std::min(total - done, kPiece);
+      got = bounced_vectors(iov, n_vec, done, asked, way, call);
+    }
     if (got < 0) return done > 0 ? static_cast<ssize_t>(done) : got;
     done += static_cast<size_t>(got);
-    if (static_cast<size_t>(got) < asked) break;
-  } while (done < total && more());
+    if (static_cast<size_t>(got) < asked || (way == Way::out && !disk)) break;
+  } while (done < total);
   return static_cast<ssize_t>(done);
 }
 
-// A message call: its vectors (and its name and control buffers, small and pinned whole).
+// A message call (sendmsg, recvmsg) with a region buffer: the whole message through bounce
+// buffers, its data, its address and its ancillary data, and what the kernel wrote copied back.
 template <typename Msg, typename Call>
-ssize_t with_message_pinned(int fd, Msg* msg, Call call) {
+ssize_t with_message(Msg* msg, Way way, Call call) {
   const Layout* l = pinning();
   if (l == nullptr || msg == nullptr) return call(msg);
-  Pin name, control;
-  if (msg->msg_name != nullptr) name.take_waiting(*l, msg->msg_name, msg->msg_namelen);
-  if (msg->msg_control != nullptr) control.take_waiting(*l, msg->msg_control, msg->msg_controllen);
-  return with_vectors_pinned(msg->msg_iov, static_cast<int>(msg->msg_iovlen), stream_socket(fd), never,
-                             [&](const struct iovec* iov, int count, size_t) {
-                               std::remove_const_t<Msg> copy = *msg;
-                               copy.msg_iov = const_cast<struct iovec*>(iov);
-                               copy.msg_iovlen = static_cast<size_t>(count);
-                               ssize_t got = call(&copy);
-                               if constexpr (!std::is_const_v<Msg>) {  // what recvmsg reports back
-                                 msg->msg_flags = copy.msg_flags;
-                                 msg->msg_namelen = copy.msg_namelen;
-                                 msg->msg_controllen = copy.msg_controllen;
-                               }
-                               return got;
-                             });
+  const bool any = vectors_touch_region(*l, msg->msg_iov, msg->msg_iovlen) ||
+                   (msg->msg_name != nullptr && overlaps_region(*l, msg->msg_name, msg->msg_namelen)) ||
+                   (msg->msg_control != nullptr && overlaps_region(*l, msg->msg_control, msg->msg_controllen)) ||
+                   overlaps_region(*l, msg, sizeof *msg);
+  if (!any) return call(msg);
+  const size_t len = vectors_bytes(msg->msg_iov, msg->msg_iovlen);
+  Scratch scratch(len + msg->msg_namelen + msg->msg_controllen);
+  if (scratch.get() == nullptr) return -1;
+  char* data = scratch.get();
+  char* name = data + len;
+  char* control = name + msg->msg_namelen;
+  if (way == Way::in) copy_vectors(msg->msg_iov, msg->msg_iovlen, 0, data, len, true);
+  struct iovec one = {data, len};
+  std::remove_const_t<Msg> copy = *msg;
+  copy.msg_iov = &one;
+  copy.msg_iovlen = 1;
+  if (msg->msg_name != nullptr) {
+    std::memcpy(name, msg->msg_name, msg->msg_namelen);
+    copy.msg_name = name;
+  }
+  if (msg->msg_control != nullptr) {
+    std::memcpy(control, msg->msg_control, msg->msg_controllen);
+    copy.msg_control = control;
+  }
+  ssize_t got = call(&copy);
+  if constexpr (!std::is_const_v<Msg>) {  // recvmsg: what the kernel wrote
+    if (got > 0) copy_vectors(msg->msg_iov, msg->msg_iovlen, 0, data, static_cast<size_t>(got), false);
+    if (msg->msg_name != nullptr) std::memcpy(msg->msg_name, name, std::min(copy.msg_namelen, msg->msg_namelen));
+    if (msg->msg_control != nullptr) std::memcpy(msg->msg_control, control, copy.msg_controllen);
+    msg->msg_namelen = copy.msg_namelen;
+    msg->msg_controllen = copy.msg_controllen;
+    msg->msg_flags = copy.msg_flags;
+  }
+  return got;
 }
 
-// recvmmsg/sendmmsg: where any message's buffers are in the region, one message through the
-// single-message call's pins (fewer messages done is what the plain call may return too).
+// recvmmsg/sendmmsg: where any message touches the region, one message through the single
+// call's way (fewer messages done is what the plain call may return too).
 template <typename One, typename Call>
-int with_messages_pinned(struct mmsghdr* msgs, unsigned int count, One one, Call call) {
+int with_messages(struct mmsghdr* msgs, unsigned int count, One one, Call call) {
   const Layout* l = pinning();
   bool any = false;
   for (unsigned m = 0; l != nullptr && m < count && !any; ++m) {
     const struct msghdr& h = msgs[m].msg_hdr;
-    any = overlaps_region(*l, &msgs[m], sizeof msgs[m]) ||
+    any = overlaps_region(*l, &msgs[m], sizeof msgs[m]) || vectors_touch_region(*l, h.msg_iov, h.msg_iovlen) ||
           (h.msg_name != nullptr && overlaps_region(*l, h.msg_name, h.msg_namelen)) ||
           (h.msg_control != nullptr && overlaps_region(*l, h.msg_control, h.msg_controllen));
-    for (size_t i = 0; i < h.msg_iovlen && !any; ++i) any = overlaps_region(*l, h.msg_iov[i].iov_base, h.msg_iov[i].iov_len);
   }
   if (!any || count == 0) return call();
   ssize_t got = one(&msgs[0].msg_hdr);
@@ -227,32 +341,48 @@ int with_messages_pinned(struct mmsghdr* msgs, unsigned int count, One one, Call
   return 1;
 }
 
-template <typename Buf, typename Call>
-size_t stdio_pinned(Buf* buf, size_t size, size_t count, Call call) {
-  size_t bytes = size * count;
-  if (size == 0 || bytes / size != count) return call(buf, size, count);
-  ssize_t done = with_buffer_pinned(buf, bytes, always, [&](const void* b, size_t k) {
-    return static_cast<ssize_t>(call(static_cast<Buf*>(const_cast<void*>(b)), 1, k));
-  });
-  return static_cast<size_t>(std::max<ssize_t>(done, 0)) / size;
+// An array the kernel reads and fills (poll's descriptors), or only fills (events, entries):
+// through a bounce buffer, as the call may wait.
+template <typename Call>
+auto with_array(const void* p, size_t len, bool read_too, Call call) -> decltype(call(p)) {
+  const Layout* l = pinning();
+  if (l == nullptr || len == 0 || !overlaps_region(*l, p, len)) return call(p);
+  Scratch scratch(len);
+  char* b = scratch.get();
+  if (b == nullptr) return -1;
+  if (read_too) std::memcpy(b, p, len);
+  auto got = call(b);
+  if (got > 0) std::memcpy(const_cast<void*>(p), b, len);
+  return got;
 }
 
-// A buffer the kernel fills whole, pinned whole (waiting for room): an event array, poll's.
-template <typename Call>
-auto with_array_pinned(const void* p, size_t len, Call call) -> decltype(call()) {
+// stdio over a region buffer: pinned where the stream's file is a disk's, else bounced, in
+// pieces under the stream's lock (another thread's call comes before or after: flockfile is
+// what the plain call takes), through the _unlocked call; plain() where nothing is in the
+// region.
+template <typename Buf, typename Plain, typename Unlocked>
+size_t with_stdio(Buf* buf, size_t size, size_t count, FILE* f, Way way, Plain plain, Unlocked unlocked) {
+  size_t bytes = 0;
   const Layout* l = pinning();
-  if (l == nullptr || len == 0 || !overlaps_region(*l, p, len)) return call();
-  Pin pin;
-  pin.take_waiting(*l, p, len);
-  return call();
+  if (l == nullptr || size == 0 || __builtin_mul_overflow(size, count, &bytes) || !overlaps_region(*l, buf, bytes)) {
+    return plain();
+  }
+  flockfile(f);
+  const bool disk = disk_file(fileno(f));
+  ssize_t done = with_buffer(buf, bytes, way, disk, always, [&](const void* b, size_t k, size_t) {
+    return static_cast<ssize_t>(unlocked(static_cast<Buf*>(const_cast<void*>(b)), k));
+  });
+  funlockfile(f);
+  return static_cast<size_t>(std::max<ssize_t>(done, 0)) / size;
 }
 
 }  // namespace
 }  // namespace zsm_preload
 
 using zsm_preload::next;
-using zsm_preload::with_buffer_pinned;
-using zsm_preload::with_vectors_pinned;
+using zsm_preload::Way;
+using zsm_preload::with_buffer;
+using zsm_preload::with_vectors;
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -260,9 +390,13 @@ extern "C" {
 
 // --- Reads. -----------------------------------------------------------------------------
 
+// A read from a disk file goes on piece by piece, as the plain call would read it all; from
+// anything else it returns what its first piece got.
 EXPORT ssize_t read(int fd, void* buf, size_t n) {
-  return with_buffer_pinned(buf, n, [fd] { return zsm_preload::regular_file(fd); },
-                            [&](const void* b, size_t k) { return next.read(fd, const_cast<void*>(b), k); });
+  const zsm_preload::Layout* l = zsm_preload::pinning();
+  bool disk = l != nullptr && zsm_preload::overlaps_region(*l, buf, n) && zsm_preload::disk_file(fd);
+  return with_buffer(buf, n, Way::out, disk, [disk] { return disk; },
+                     [&](const void* b, size_t k, size_t) { return next.read(fd, const_cast<void*>(b), k); });
 }
 
 EXPORT ssize_t __read_chk(int fd, void* buf, size_t n, size_t buflen) {
@@ -271,9 +405,10 @@ EXPORT ssize_t __read_chk(int fd, void* buf, size_t n, size_t buflen) {
 }
 
 EXPORT ssize_t pread64(int fd, void* buf, size_t n, off_t off) {
-  const auto* start = static_cast<const char*>(buf);
-  return with_buffer_pinned(buf, n, zsm_preload::always, [&](const void* b, size_t k) {
-    return next.pread64(fd, const_cast<void*>(b), k, off + (static_cast<const char*>(b) - start));
+  const zsm_preload::Layout* l = zsm_preload::pinning();
+  bool disk = l != nullptr && zsm_preload::overlaps_region(*l, buf, n) && zsm_preload::disk_file(fd);
+  return with_buffer(buf, n, Way::out, disk, zsm_preload::always, [&](const void* b, size_t k, size_t at) {
+    return next.pread64(fd, const_cast<void*>(b), k, off + static_cast<off_t>(at));
   });
 }
 
@@ -287,33 +422,29 @@ EXPORT ssize_t __pread64_chk(int fd, void* buf, size_t n, off_t off, size_t bufl
 EXPORT __attribute__((alias("__pread64_chk"))) ssize_t __pread_chk(int, void*, size_t, off_t, size_t);
 
 EXPORT ssize_t readv(int fd, const struct iovec* iov, int count) {
-  return with_vectors_pinned(iov, count, true, [fd] { return zsm_preload::regular_file(fd); },
-                             [&](const struct iovec* v, int c, size_t) { return next.readv(fd, v, c); });
+  return with_vectors(fd, iov, count, Way::out, [&](const struct iovec* v, int c, size_t) { return next.readv(fd, v, c); });
 }
 
 EXPORT ssize_t preadv(int fd, const struct iovec* iov, int count, off_t off) {
-  return with_vectors_pinned(iov, count, true, zsm_preload::always, [&](const struct iovec* v, int c, size_t done) {
+  return with_vectors(fd, iov, count, Way::out, [&](const struct iovec* v, int c, size_t done) {
     return next.preadv(fd, v, c, off + static_cast<off_t>(done));
   });
 }
 
 EXPORT __attribute__((alias("preadv"))) ssize_t preadv64(int, const struct iovec*, int, off_t);
 
-// preadv2 at the file's position (off -1) goes on as readv does; with RWF_NOWAIT it stops
-// where the page cache does.
 EXPORT ssize_t preadv2(int fd, const struct iovec* iov, int count, off_t off, int flags) {
-  return with_vectors_pinned(
-      iov, count, true, [&] { return (flags & RWF_NOWAIT) == 0 && (off != -1 || zsm_preload::regular_file(fd)); },
-      [&](const struct iovec* v, int c, size_t done) {
-        return next.preadv2(fd, v, c, off == -1 ? -1 : off + static_cast<off_t>(done), flags);
-      });
+  return with_vectors(fd, iov, count, Way::out, [&](const struct iovec* v, int c, size_t done) {
+    return next.preadv2(fd, v, c, off == -1 ? -1 : off + static_cast<off_t>(done), flags);
+  });
 }
 
 EXPORT __attribute__((alias("preadv2"))) ssize_t preadv64v2(int, const struct iovec*, int, off_t, int);
 
+// MSG_WAITALL on a stream waits for every byte: the pieces go on as the plain call would.
 EXPORT ssize_t recv(int fd, void* buf, size_t n, int flags) {
-  return with_buffer_pinned(buf, n, zsm_preload::never,
-                            [&](const void* b, size_t k) { return next.recv(fd, const_cast<void*>(b), k, flags); });
+  return with_buffer(buf, n, Way::out, false, [flags] { return (flags & MSG_WAITALL) != 0 && (flags & MSG_PEEK) == 0; },
+                     [&](const void* b, size_t k, size_t) { return next.recv(fd, const_cast<void*>(b), k, flags); });
 }
 
 EXPORT ssize_t __recv_chk(int fd, void* buf, size_t n, size_t buflen, int flags) {
@@ -323,14 +454,20 @@ EXPORT ssize_t __recv_chk(int fd, void* buf, size_t n, size_t buflen, int flags)
 
 EXPORT ssize_t recvfrom(int fd, void* buf, size_t n, int flags, struct sockaddr* from, socklen_t* from_len) {
   const zsm_preload::Layout* l = zsm_preload::pinning();
-  zsm_preload::Pin name, name_len;
-  if (l != nullptr && from != nullptr && from_len != nullptr) {
-    name.take_waiting(*l, from, *from_len);
-    name_len.take_waiting(*l, from_len, sizeof *from_len);
+  if (l != nullptr && ((from != nullptr && from_len != nullptr && zsm_preload::overlaps_region(*l, from_len, sizeof *from_len)) ||
+                       (from != nullptr && from_len != nullptr && zsm_preload::overlaps_region(*l, from, *from_len)))) {
+    struct iovec one = {buf, n};  // the address in the region too: the message call's way
+    struct msghdr msg {};
+    msg.msg_name = from;
+    msg.msg_namelen = *from_len;
+    msg.msg_iov = &one;
+    msg.msg_iovlen = 1;
+    ssize_t got = recvmsg(fd, &msg, flags);
+    if (got >= 0) *from_len = msg.msg_namelen;
+    return got;
   }
-  return with_buffer_pinned(buf, n, zsm_preload::never, [&](const void* b, size_t k) {
-    return next.recvfrom(fd, const_cast<void*>(b), k, flags, from, from_len);
-  });
+  return with_buffer(buf, n, Way::out, false, [flags] { return (flags & MSG_WAITALL) != 0 && (flags & MSG_PEEK) == 0; },
+                     [&](const void* b, size_t k, size_t) { return next.recvfrom(fd, const_cast<void*>(b), k, flags, from, from_len); });
 }
 
 EXPORT ssize_t __recvfrom_chk(int fd, void* buf, size_t n, size_t buflen, int flags, struct sockaddr* from,
@@ -340,46 +477,51 @@ EXPORT ssize_t __recvfrom_chk(int fd, void* buf, size_t n, size_t buflen, int fl
 }
 
 EXPORT ssize_t recvmsg(int fd, struct msghdr* msg, int flags) {
-  return zsm_preload::with_message_pinned(fd, msg, [&](struct msghdr* m) { return next.recvmsg(fd, m, flags); });
+  return zsm_preload::with_message(msg, Way::out, [&](struct msghdr* m) { return next.recvmsg(fd, m, flags); });
 }
 
 EXPORT int recvmmsg(int fd, struct mmsghdr* msgs, unsigned int count, int flags, struct timespec* timeout) {
-  return zsm_preload::with_messages_pinned(
+  return zsm_preload::with_messages(
       msgs, count, [&](struct msghdr* m) { return recvmsg(fd, m, flags & ~MSG_WAITFORONE); },
       [&] { return next.recvmmsg(fd, msgs, count, flags, timeout); });
 }
 
 EXPORT ssize_t getrandom(void* buf, size_t n, unsigned int flags) {
-  return with_buffer_pinned(buf, n, zsm_preload::always,
-                            [&](const void* b, size_t k) { return next.getrandom(const_cast<void*>(b), k, flags); });
+  return with_buffer(buf, n, Way::out, true, zsm_preload::always,
+                     [&](const void* b, size_t k, size_t) { return next.getrandom(const_cast<void*>(b), k, flags); });
 }
 
 EXPORT ssize_t getdents64(int fd, void* buf, size_t n) {
-  return zsm_preload::with_array_pinned(buf, n, [&] { return next.getdents64(fd, buf, n); });
+  return zsm_preload::with_array(buf, n, false, [&](const void* b) { return next.getdents64(fd, const_cast<void*>(b), n); });
 }
 
-// --- Writes. ----------------------------------------------------------------------------
+// --- Writes: on until done, as the plain call would write all; a datagram whole. -----------
 
 EXPORT ssize_t write(int fd, const void* buf, size_t n) {
-  return with_buffer_pinned(buf, n, zsm_preload::always, [&](const void* b, size_t k) { return next.write(fd, b, k); });
+  const zsm_preload::Layout* l = zsm_preload::pinning();
+  bool in_region = l != nullptr && zsm_preload::overlaps_region(*l, buf, n);
+  bool disk = in_region && zsm_preload::disk_file(fd);
+  if (in_region && !disk && n > zsm_preload::kPiece && !zsm_preload::byte_stream(fd)) {
+    struct iovec one = {const_cast<void*>(buf), n};  // a datagram or a message: whole
+    return writev(fd, &one, 1);
+  }
+  return with_buffer(buf, n, Way::in, disk, zsm_preload::always, [&](const void* b, size_t k, size_t) { return next.write(fd, b, k); });
 }
 
 EXPORT ssize_t pwrite64(int fd, const void* buf, size_t n, off_t off) {
-  const auto* start = static_cast<const char*>(buf);
-  return with_buffer_pinned(buf, n, zsm_preload::always, [&](const void* b, size_t k) {
-    return next.pwrite64(fd, b, k, off + (static_cast<const char*>(b) - start));
+  return with_buffer(buf, n, Way::in, true, zsm_preload::always, [&](const void* b, size_t k, size_t at) {
+    return next.pwrite64(fd, b, k, off + static_cast<off_t>(at));
   });
 }
 
 EXPORT __attribute__((alias("pwrite64"))) ssize_t pwrite(int, const void*, size_t, off_t);
 
 EXPORT ssize_t writev(int fd, const struct iovec* iov, int count) {
-  return with_vectors_pinned(iov, count, true, zsm_preload::always,
-                             [&](const struct iovec* v, int c, size_t) { return next.writev(fd, v, c); });
+  return with_vectors(fd, iov, count, Way::in, [&](const struct iovec* v, int c, size_t) { return next.writev(fd, v, c); });
 }
 
 EXPORT ssize_t pwritev(int fd, const struct iovec* iov, int count, off_t off) {
-  return with_vectors_pinned(iov, count, true, zsm_preload::always, [&](const struct iovec* v, int c, size_t done) {
+  return with_vectors(fd, iov, count, Way::in, [&](const struct iovec* v, int c, size_t done) {
     return next.pwritev(fd, v, c, off + static_cast<off_t>(done));
   });
 }
@@ -387,50 +529,74 @@ EXPORT ssize_t pwritev(int fd, const struct iovec* iov, int count, off_t off) {
 EXPORT __attribute__((alias("pwritev"))) ssize_t pwritev64(int, const struct iovec*, int, off_t);
 
 EXPORT ssize_t pwritev2(int fd, const struct iovec* iov, int count, off_t off, int flags) {
-  return with_vectors_pinned(iov, count, true, [&] { return (flags & RWF_NOWAIT) == 0; },
-                             [&](const struct iovec* v, int c, size_t done) {
-                               return next.pwritev2(fd, v, c, off == -1 ? -1 : off + static_cast<off_t>(done), flags);
-                             });
+  return with_vectors(fd, iov, count, Way::in, [&](const struct iovec* v, int c, size_t done) {
+    return next.pwritev2(fd, v, c, off == -1 ? -1 : off + static_cast<off_t>(done), flags);
+  });
 }
 
 EXPORT __attribute__((alias("pwritev2"))) ssize_t pwritev64v2(int, const struct iovec*, int, off_t, int);
 
 EXPORT ssize_t send(int fd, const void* buf, size_t n, int flags) {
-  return with_buffer_pinned(buf, n, zsm_preload::always, [&](const void* b, size_t k) { return next.send(fd, b, k, flags); });
+  const zsm_preload::Layout* l = zsm_preload::pinning();
+  if (l != nullptr && zsm_preload::overlaps_region(*l, buf, n) && n > zsm_preload::kPiece && !zsm_preload::byte_stream(fd)) {
+    struct iovec one = {const_cast<void*>(buf), n};
+    struct msghdr msg {};
+    msg.msg_iov = &one;
+    msg.msg_iovlen = 1;
+    return sendmsg(fd, &msg, flags);
+  }
+  return with_buffer(buf, n, Way::in, false, zsm_preload::always, [&](const void* b, size_t k, size_t) { return next.send(fd, b, k, flags); });
 }
 
 EXPORT ssize_t sendto(int fd, const void* buf, size_t n, int flags, const struct sockaddr* to, socklen_t to_len) {
   const zsm_preload::Layout* l = zsm_preload::pinning();
-  zsm_preload::Pin name;
-  if (l != nullptr && to != nullptr) name.take_waiting(*l, to, to_len);
-  // Addressed: a datagram, sent whole (its size is within a piece's least).
-  return with_buffer_pinned(buf, n, [to] { return to == nullptr; },
-                            [&](const void* b, size_t k) { return next.sendto(fd, b, k, flags, to, to_len); });
+  if (l != nullptr && (zsm_preload::overlaps_region(*l, buf, n) || (to != nullptr && zsm_preload::overlaps_region(*l, to, to_len)))) {
+    struct iovec one = {const_cast<void*>(buf), n};  // the message call's way: address and data whole
+    struct msghdr msg {};
+    msg.msg_name = const_cast<struct sockaddr*>(to);
+    msg.msg_namelen = to != nullptr ? to_len : 0;
+    msg.msg_iov = &one;
+    msg.msg_iovlen = 1;
+    if (to == nullptr && zsm_preload::byte_stream(fd)) return send(fd, buf, n, flags);
+    return sendmsg(fd, &msg, flags);
+  }
+  return next.sendto(fd, buf, n, flags, to, to_len);
 }
 
 EXPORT ssize_t sendmsg(int fd, const struct msghdr* msg, int flags) {
-  return zsm_preload::with_message_pinned(fd, msg, [&](const struct msghdr* m) { return next.sendmsg(fd, m, flags); });
+  return zsm_preload::with_message(msg, Way::in, [&](const struct msghdr* m) { return next.sendmsg(fd, m, flags); });
 }
 
 EXPORT int sendmmsg(int fd, struct mmsghdr* msgs, unsigned int count, int flags) {
-  return zsm_preload::with_messages_pinned(msgs, count, [&](struct msghdr* m) { return sendmsg(fd, m, flags); },
-                                           [&] { return next.sendmmsg(fd, msgs, count, flags); });
+  return zsm_preload::with_messages(msgs, count, [&](struct msghdr* m) { return sendmsg(fd, m, flags); },
+                                    [&] { return next.sendmmsg(fd, msgs, count, flags); });
 }
 
+// vmsplice of region memory, in the pinning modes: the kernel would take the pages by reference
+// from kernel mode. Its effect by copying: readv from the pipe's read end, writev into its write
+// end (SPLICE_F_NONBLOCK: a pipe with no room now is EAGAIN).
 EXPORT ssize_t vmsplice(int fd, const struct iovec* iov, unsigned long count, unsigned int flags) {
-  const zsm_preload::Layout* l = zsm_preload::on();
-  bool in_region = false;
-  for (unsigned long i = 0; l != nullptr && i < count && !in_region; ++i) {
-    in_region = zsm_preload::overlaps_region(*l, iov[i].iov_base, iov[i].iov_len);
+  const zsm_preload::Layout* l = zsm_preload::pinning();
+  if (l == nullptr || !zsm_preload::vectors_touch_region(*l, iov, count)) return next.vmsplice(fd, iov, count, flags);
+  int mode = fcntl(fd, F_GETFL);
+  if (mode < 0) return -1;
+  bool reading = (mode & O_ACCMODE) == O_RDONLY;
+  if ((flags & SPLICE_F_NONBLOCK) != 0) {
+    struct pollfd p = {fd, static_cast<short>(reading ? POLLIN : POLLOUT), 0};
+    if (next.poll(&p, 1, 0) == 0) {
+      errno = EAGAIN;
+      return -1;
+    }
   }
-  if (in_region) return writev(fd, iov, static_cast<int>(count));
-  return next.vmsplice(fd, iov, count, flags);
+  return reading ? readv(fd, iov, static_cast<int>(count)) : writev(fd, iov, static_cast<int>(count));
 }
 
-// --- stdio: in pinned pieces too; the items done are the bytes done over the item's size. ---
+// --- stdio: the items done are the bytes done over the item's size. ------------------------
 
 EXPORT size_t fread(void* buf, size_t size, size_t count, FILE* f) {
-  return zsm_preload::stdio_pinned(buf, size, count, [&](void* b, size_t s, size_t c) { return next.fread(b, s, c, f); });
+  return zsm_preload::with_stdio(
+      buf, size, count, f, Way::out, [&] { return next.fread(buf, size, count, f); },
+      [&](void* b, size_t k) { return next.fread_unlocked(b, 1, k, f); });
 }
 
 EXPORT size_t __fread_chk(void* buf, size_t buflen, size_t size, size_t count, FILE* f) {
@@ -440,8 +606,9 @@ EXPORT size_t __fread_chk(void* buf, size_t buflen, size_t size, size_t count, F
 }
 
 EXPORT size_t fread_unlocked(void* buf, size_t size, size_t count, FILE* f) {
-  return zsm_preload::stdio_pinned(buf, size, count,
-                                   [&](void* b, size_t s, size_t c) { return next.fread_unlocked(b, s, c, f); });
+  return zsm_preload::with_stdio(
+      buf, size, count, f, Way::out, [&] { return next.fread_unlocked(buf, size, count, f); },
+      [&](void* b, size_t k) { return next.fread_unlocked(b, 1, k, f); });
 }
 
 EXPORT size_t __fread_unlocked_chk(void* buf, size_t buflen, size_t size, size_t count, FILE* f) {
@@ -451,31 +618,63 @@ EXPORT size_t __fread_unlocked_chk(void* buf, size_t buflen, size_t size, size_t
 }
 
 EXPORT size_t fwrite(const void* buf, size_t size, size_t count, FILE* f) {
-  return zsm_preload::stdio_pinned(buf, size, count,
-                                   [&](const void* b, size_t s, size_t c) { return next.fwrite(b, s, c, f); });
+  return zsm_preload::with_stdio(
+      buf, size, count, f, Way::in, [&] { return next.fwrite(buf, size, count, f); },
+      [&](const void* b, size_t k) { return next.fwrite_unlocked(b, 1, k, f); });
 }
 
 EXPORT size_t fwrite_unlocked(const void* buf, size_t size, size_t count, FILE* f) {
-  return zsm_preload::stdio_pinned(buf, size, count,
-                                   [&](const void* b, size_t s, size_t c) { return next.fwrite_unlocked(b, s, c, f); });
+  return zsm_preload::with_stdio(
+      buf, size, count, f, Way::in, [&] { return next.fwrite_unlocked(buf, size, count, f); },
+      [&](const void* b, size_t k) { return next.fwrite_unlocked(b, 1, k, f); });
+}
+
+// fputs and puts of a string in the region: stdio writes a long one straight from it.
+EXPORT int fputs(const char* s, FILE* f) {
+  const zsm_preload::Layout* l = zsm_preload::pinning();
+  if (l == nullptr || !zsm_preload::overlaps_region(*l, s, 1)) return next.fputs(s, f);
+  size_t n = std::strlen(s);
+  return fwrite(s, 1, n, f) == n ? 1 : EOF;
+}
+
+EXPORT int fputs_unlocked(const char* s, FILE* f) {
+  const zsm_preload::Layout* l = zsm_preload::pinning();
+  if (l == nullptr || !zsm_preload::overlaps_region(*l, s, 1)) return next.fputs_unlocked(s, f);
+  size_t n = std::strlen(s);
+  return fwrite_unlocked(s, 1, n, f) == n ? 1 : EOF;
+}
+
+EXPORT int puts(const char* s) {
+  const zsm_preload::Layout* l = zsm_preload::pinning();
+  if (l == nullptr || !zsm_preload::overlaps_region(*l, s, 1)) return next.puts(s);
+  flockfile(stdout);
+  int rc = fputs_unlocked(s, stdout) == EOF || putc_unlocked('\n', stdout) == EOF ? EOF : 1;
+  funlockfile(stdout);
+  return rc;
 }
 
 // --- Arrays the kernel fills: an event loop's events (Redis's is 120 KB), poll's descriptors. ---
 
 EXPORT int epoll_wait(int epfd, struct epoll_event* events, int most, int timeout) {
   size_t len = most > 0 ? sizeof(struct epoll_event) * static_cast<size_t>(most) : 0;
-  return zsm_preload::with_array_pinned(events, len, [&] { return next.epoll_wait(epfd, events, most, timeout); });
+  return zsm_preload::with_array(events, len, false, [&](const void* b) {
+    return next.epoll_wait(epfd, static_cast<struct epoll_event*>(const_cast<void*>(b)), most, timeout);
+  });
 }
 
 EXPORT int epoll_pwait(int epfd, struct epoll_event* events, int most, int timeout, const sigset_t* mask) {
   size_t len = most > 0 ? sizeof(struct epoll_event) * static_cast<size_t>(most) : 0;
   sigset_t copy;
   const sigset_t* m = zsm_preload::without_sigbus(SIG_SETMASK, mask, &copy);
-  return zsm_preload::with_array_pinned(events, len, [&] { return next.epoll_pwait(epfd, events, most, timeout, m); });
+  return zsm_preload::with_array(events, len, false, [&](const void* b) {
+    return next.epoll_pwait(epfd, static_cast<struct epoll_event*>(const_cast<void*>(b)), most, timeout, m);
+  });
 }
 
 EXPORT int poll(struct pollfd* fds, nfds_t n, int timeout) {
-  return zsm_preload::with_array_pinned(fds, n * sizeof *fds, [&] { return next.poll(fds, n, timeout); });
+  return zsm_preload::with_array(fds, n * sizeof *fds, true, [&](const void* b) {
+    return next.poll(static_cast<struct pollfd*>(const_cast<void*>(b)), n, timeout);
+  });
 }
 
 EXPORT int __poll_chk(struct pollfd* fds, nfds_t n, int timeout, size_t fdslen) {
@@ -486,7 +685,9 @@ EXPORT int __poll_chk(struct pollfd* fds, nfds_t n, int timeout, size_t fdslen) 
 EXPORT int ppoll(struct pollfd* fds, nfds_t n, const struct timespec* timeout, const sigset_t* mask) {
   sigset_t copy;
   const sigset_t* m = zsm_preload::without_sigbus(SIG_SETMASK, mask, &copy);
-  return zsm_preload::with_array_pinned(fds, n * sizeof *fds, [&] { return next.ppoll(fds, n, timeout, m); });
+  return zsm_preload::with_array(fds, n * sizeof *fds, true, [&](const void* b) {
+    return next.ppoll(static_cast<struct pollfd*>(const_cast<void*>(b)), n, timeout, m);
+  });
 }
 
 EXPORT int __ppoll_chk(struct pollfd* fds, nfds_t n, const struct timespec* timeout, const sigset_t* mask,

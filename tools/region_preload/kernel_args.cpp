@@ -13,8 +13,9 @@
 //   what the kernel writes), up to kRetries times: a touched page would have to be evicted
 //   again before the kernel reads it, that many times in a row;
 // - a call whose effect comes before the kernel writes its result (accept's address, pipe's
-//   descriptors, wait's status, the offsets of copy_file_range, splice and sendfile) pins what
-//   it writes first: its effect must never be lost to an EFAULT.
+//   descriptors, wait's status, the offsets of copy_file_range, splice and sendfile) writes it
+//   to a copy on the thread's stack, copied into the region after: its effect must never be
+//   lost to an EFAULT.
 // Calls that libc makes for the program (fopen, opendir, execvp's search) are covered where
 // the program's call is; libc's own allocations are outside the region in these modes.
 #include "preload.h"
@@ -22,7 +23,11 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <cerrno>
 #include <cstdarg>
@@ -37,7 +42,8 @@ constexpr int kRetries = 8;
 bool failed_with_efault(long rc) { return rc == -1 && errno == EFAULT; }
 bool failed_with_efault(const void* p) { return p == nullptr && errno == EFAULT; }
 
-// call() made again after touch(layout) while it fails with EFAULT in a pinning mode.
+// call() made again after touch(layout) while it fails with EFAULT in a pinning mode; errno as
+// the call that succeeded left it (a touch does not change it).
 template <typename Call, typename Touch>
 auto retried(Call call, Touch touch) -> decltype(call()) {
   auto rc = call();
@@ -54,12 +60,19 @@ void touch_string(const Layout& l, const char* s) {
   touch_for_read(l, s, std::strlen(s) + 1);  // strlen itself touches it, a page at a time
 }
 
+// An argument vector's array and strings, where they are region memory; a vector outside it
+// is read without faulting (it may be the call's bad address).
 void touch_strings(const Layout& l, char* const* v) {
-  if (v == nullptr) return;
-  touch_for_read(l, v, sizeof *v);
-  for (size_t i = 0; v[i] != nullptr; ++i) {
-    touch_for_read(l, &v[i + 1], sizeof *v);
-    touch_string(l, v[i]);
+  for (size_t i = 0; v != nullptr; ++i) {
+    char* s = nullptr;
+    if (overlaps_region(l, &v[i], sizeof *v)) {
+      touch_for_read(l, &v[i], sizeof *v);
+      s = v[i];
+    } else if (!read_safely(&v[i], &s)) {
+      return;
+    }
+    if (s == nullptr) return;
+    touch_string(l, s);
   }
 }
 
@@ -68,24 +81,71 @@ void touch_out(const Layout& l, T* p) {
   if (p != nullptr) touch_for_write(l, p, sizeof *p);
 }
 
-// The bytes of an address the kernel writes (accept, getsockname, recvfrom): *len of them.
-void touch_address(const Layout& l, struct sockaddr* addr, socklen_t* len) {
-  if (len == nullptr) return;
-  touch_for_write(l, len, sizeof *len);
-  if (addr != nullptr) touch_for_write(l, addr, *len);
+// The bytes of an address the kernel writes (getsockname, getpeername, getsockopt's value):
+// *len of them, len read without faulting where it is not region memory.
+void touch_address(const Layout& l, void* addr, socklen_t* len) {
+  socklen_t n = 0;
+  if (len == nullptr || !(overlaps_region(l, len, sizeof *len) || read_safely(len, &n))) return;
+  if (overlaps_region(l, len, sizeof *len)) {
+    touch_for_write(l, len, sizeof *len);
+    n = *len;
+  }
+  if (addr != nullptr) touch_for_write(l, addr, n);
 }
 
-// What a call with an effect writes, pinned for the call (nothing outside a pinning mode).
-class PinnedOut {
+// What a call with an effect writes (a connection's address, a pipe's descriptors, a child's
+// status, offsets): where it is region memory the call writes a copy on this thread's stack,
+// copied back after it in user mode (a fault there served), so that no EFAULT can come after
+// the effect. Outside the region (or no pinning mode) the call gets the program's own.
+template <typename T>
+class Out {
  public:
-  void add(const void* p, size_t len) {
+  explicit Out(T* user) : user_(user) {
     const Layout* l = pinning();
-    if (l != nullptr && p != nullptr && n_ < 3) pins_[n_++].take_waiting(*l, p, len);
+    copied_ = l != nullptr && user != nullptr && overlaps_region(*l, user, sizeof *user);
+    if (copied_) std::memcpy(&value_, user, sizeof value_);
   }
+  ~Out() {
+    if (copied_) std::memcpy(user_, &value_, sizeof value_);
+  }
+  Out(const Out&) = delete;
+  Out& operator=(const Out&) = delete;
+  T* get() { return copied_ ? &value_ : user_; }
 
  private:
-  Pin pins_[3];
-  int n_ = 0;
+  T* user_;
+  T value_{};
+  bool copied_ = false;
+};
+
+// An address buffer of *len bytes (accept's), copied the same way.
+class OutAddress {
+ public:
+  OutAddress(struct sockaddr* addr, socklen_t* len) : addr_(addr), len_(len) {
+    const Layout* l = pinning();
+    copied_ = l != nullptr && len != nullptr &&
+              (overlaps_region(*l, len, sizeof *len) || (addr != nullptr && overlaps_region(*l, addr, *len)));
+    if (copied_) {
+      given_ = *len;
+      local_len_ = std::min<socklen_t>(given_, sizeof local_);
+    }
+  }
+  ~OutAddress() {
+    if (!copied_) return;
+    if (addr_ != nullptr) std::memcpy(addr_, &local_, std::min(local_len_, given_));
+    *len_ = local_len_;
+  }
+  OutAddress(const OutAddress&) = delete;
+  OutAddress& operator=(const OutAddress&) = delete;
+  struct sockaddr* addr() { return copied_ && addr_ != nullptr ? reinterpret_cast<struct sockaddr*>(&local_) : addr_; }
+  socklen_t* len() { return copied_ ? &local_len_ : len_; }
+
+ private:
+  struct sockaddr* addr_;
+  socklen_t* len_;
+  struct sockaddr_storage local_ {};
+  socklen_t given_ = 0, local_len_ = 0;
+  bool copied_ = false;
 };
 
 mode_t mode_argument(int flags, va_list args) {
@@ -158,8 +218,14 @@ EXPORT FILE* fopen(const char* path, const char* mode) { return PATHS_RETRIED(ne
 EXPORT FILE* fopen64(const char* path, const char* mode) {
   return PATHS_RETRIED(next.fopen64(path, mode), path, mode);
 }
+// freopen closes the stream's descriptor before it opens the path: its arguments are touched
+// first, not retried (a second try would open under another number).
 EXPORT FILE* freopen(const char* path, const char* mode, FILE* f) {
-  return PATHS_RETRIED(next.freopen(path, mode, f), path, mode);
+  if (const Layout* l = zsm_preload::pinning()) {
+    touch_string(*l, path);
+    touch_string(*l, mode);
+  }
+  return next.freopen(path, mode, f);
 }
 EXPORT DIR* opendir(const char* path) { return PATHS_RETRIED(next.opendir(path), path); }
 
@@ -346,96 +412,83 @@ EXPORT int getpeername(int fd, struct sockaddr* addr, socklen_t* len) {
                  [&](const Layout& l) { zsm_preload::touch_address(l, addr, len); });
 }
 EXPORT int getsockopt(int fd, int level, int name, void* value, socklen_t* len) {
-  return retried([&] { return next.getsockopt(fd, level, name, value, len); }, [&](const Layout& l) {
-    zsm_preload::touch_address(l, static_cast<struct sockaddr*>(value), len);
-  });
+  return retried([&] { return next.getsockopt(fd, level, name, value, len); },
+                 [&](const Layout& l) { zsm_preload::touch_address(l, value, len); });
 }
 EXPORT int setsockopt(int fd, int level, int name, const void* value, socklen_t len) {
   return retried([&] { return next.setsockopt(fd, level, name, value, len); },
                  [&](const Layout& l) { zsm_preload::touch_for_read(l, value, len); });
 }
 
-// accept takes a connection before it writes the peer's address: what it writes is pinned.
+// accept takes a connection before it writes the peer's address: that goes to a copy.
 EXPORT int accept(int fd, struct sockaddr* addr, socklen_t* len) {
-  zsm_preload::PinnedOut out;
-  out.add(len, sizeof *len);
-  if (len != nullptr) out.add(addr, *len);
-  return next.accept(fd, addr, len);
+  zsm_preload::OutAddress out(addr, len);
+  return next.accept(fd, out.addr(), out.len());
 }
 EXPORT int accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
-  zsm_preload::PinnedOut out;
-  out.add(len, sizeof *len);
-  if (len != nullptr) out.add(addr, *len);
-  return next.accept4(fd, addr, len, flags);
+  zsm_preload::OutAddress out(addr, len);
+  return next.accept4(fd, out.addr(), out.len(), flags);
 }
 
-// --- Calls whose result comes after their effect: pinned. ------------------------------------
+// --- Calls whose result comes after their effect: written to a copy, copied back after. -----
 
 EXPORT int pipe(int fds[2]) {
-  zsm_preload::PinnedOut out;
-  out.add(fds, 2 * sizeof(int));
-  return next.pipe(fds);
+  zsm_preload::Out<int[2]> out(reinterpret_cast<int(*)[2]>(fds));
+  return next.pipe(*out.get());
 }
 EXPORT int pipe2(int fds[2], int flags) {
-  zsm_preload::PinnedOut out;
-  out.add(fds, 2 * sizeof(int));
-  return next.pipe2(fds, flags);
+  zsm_preload::Out<int[2]> out(reinterpret_cast<int(*)[2]>(fds));
+  return next.pipe2(*out.get(), flags);
 }
 EXPORT int socketpair(int domain, int type, int protocol, int fds[2]) {
-  zsm_preload::PinnedOut out;
-  out.add(fds, 2 * sizeof(int));
-  return next.socketpair(domain, type, protocol, fds);
+  zsm_preload::Out<int[2]> out(reinterpret_cast<int(*)[2]>(fds));
+  return next.socketpair(domain, type, protocol, *out.get());
 }
 EXPORT pid_t wait(int* status) {
-  zsm_preload::PinnedOut out;
-  out.add(status, sizeof *status);
-  return next.wait(status);
+  zsm_preload::Out<int> out(status);
+  return next.wait(out.get());
 }
 EXPORT pid_t waitpid(pid_t pid, int* status, int options) {
-  zsm_preload::PinnedOut out;
-  out.add(status, sizeof *status);
-  return next.waitpid(pid, status, options);
+  zsm_preload::Out<int> out(status);
+  return next.waitpid(pid, out.get(), options);
 }
 EXPORT pid_t wait4(pid_t pid, int* status, int options, struct rusage* usage) {
-  zsm_preload::PinnedOut out;
-  out.add(status, sizeof *status);
-  out.add(usage, sizeof *usage);
-  return next.wait4(pid, status, options, usage);
+  zsm_preload::Out<int> out_status(status);
+  zsm_preload::Out<struct rusage> out_usage(usage);
+  return next.wait4(pid, out_status.get(), options, out_usage.get());
 }
 EXPORT int waitid(idtype_t type, id_t id, siginfo_t* info, int options) {
-  zsm_preload::PinnedOut out;
-  out.add(info, sizeof *info);
-  return next.waitid(type, id, info, options);
+  zsm_preload::Out<siginfo_t> out(info);
+  return next.waitid(type, id, out.get(), options);
 }
 EXPORT ssize_t copy_file_range(int in, off64_t* in_off, int out_fd, off64_t* out_off, size_t n, unsigned int flags) {
-  zsm_preload::PinnedOut out;
-  out.add(in_off, sizeof *in_off);
-  out.add(out_off, sizeof *out_off);
-  return next.copy_file_range(in, in_off, out_fd, out_off, n, flags);
+  zsm_preload::Out<off64_t> a(in_off), b(out_off);
+  return next.copy_file_range(in, a.get(), out_fd, b.get(), n, flags);
 }
 EXPORT ssize_t splice(int in, off64_t* in_off, int out_fd, off64_t* out_off, size_t n, unsigned int flags) {
-  zsm_preload::PinnedOut out;
-  out.add(in_off, sizeof *in_off);
-  out.add(out_off, sizeof *out_off);
-  return next.splice(in, in_off, out_fd, out_off, n, flags);
+  zsm_preload::Out<off64_t> a(in_off), b(out_off);
+  return next.splice(in, a.get(), out_fd, b.get(), n, flags);
 }
 EXPORT ssize_t sendfile(int out_fd, int in, off_t* off, size_t n) {
-  zsm_preload::PinnedOut out;
-  out.add(off, sizeof *off);
-  return next.sendfile(out_fd, in, off, n);
+  zsm_preload::Out<off_t> o(off);
+  return next.sendfile(out_fd, in, o.get(), n);
 }
 EXPORT __attribute__((alias("sendfile"))) ssize_t sendfile64(int, int, off_t*, size_t);
+// The time asked for is read first (retried); the time left is written after the sleep.
 EXPORT int nanosleep(const struct timespec* req, struct timespec* rem) {
-  zsm_preload::PinnedOut out;
-  out.add(req, sizeof *req);
-  out.add(rem, sizeof *rem);
-  return next.nanosleep(req, rem);
+  zsm_preload::Out<struct timespec> left(rem);
+  return retried([&] { return next.nanosleep(req, left.get()); },
+                 [&](const Layout& l) { zsm_preload::touch_for_read(l, req, sizeof *req); });
 }
 EXPORT int clock_nanosleep(clockid_t clock, int flags, const struct timespec* req, struct timespec* rem) {
-  zsm_preload::PinnedOut out;
-  out.add(req, sizeof *req);
-  out.add(rem, sizeof *rem);
-  return next.clock_nanosleep(clock, flags, req, rem);
+  zsm_preload::Out<struct timespec> left(rem);
+  int rc = next.clock_nanosleep(clock, flags, req, left.get());  // its error is its result
+  const Layout* l = nullptr;
+  for (int i = 0; rc == EFAULT && i < 8 && (l = zsm_preload::pinning()) != nullptr; ++i) {
+    zsm_preload::touch_for_read(*l, req, sizeof *req);
+    rc = next.clock_nanosleep(clock, flags, req, left.get());
+  }
+  return rc;
 }
 
 }  // extern "C"

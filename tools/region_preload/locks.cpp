@@ -21,14 +21,22 @@
 namespace zsm_preload {
 namespace {
 
+// A word's page pinned for a call where it can be now (a page in use: one compare-and-swap);
+// where it cannot (the pins at their limit), the word is touched and the call goes on: a
+// wait for room could last as long as other threads wait on their locks.
+void pin_or_touch(const Layout& l, Pin* pin, const void* p, size_t len) {
+  if (!overlaps_region(l, p, len)) return;
+  if (pin->take(l, p, len) != 0) touch_for_write(l, const_cast<void*>(p), len);
+}
+
 // call() with [a, a + an) and [b, b + bn) pinned where they are region memory.
 template <typename Call>
 auto with_pinned(const void* a, size_t an, const void* b, size_t bn, Call call) -> decltype(call()) {
   const Layout* l = pinning();
   if (l == nullptr || (!overlaps_region(*l, a, an) && (b == nullptr || !overlaps_region(*l, b, bn)))) return call();
   Pin pa, pb;
-  pa.take_waiting(*l, a, an);
-  if (b != nullptr) pb.take_waiting(*l, b, bn);
+  pin_or_touch(*l, &pa, a, an);
+  if (b != nullptr) pin_or_touch(*l, &pb, b, bn);
   return call();
 }
 

@@ -33,7 +33,15 @@ namespace {
 
 constexpr size_t kSmallestMapping = 64 << 10;
 
-PageRuns runs;
+// Built before any code runs (the library's constructor maps through it) and never destroyed
+// (threads still map and unmap while exit() runs destructors).
+union Kept {
+  PageRuns runs;
+  constexpr Kept() : runs() {}
+  ~Kept() {}
+};
+constinit Kept kept;
+PageRuns& runs = kept.runs;
 pthread_mutex_t runs_lock = PTHREAD_MUTEX_INITIALIZER;
 size_t page = 4096;
 
@@ -57,11 +65,18 @@ class RunsLocked {
 size_t pages_for(size_t bytes) { return bytes / page + (bytes % page != 0); }
 bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % page == 0; }
 
-bool takes(int prot, int flags, int fd, void* addr, size_t len) {
+// Whether the region serves this mmap(): a plain private anonymous read-write mapping, large
+// enough, with nothing asked of its place or its pages (what is left to the kernel, an
+// unaligned offset included, gets the kernel's own answer).
+bool takes(int prot, int flags, int fd, void* addr, size_t len, off_t off) {
   constexpr int kRefused = MAP_FIXED | MAP_FIXED_NOREPLACE | MAP_STACK | MAP_GROWSDOWN | MAP_HUGETLB |
-                           MAP_POPULATE | MAP_LOCKED;
+                           MAP_POPULATE | MAP_LOCKED
+#ifdef MAP_32BIT
+                           | MAP_32BIT
+#endif
+      ;
   return addr == nullptr && fd == -1 && (flags & MAP_ANONYMOUS) && (flags & MAP_TYPE) == MAP_PRIVATE &&
-         !(flags & kRefused) && prot == (PROT_READ | PROT_WRITE) && len >= kSmallestMapping;
+         !(flags & kRefused) && prot == (PROT_READ | PROT_WRITE) && len >= kSmallestMapping && off % page == 0;
 }
 
 int fail(int e) {
@@ -238,8 +253,8 @@ extern "C" {
 
 __attribute__((visibility("default"))) void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
   const Layout* l = zsm_preload::on();
-  if (l != nullptr && !zsm_preload::use_next()) {
-    if (zsm_preload::takes(prot, flags, fd, addr, len)) {
+  if (l != nullptr && !zsm_preload::use_next() && !zsm_preload::called_from_the_next_malloc(__builtin_return_address(0))) {
+    if (zsm_preload::takes(prot, flags, fd, addr, len, off)) {
       if (void* p = zsm_preload::map_inside(len)) return p;
     } else if ((flags & MAP_FIXED) && !(flags & MAP_FIXED_NOREPLACE) && zsm_preload::aligned(addr) && len != 0 &&
                zsm_preload::overlaps_region(*l, addr, len)) {

@@ -109,12 +109,14 @@ std::atomic<bool> turned_on{false};
 const char* off_reason = "ZSM_REGION_BUDGET is not set";
 int stats_fd = -1;  // ZSM_REGION_STATS=1: stderr, duplicated (a program may close stderr first)
 std::atomic<uint64_t> outside{0};
-// The code of libc and of the dynamic loader: an allocation made from there stays outside.
+// The code of libc and of the dynamic loader: an allocation made from there stays outside. And
+// the code of the next malloc where that is a library of its own (a program's jemalloc or
+// tcmalloc): what it maps stays outside too, as glibc's does.
 struct Text {
   uintptr_t begin = 0, end = 0;
   bool holds(uintptr_t a) const { return a - begin < end - begin; }
 };
-Text libc_text, loader_text;
+Text libc_text, loader_text, next_malloc_text;
 
 __attribute__((tls_model("initial-exec"))) thread_local bool in_library = false;
 
@@ -280,19 +282,29 @@ void announce() {
       mib(s.budget_bytes), mode_text(layout));
 }
 
+// An object's executable segment.
+Text text_of(const struct dl_phdr_info* info) {
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X) != 0) {
+      uintptr_t begin = info->dlpi_addr + ph.p_vaddr;
+      return {begin, begin + ph.p_memsz};
+    }
+  }
+  return {};
+}
+
 // The executable segments of libc and of the dynamic loader (ld.so), where an allocation's
-// caller is the system's own code.
+// caller is the system's own code; and of the next malloc's library, where that is not libc.
 int find_system_text(struct dl_phdr_info* info, size_t, void*) {
   const char* name = info->dlpi_name;
-  Text* text = name == nullptr ? nullptr
-               : std::strstr(name, "/libc.so.") != nullptr ? &libc_text
-               : std::strstr(name, "/ld-linux") != nullptr ? &loader_text
-                                                            : nullptr;
-  for (int i = 0; text != nullptr && i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    if (ph.p_type != PT_LOAD || (ph.p_flags & PF_X) == 0) continue;
-    text->begin = info->dlpi_addr + ph.p_vaddr;
-    text->end = text->begin + ph.p_memsz;
+  Text text = text_of(info);
+  if (name != nullptr && std::strstr(name, "/libc.so.") != nullptr) {
+    libc_text = text;
+  } else if (name != nullptr && std::strstr(name, "/ld-linux") != nullptr) {
+    loader_text = text;
+  } else if (text.holds(reinterpret_cast<uintptr_t>(next.malloc))) {
+    next_malloc_text = text;
   }
   return 0;
 }
@@ -431,6 +443,10 @@ void discard_inside(const Layout& l, void* p) {
 
 }  // namespace
 
+bool called_from_the_next_malloc(const void* caller) {
+  return next_malloc_text.holds(reinterpret_cast<uintptr_t>(caller));
+}
+
 const Layout* on() { return turned_on.load(std::memory_order_acquire) ? &layout : nullptr; }
 
 bool next_ready() {
@@ -450,6 +466,7 @@ int Pin::take(const Layout& l, const void* p, size_t len) {
   auto a = reinterpret_cast<uintptr_t>(p);
   uintptr_t from = std::max(a, l.begin), to = std::min(a + len, l.end);
   if (len == 0 || from >= to) return 0;
+  int saved = errno;  // a pin is invisible to the call it serves
   InLibrary guard;
   int rc = zsm_region_pin(l.region, reinterpret_cast<void*>(from), to - from);
   if (rc == 0) {
@@ -457,11 +474,8 @@ int Pin::take(const Layout& l, const void* p, size_t len) {
     from_ = from;
     to_ = to;
   }
+  errno = saved;
   return rc;
-}
-
-void Pin::take_waiting(const Layout& l, const void* p, size_t len) {
-  while (take(l, p, len) == -ENOMEM) usleep(1000);  // other threads' calls end, and their pins with them
 }
 
 void Pin::release() {
@@ -553,6 +567,18 @@ using zsm_preload::outside_region;
 
 #define CALLER __builtin_return_address(0)
 
+// The aligned calls: in the region while its arena has room, else from the next malloc (as
+// malloc() and calloc() do; an alignment none takes gets the next malloc's answer).
+template <typename... Args>
+void* aligned_in_region_or_next(void* (*in_region)(Args...), void* (*from_next)(Args...), size_t bytes,
+                                const void* caller, Args... args) {
+  if (heap_for_this_call(bytes, caller) != nullptr) {
+    if (void* p = in_region(args...)) return p;
+    return next_ready() ? outside_region(from_next(args...)) : nullptr;
+  }
+  return next_ready() ? from_next(args...) : nullptr;
+}
+
 extern "C" {
 
 __attribute__((visibility("default"))) void* malloc(size_t bytes) { return allocate(bytes, CALLER); }
@@ -619,29 +645,30 @@ __attribute__((visibility("default"))) void* reallocarray(void* p, size_t count,
 }
 
 __attribute__((visibility("default"))) int posix_memalign(void** out, size_t align, size_t bytes) {
-  if (heap_for_this_call(bytes, CALLER) != nullptr) return mi.posix_memalign(out, align, bytes);
+  if (heap_for_this_call(bytes, CALLER) != nullptr) {
+    int rc = mi.posix_memalign(out, align, bytes);
+    if (rc != ENOMEM) return rc;
+    if (next_ready() && (rc = next.posix_memalign(out, align, bytes)) == 0) outside_region(*out);
+    return rc;
+  }
   if (!next_ready()) return ENOMEM;
   return next.posix_memalign(out, align, bytes);
 }
 
 __attribute__((visibility("default"))) void* aligned_alloc(size_t align, size_t bytes) {
-  if (heap_for_this_call(bytes, CALLER) != nullptr) return mi.aligned_alloc(align, bytes);
-  return next_ready() ? next.aligned_alloc(align, bytes) : nullptr;
+  return aligned_in_region_or_next(mi.aligned_alloc, next.aligned_alloc, bytes, CALLER, align, bytes);
 }
 
 __attribute__((visibility("default"))) void* memalign(size_t align, size_t bytes) {
-  if (heap_for_this_call(bytes, CALLER) != nullptr) return mi.memalign(align, bytes);
-  return next_ready() ? next.memalign(align, bytes) : nullptr;
+  return aligned_in_region_or_next(mi.memalign, next.memalign, bytes, CALLER, align, bytes);
 }
 
 __attribute__((visibility("default"))) void* valloc(size_t bytes) {
-  if (heap_for_this_call(bytes, CALLER) != nullptr) return mi.valloc(bytes);
-  return next_ready() ? next.valloc(bytes) : nullptr;
+  return aligned_in_region_or_next(mi.valloc, next.valloc, bytes, CALLER, bytes);
 }
 
 __attribute__((visibility("default"))) void* pvalloc(size_t bytes) {
-  if (heap_for_this_call(bytes, CALLER) != nullptr) return mi.pvalloc(bytes);
-  return next_ready() ? next.pvalloc(bytes) : nullptr;
+  return aligned_in_region_or_next(mi.pvalloc, next.pvalloc, bytes, CALLER, bytes);
 }
 
 __attribute__((visibility("default"))) size_t malloc_usable_size(void* p) {

@@ -23,7 +23,9 @@
 #include <sys/statvfs.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
+#include <unistd.h>
 #include <threads.h>
 
 #include <cstddef>
@@ -69,6 +71,10 @@ namespace zsm_preload {
   X(sigaction, int, (int, const struct sigaction*, struct sigaction*))                              \
   X(sigaltstack, int, (const stack_t*, stack_t*))                                                   \
   X(sigsuspend, int, (const sigset_t*))                                                             \
+  X(signal, sighandler_t, (int, sighandler_t))                                                      \
+  X(__sysv_signal, sighandler_t, (int, sighandler_t))                                               \
+  X(sigset, sighandler_t, (int, sighandler_t))                                                      \
+  X(sigignore, int, (int))                                                                          \
   X(pthread_create, int, (pthread_t*, const pthread_attr_t*, void* (*)(void*), void*))              \
   /* I/O into and out of buffers (io.cpp) */                                                        \
   X(read, ssize_t, (int, void*, size_t))                                                            \
@@ -96,6 +102,9 @@ namespace zsm_preload {
   X(fread_unlocked, size_t, (void*, size_t, size_t, FILE*))                                         \
   X(fwrite, size_t, (const void*, size_t, size_t, FILE*))                                           \
   X(fwrite_unlocked, size_t, (const void*, size_t, size_t, FILE*))                                  \
+  X(fputs, int, (const char*, FILE*))                                                               \
+  X(fputs_unlocked, int, (const char*, FILE*))                                                      \
+  X(puts, int, (const char*))                                                                       \
   X(epoll_wait, int, (int, struct epoll_event*, int, int))                                          \
   X(epoll_pwait, int, (int, struct epoll_event*, int, int, const sigset_t*))                        \
   X(poll, int, (struct pollfd*, nfds_t, int))                                                       \
@@ -264,6 +273,10 @@ inline bool overlaps_region(const Layout& l, const void* p, size_t len) {
 // the region, and on the region's own threads, which must never touch region memory.
 bool use_next();
 
+// Whether `caller` is code of the next malloc, where that is a library of its own (jemalloc,
+// tcmalloc): the region's threads allocate from it, so its memory stays outside the region.
+bool called_from_the_next_malloc(const void* caller);
+
 // Set while this thread is inside the library's calls into the region.
 class InLibrary {
  public:
@@ -278,8 +291,9 @@ class InLibrary {
 
 // The parts of [p, p + len) inside the region pinned (resident and writable) until release():
 // take() returns 0, -ENOMEM when the pins would pass what the region allows now (half its
-// budget: the caller may split the call, or wait for other threads' calls to end and their pins
-// with them), or another -errno; take_waiting() waits for room.
+// budget: the caller splits the call, bounces it through its own memory, or lets faults serve
+// it), or another -errno. Nothing waits for room: a pin held across a blocking call would make
+// every other thread wait on it.
 class Pin {
  public:
   Pin() = default;
@@ -288,7 +302,6 @@ class Pin {
   Pin(const Pin&) = delete;
   Pin& operator=(const Pin&) = delete;
   int take(const Layout& l, const void* p, size_t len);
-  void take_waiting(const Layout& l, const void* p, size_t len);
   void release();
 
  private:
@@ -301,6 +314,14 @@ class Pin {
 // no effect when they fail with EFAULT, retried after it (kernel_args.cpp, locks.cpp).
 void touch_for_read(const Layout& l, const void* p, size_t len);
 void touch_for_write(const Layout& l, void* p, size_t len);
+
+// A word of memory the program passed, read without faulting on a bad address (the kernel
+// would have said EFAULT there, not SIGSEGV): false when it cannot be read.
+template <typename T>
+bool read_safely(const T* p, T* out) {
+  struct iovec local = {out, sizeof *out}, remote = {const_cast<T*>(p), sizeof *out};
+  return ::syscall(SYS_process_vm_readv, getpid(), &local, 1, &remote, 1, 0) == static_cast<long>(sizeof *out);
+}
 
 // One line on stderr, formatted on the stack (stdio's buffers would call malloc).
 __attribute__((format(printf, 1, 2))) void say(const char* fmt, ...);

@@ -25,6 +25,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <new>
@@ -79,7 +80,7 @@ thread_local Pin program_signal_stack;
 void repin_signal_stack(const Layout& l, const stack_t* ss) {
   program_signal_stack.release();
   if ((ss->ss_flags & SS_DISABLE) == 0 && overlaps_region(l, ss->ss_sp, ss->ss_size)) {
-    program_signal_stack.take_waiting(l, ss->ss_sp, ss->ss_size);
+    (void)program_signal_stack.take(l, ss->ss_sp, ss->ss_size);  // past the pin limit: served by faults
   }
 }
 
@@ -147,13 +148,22 @@ const sigset_t* without_sigbus(int how, const sigset_t* set, sigset_t* copy) {
 
 bool signal_syscall(long number, const long* a, long* result) {
   if (!self_serving() || use_next()) return false;
-  if (number == SYS_rt_sigprocmask && a[1] != 0) {
-    sigset_t copy;
-    const auto* set = reinterpret_cast<const sigset_t*>(a[1]);
-    *result = pthread_sigmask(static_cast<int>(a[0]), without_sigbus(static_cast<int>(a[0]), set, &copy),
-                              reinterpret_cast<sigset_t*>(a[2])) == 0 ? 0 : -1;
+  // The kernel's sets are 8 bytes; any other size is the kernel's EINVAL to give.
+  if (number == SYS_rt_sigprocmask && a[1] != 0 && a[3] == sizeof(uint64_t)) {
+    const auto* given = reinterpret_cast<const uint64_t*>(a[1]);
+    sigset_t in, copy;
+    sigemptyset(&in);
+    const Layout* l = on();
+    if (l != nullptr && overlaps_region(*l, given, sizeof *given)) {
+      std::memcpy(&in, given, sizeof *given);  // a fault here is served
+    } else if (!read_safely(given, reinterpret_cast<uint64_t*>(&in))) {
+      return false;  // the kernel's EFAULT
+    }
+    const sigset_t* set = without_sigbus(static_cast<int>(a[0]), &in, &copy);
+    *result = next.syscall(SYS_rt_sigprocmask, a[0], reinterpret_cast<long>(set), a[2], a[3], 0, 0);
     return true;
   }
+  if (number != SYS_rt_sigaction || a[0] != SIGBUS || a[3] != sizeof(uint64_t)) return false;
   if (number != SYS_rt_sigaction || a[0] != SIGBUS) return false;
   const auto* act = reinterpret_cast<const KernelSigaction*>(a[1]);
   auto* old = reinterpret_cast<KernelSigaction*>(a[2]);
@@ -243,10 +253,15 @@ EXPORT int sigsuspend(const sigset_t* mask) {
 EXPORT int sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
   if (!self_serving() || zsm_preload::use_next()) return next.sigaction(sig, act, old);
   if (sig == SIGBUS) {
-    if (act == nullptr) return zsm_region_sigbus_action(nullptr, old) == 0 ? 0 : -1;
-    struct sigaction copy = *act;
-    sigdelset(&copy.sa_mask, SIGBUS);
-    return zsm_region_sigbus_action(&copy, old) == 0 ? 0 : -1;
+    struct sigaction copy {};
+    if (act != nullptr) {
+      copy = *act;
+      sigdelset(&copy.sa_mask, SIGBUS);
+    }
+    zsm_preload::InLibrary guard;
+    int rc = zsm_region_sigbus_action(act != nullptr ? &copy : nullptr, old);
+    if (rc != 0) errno = -rc;
+    return rc == 0 ? 0 : -1;
   }
   if (act == nullptr) return next.sigaction(sig, act, old);
   struct sigaction copy = *act;
@@ -256,27 +271,35 @@ EXPORT int sigaction(int sig, const struct sigaction* act, struct sigaction* old
 
 EXPORT __attribute__((alias("sigaction"))) int __sigaction(int, const struct sigaction*, struct sigaction*) noexcept;
 
-EXPORT sighandler_t signal(int sig, sighandler_t handler) { return set_handler(sig, handler, SA_RESTART); }
+// glibc's signal() family sets dispositions through its own sigaction, past the one above: in
+// the SIGBUS mode a SIGBUS disposition is kept by the region (as sigaction() does); everything
+// else is glibc's own call, siginterrupt()'s choices included.
+bool keeps_sigbus(int sig) { return sig == SIGBUS && self_serving() && !zsm_preload::use_next(); }
+
+EXPORT sighandler_t signal(int sig, sighandler_t handler) {
+  return keeps_sigbus(sig) ? set_handler(sig, handler, SA_RESTART) : next.signal(sig, handler);
+}
 
 EXPORT __attribute__((alias("signal"))) sighandler_t bsd_signal(int, sighandler_t) noexcept;
 EXPORT __attribute__((alias("signal"))) sighandler_t ssignal(int, sighandler_t) noexcept;
 
 EXPORT sighandler_t __sysv_signal(int sig, sighandler_t handler) {
-  return set_handler(sig, handler, SA_RESETHAND | SA_NODEFER);
+  return keeps_sigbus(sig) ? set_handler(sig, handler, SA_RESETHAND | SA_NODEFER) : next.__sysv_signal(sig, handler);
 }
 
 EXPORT __attribute__((alias("__sysv_signal"))) sighandler_t sysv_signal(int, sighandler_t) noexcept;
 
-// System V's sigset: SIG_HOLD blocks the signal (never SIGBUS in the SIGBUS mode: sigprocmask
-// above) and leaves its disposition; a handler is installed with the signal unblocked. Either
-// way SIG_HOLD comes back if the signal was blocked, else the disposition before.
+// System V's sigset for SIGBUS in the SIGBUS mode: SIG_HOLD leaves the disposition (and the
+// signal unblocked: sighold above); a handler is installed. SIG_HOLD comes back if the signal
+// was blocked, else the disposition before.
 EXPORT sighandler_t sigset(int sig, sighandler_t handler) {
+  if (!keeps_sigbus(sig)) return next.sigset(sig, handler);
   sigset_t one, old_mask;
   sigemptyset(&one);
-  if (sigaddset(&one, sig) != 0) return SIG_ERR;
+  sigaddset(&one, sig);
   struct sigaction old {};
   if (handler == SIG_HOLD) {
-    if (sigaction(sig, nullptr, &old) != 0 || sigprocmask(SIG_BLOCK, &one, &old_mask) != 0) return SIG_ERR;
+    if (sigaction(sig, nullptr, &old) != 0 || sigprocmask(SIG_BLOCK, nullptr, &old_mask) != 0) return SIG_ERR;
     return sigismember(&old_mask, sig) == 1 ? SIG_HOLD : old.sa_handler;
   }
   sighandler_t was = set_handler(sig, handler, 0);
@@ -284,7 +307,10 @@ EXPORT sighandler_t sigset(int sig, sighandler_t handler) {
   return sigismember(&old_mask, sig) == 1 ? SIG_HOLD : was;
 }
 
-EXPORT int sigignore(int sig) { return set_handler(sig, SIG_IGN, 0) == SIG_ERR ? -1 : 0; }
+EXPORT int sigignore(int sig) {
+  if (!keeps_sigbus(sig)) return next.sigignore(sig);
+  return set_handler(sig, SIG_IGN, 0) == SIG_ERR ? -1 : 0;
+}
 
 // --- Stacks and threads. --------------------------------------------------------------------
 
@@ -295,8 +321,10 @@ EXPORT int sigaltstack(const stack_t* ss, stack_t* old) {
   return rc;
 }
 
-// Every mode pins a stack the program gives a thread in region memory: fork()'s child reads
-// every thread's descriptor (at its stack's top) before the child's region is served.
+// Every mode pins the top of a stack the program gives a thread in region memory: fork()'s
+// child reads every thread's descriptor there before the child's region is served.
+constexpr size_t kThreadDescriptorPin = 64 << 10;
+
 EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*fn)(void*), void* arg) {
   const zsm_preload::Layout* l = zsm_preload::on();
   void* stack = nullptr;
@@ -311,8 +339,12 @@ EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (
     if (memory == nullptr) return EAGAIN;
     start = new (memory) zsm_preload::Start{fn, arg, {}};
   }
-  if (zsm_preload::region_stack(*l, attr, &stack, &size)) start->stack.take_waiting(*l, stack, size);
-  int rc = next.pthread_create(thread, attr, zsm_preload::start_thread, start);
+  int rc = 0;
+  if (zsm_preload::region_stack(*l, attr, &stack, &size)) {
+    size_t top = std::min(size, kThreadDescriptorPin);
+    rc = start->stack.take(*l, static_cast<char*>(stack) + size - top, top) == 0 ? 0 : EAGAIN;
+  }
+  if (rc == 0) rc = next.pthread_create(thread, attr, zsm_preload::start_thread, start);
   if (rc != 0) {
     zsm_preload::InLibrary guard;
     start->~Start();
