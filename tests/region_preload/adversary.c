@@ -15,7 +15,8 @@
  *   signals     SIGBUS handlers installed by __sysv_signal, sysv_signal, bsd_signal, sigset,
  *               signal and syscall(SYS_rt_sigaction) while memory churns; a raised SIGBUS still
  *               reaches the program's handler; sighold(SIGBUS) and sigprocmask block nothing
- *               that would kill it
+ *               that would kill it; siginterrupt() still decides signal()'s SA_RESTART; a raw
+ *               rt_sigprocmask with a wrong set size is EINVAL
  *   stack       a thread on a 256 KiB malloc'd stack and one given by pthread_attr_setstack,
  *               recursing through it while memory churns
  *   io          read, pread, preadv2, preadv64, recvmmsg, getrandom into fresh large buffers
@@ -324,6 +325,17 @@ static int case_signals(void) {
 			return 1;
 		}
 	}
+	/* siginterrupt() chooses what a later signal() installs: no SA_RESTART */
+	struct sigaction now;
+	siginterrupt(SIGUSR2, 1);
+	signal(SIGUSR2, on_bus);
+	if (sigaction(SIGUSR2, NULL, &now) != 0 || (now.sa_flags & SA_RESTART) != 0)
+		return failed("signal() after siginterrupt(sig, 1) restarts calls");
+	/* a raw rt_sigprocmask with a set size the kernel refuses is refused */
+	uint64_t none = 0;
+	errno = 0;
+	if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, &none, NULL, 4) != -1 || errno != EINVAL)
+		return failed("rt_sigprocmask with a 4-byte set was not EINVAL");
 	return 0;
 }
 
