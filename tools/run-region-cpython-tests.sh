@@ -3,7 +3,8 @@
 # at a budget that makes it evict, with handler threads and in the SIGBUS mode, as this user
 # and (as root) as a user without privileges: what `python3 -m test` says of each, its time,
 # and the region's faults and evictions at exit. Prints one Markdown table; Debian's
-# libpython3.11-testsuite holds the tests (installed when missing, root or sudo).
+# libpython3.11-testsuite holds the tests (installed when missing, root or sudo). The default set
+# takes about 10-15 minutes on 2 cores (test_signal alone some 50 seconds a run).
 #
 #   tools/run-region-cpython-tests.sh [--zsm-run=PATH] [--tests=a,b,...] [--budget=SIZE]
 #                                     [--users=root,nobody] [--modes=threads,sigbus] [--check]
