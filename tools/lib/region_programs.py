@@ -174,12 +174,15 @@ AT_EXIT = re.compile(r"zsm-run: \S+ at exit: ")
 
 
 def stats_of(err):
-    line = next((l for l in err.splitlines() if AT_EXIT.match(l)), "")
-    def num(key, pattern=r"(\d+)"):
-        m = re.search(key + " " + pattern, line)
-        return m.group(1) if m else "0"
-    return {"faults": int(num("faults")), "evictions": int(num("evictions")), "written": int(num("written back")),
-            "all": num("peak", r"([\d.]+) MiB"), "line": line}
+    """The region's statistics at exit, over every process of the run (a pipeline's shell and
+    both zstd's each print a line): faults, evictions and pages written back summed, the peak the
+    largest of one process's."""
+    lines = [l for l in err.splitlines() if AT_EXIT.match(l)]
+    def total(key):
+        return sum(int(m.group(1)) for l in lines for m in [re.search(key + r" (\d+)", l)] if m)
+    peaks = [float(m.group(1)) for l in lines for m in [re.search(r"peak ([\d.]+) MiB", l)] if m]
+    return {"faults": total("faults"), "evictions": total("evictions"), "written": total("written back"),
+            "all": f"{max(peaks):.1f}" if peaks else "0"}
 
 
 def measure(argv, cwd, env, timeout, user=None):
