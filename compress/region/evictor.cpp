@@ -130,15 +130,15 @@ void Evictor::main(std::function<void(pid_t)> keeper_start) {
     }
     while (work_needed() && !stopping_.load(std::memory_order_relaxed)) {
       if (before_batch_) before_batch_();
-      bool progress;
+      Batch batch;
       {
         InsideGate inside(parts_.gate);
         bump(parts_.counters.evictor_runs);
-        progress = run_batch();
+        batch = run_batch();
       }
       parts_.budget.room_made();
-      parts_.budget.set_stalled(!progress);
-      if (!progress) {  // nothing could be freed now: faults go on past the limit meanwhile
+      parts_.budget.set_stalled(batch == Batch::stuck);  // faults go on past the limit meanwhile
+      if (batch != Batch::progress) {
         parts_.evictor_wake.wait(parts_.evictor_wake.seq(), 10'000'000);
         break;
       }
@@ -158,8 +158,9 @@ bool Evictor::work_needed() const {
 
 // One batch: victims out of the region (dirty ones into probation, refilling it to its size;
 // clean ones dropped), the oldest in probation retired as far as the budget still needs, the
-// pool's copies to the file when it nears its budget. Whether anything was freed or moved.
-bool Evictor::run_batch() {
+// pool's copies to the file when it nears its budget. Stuck only where it had pages to free
+// and freed none: a batch the faults left nothing to do lets no fault past the hard limit.
+Evictor::Batch Evictor::run_batch() {
   bool progress = drain_stale();
   if (pool_near_budget()) progress |= write_back_batch(work_.data());
   uint64_t used = parts_.budget.used();
@@ -183,7 +184,8 @@ bool Evictor::run_batch() {
   if (need > 0 && parts_.budget.used() <= high) need = 0;
   uint32_t retire = std::min(std::max(need, excess), kBatch);
   if (retire > 0) progress |= retire_oldest(retire, work_.data()) > 0;
-  return progress;
+  if (progress) return Batch::progress;
+  return need > 0 || excess > 0 ? Batch::stuck : Batch::nothing_needed;
 }
 
 // Up to n victims, locked: mapped, unpinned, unmarked pages in CLOCK's order, stopping at the

@@ -75,10 +75,15 @@ class Evictor {
 
  private:
   enum class Out { moved, dropped_clean, gone, kept };
+  // What a batch did: freed or moved something; had nothing to free (the faults since its
+  // wake-up left the budget short of its high watermark); or had pages to free and could free
+  // none (every victim pinned, the pool full with no file to go to): only then do faults go on
+  // past the hard limit.
+  enum class Batch { progress, nothing_needed, stuck };
   static constexpr uint32_t kNoSlot = UINT32_MAX;  // a victim dropped without a slot
 
   void main(std::function<void(pid_t)> keeper_start);
-  bool run_batch();
+  Batch run_batch();
   bool work_needed() const;
   uint32_t pick_victims(uint32_t n, uint32_t most_clean, uint32_t* pages, PageState* states);
   uint32_t take_out(uint32_t n, const uint32_t* pages, PageState* states);

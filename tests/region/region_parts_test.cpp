@@ -576,5 +576,22 @@ TEST_F(EvictorParts, TheThreadBringsUseToTheHighWatermarkAndEveryPageComesBack) 
   for (uint32_t p = 0; p < written; ++p) expect_page(p);
 }
 
+// A batch the budget's retune left nothing to free (ZSM_REGION_BUDGET_ALL raises the limit
+// before each batch, as the pool shrinks) is not a stall: faults past the hard limit still wait
+// for room. Before 2026-12-07 it counted as one, and until the evictor's next batch every fault
+// went past the limit: xz's region reached 23 MiB of an 18 MiB budget with the other CPU busy.
+TEST_F(EvictorParts, ABatchLeftNothingToFreeLetsNoFaultPastTheLimit) {
+  for (uint32_t p = 0; p < kBudget + budget.slack() / 2; ++p) write_page(p);
+  std::atomic<int> batches{0};
+  evictor->set_before_batch([&] {
+    if (batches.fetch_add(1) == 1) budget.configure(kPages, 16);  // the inner loop's retune
+  });
+  evictor->start([](pid_t) {});
+  while (batches.load() < 2) usleep(100);
+  bool stalled = false;
+  for (int i = 0; i < 50; ++i, usleep(100)) stalled |= budget.stalled();
+  EXPECT_FALSE(stalled) << "a batch with nothing to free let faults past the hard limit";
+}
+
 }  // namespace
 }  // namespace zsm::region
