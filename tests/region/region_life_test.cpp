@@ -27,14 +27,6 @@
 
 #include "region_support.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define ZSM_TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define ZSM_TEST_TSAN 1
-#endif
-#endif
-
 namespace {
 
 using zsm_test::fill_page;

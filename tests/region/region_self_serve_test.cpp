@@ -80,14 +80,6 @@ volatile long in_handler_mismatch = -2;
 
 void read_evicted_page(int) { in_handler_mismatch = page_mismatch(page_at(in_handler_region, 7), 7, 4); }
 
-#if defined(__SANITIZE_THREAD__)
-#define ZSM_TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define ZSM_TEST_TSAN 1
-#endif
-#endif
-
 TEST(RegionSelfServe, ASignalHandlerMayTouchEvictedPages) {
   ZSM_REQUIRE_REGION();
 #ifdef ZSM_TEST_TSAN

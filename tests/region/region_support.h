@@ -19,6 +19,16 @@
 
 #include "region_patterns.h"
 
+// ZSM_TEST_TSAN: built with ThreadSanitizer (GCC says so one way, Clang another), whose own
+// threads some tests cannot tell from the program's.
+#if defined(__SANITIZE_THREAD__)
+#define ZSM_TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define ZSM_TEST_TSAN 1
+#endif
+#endif
+
 namespace zsm_test {
 
 // A fresh directory for one test's files, removed with everything in it: under TMPDIR, or
