@@ -19,6 +19,7 @@ small scale the target's idle part (what `python3 -c pass` holds) misses the lib
 run loads, by 2-3 MiB where the region's own share is some 10. Programs missing on the machine are reported as such, not run.
 """
 import argparse
+import atexit
 import hashlib
 import os
 import re
@@ -64,6 +65,28 @@ class Program:
 
     def __init__(self, name, binary, argv, prepare=None, idle=None, output=None):
         self.name, self.binary, self.argv, self.prepare, self.idle, self.output = name, binary, argv, prepare, idle, output
+
+
+def reachable_by_others(path):
+    """Whether another user can reach `path`: every folder above it searchable by others."""
+    path = Path(path).resolve()
+    return all(os.stat(p).st_mode & 0o001 for p in path.parents)
+
+
+def launcher_for_others(zsm_run, stage):
+    """zsm-run as another user can run it: itself where it is reachable, else a copy beside a copy
+    of its preload library in `stage` (a clone under /root is not reachable by others)."""
+    if reachable_by_others(zsm_run):
+        return zsm_run
+    here = Path(zsm_run).parent
+    library = next((p for p in (here / "libzsm_region_preload.so", here.parent / "lib" / "libzsm_region_preload.so")
+                    if p.exists()), None)
+    if library is None:
+        sys.exit(f"region_programs.py: no libzsm_region_preload.so beside {zsm_run} or in ../lib")
+    for f in (Path(zsm_run), library):
+        shutil.copy2(f, stage / f.name)
+        (stage / f.name).chmod(0o755)
+    return str(stage / Path(zsm_run).name)
 
 
 def as_user(argv, user):
@@ -323,7 +346,15 @@ def main():
     a.zsm_run = str(Path(a.zsm_run).resolve())
     d.mkdir(parents=True, exist_ok=True)
     if a.user is not None:
+        if not reachable_by_others(d):  # the user could not read its input there
+            d = Path(tempfile.mkdtemp(prefix="zsm-region-programs-"))
+            atexit.register(shutil.rmtree, d, True)
+            print(f"region_programs.py: {a.dir} is not reachable by uid {a.user}: working in {d}", file=sys.stderr)
         d.chmod(0o1777)  # the user's TMPDIR and backing files
+        stage = Path(tempfile.mkdtemp(prefix="zsm-run-"))
+        stage.chmod(0o755)
+        atexit.register(shutil.rmtree, stage, True)
+        a.zsm_run = launcher_for_others(a.zsm_run, stage)
     wanted = a.programs.split(",")
     env = dict(os.environ, LC_ALL="C", TMPDIR=str(d))
     rows, failures = [], []

@@ -37,6 +37,16 @@ if ! "${nobody[@]}" true 2> /dev/null; then
   echo "skipped: the unprivileged runs (setpriv cannot change user here: not root)"
   as_nobody=0
 fi
+# The runs use copies in a folder every user can reach (a clone under /root is not): the
+# adversary, zsm-run and, beside it, its preload library.
+stage="$(mktemp -d)"
+trap 'rm -rf "$stage"' EXIT
+chmod 755 "$stage"
+library="$(dirname "$launcher")/libzsm_region_preload.so"
+[ -f "$library" ] || library="$(dirname "$launcher")/../lib/libzsm_region_preload.so"
+cp "$adversary" "$launcher" "$library" "$stage/"
+chmod 755 "$stage"/*
+adversary="$stage/$(basename "$adversary")" launcher="$stage/$(basename "$launcher")"
 
 for round in $(seq "$rounds"); do
   for name in $cases; do
