@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Real programs from Debian's packages under zsm-run (tools/lib/region_programs.py): sort, xz,
-# zstd -6 (compress and decompress in a pipe), mawk, python3 (lists, dicts, bytes, a file read,
+# zstd -3 (compress and decompress in a pipe), mawk, python3 (lists, dicts, bytes, a file read,
 # numpy, multiprocessing), perl, sqlite3 (an in-memory database), redis-server (redis-benchmark,
 # then BGSAVE, the RDB's digest compared), gcc on a generated file and java, each plainly and
 # under the launcher at budgets of 1/2 and 1/4 of its plain peak RSS, with handler threads and
