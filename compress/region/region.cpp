@@ -296,11 +296,18 @@ int Region::discard(uint32_t first, uint32_t count) {
   return 0;
 }
 
+// The pages that may be pinned at once: half the budget, so that faults always find room;
+// a single page (a futex word for the length of a wait, which must not fail) up to all but one.
+uint64_t Region::pin_limit(uint32_t count) const {
+  uint64_t limit = budget_.limit();
+  return count == 1 ? std::max<uint64_t>(limit, 1) - 1 : limit / 2;
+}
+
 int Region::pin(uint32_t first, uint32_t count) {
   if (count == 1) {  // a futex word, a small struct: a page in use, pinned in one compare-and-swap
     // Counted before the page says so (and given back if it does not), so that a fork() in
     // between gives no child a pin its count lacks.
-    if (get(counters_.pinned) + 1 <= budget_.limit() / 2) {
+    if (get(counters_.pinned) + 1 <= pin_limit(1)) {
       bump(counters_.pinned);
       int before = pages_.add_pin_unlocked(first, +1);
       if (before != 0) drop(counters_.pinned);
@@ -313,7 +320,7 @@ int Region::pin(uint32_t first, uint32_t count) {
     if (s.pins == kMaxPins) return -EOVERFLOW;
     if (s.pins == 0) ++newly;
   }
-  if (get(counters_.pinned) + newly > budget_.limit() / 2) return -ENOMEM;  // half stays for faults
+  if (get(counters_.pinned) + newly > pin_limit(count)) return -ENOMEM;
   OwnBuffers own(settings_.fault_around);
   ServeBuffers b = own.view();
   {

@@ -73,6 +73,7 @@ class Region {
   int evict(uint32_t first, uint32_t count);
   int discard(uint32_t first, uint32_t count);
   int pin(uint32_t first, uint32_t count);
+  uint64_t pin_limit(uint32_t count) const;
   int unpin(uint32_t first, uint32_t count);
   int advise(uint32_t first, uint32_t count, int advice);
   int reset(uint32_t first, uint32_t count);

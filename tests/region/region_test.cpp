@@ -213,6 +213,17 @@ TEST_P(RegionModes, PinnedPagesStayResidentAndNest) {
   EXPECT_EQ(zsm_region_unpin(r, at(0), kPage), -EINVAL) << "not pinned";
   EXPECT_EQ(zsm_region_pin(r, at(0), 17 * kPage), -ENOMEM) << "more than half the budget";
   EXPECT_EQ(region_stats(r).pinned_pages, 0u);
+  ASSERT_EQ(zsm_region_pin(r, at(0), 16 * kPage), 0) << "half the budget";
+  EXPECT_EQ(zsm_region_pin(r, at(16), 2 * kPage), -ENOMEM) << "past half the budget";
+  for (size_t p = 16; p < 31; ++p) {
+    ASSERT_EQ(zsm_region_pin(r, at(p), 1), 0) << "a single page (a futex word) past half, page " << p;
+  }
+  EXPECT_EQ(zsm_region_pin(r, at(31), 1), -ENOMEM) << "one page stays for faults";
+  EXPECT_EQ(region_stats(r).pinned_pages, 31u);
+  for (size_t p = 40; p < 48; ++p) ASSERT_EQ(page_mismatch(at(p), p, 6), -1) << "faults served in the page left";
+  for (size_t p = 16; p < 31; ++p) ASSERT_EQ(zsm_region_unpin(r, at(p), 1), 0);
+  ASSERT_EQ(zsm_region_unpin(r, at(0), 16 * kPage), 0);
+  EXPECT_EQ(region_stats(r).pinned_pages, 0u);
   for (size_t p = 0; p < 256; ++p) ASSERT_EQ(page_mismatch(at(p), p, 6), -1);
 }
 

@@ -21,9 +21,10 @@
 namespace zsm_preload {
 namespace {
 
-// A word's page pinned for a call where it can be now (a page in use: one compare-and-swap);
-// where it cannot (the pins at their limit), the word is touched and the call goes on: a
-// wait for room could last as long as other threads wait on their locks.
+// A word's page pinned for a call (a page in use: one compare-and-swap). A single page may be
+// pinned past the half of the budget other pins stop at, up to all of it but one page
+// (zsm_region_pin); only there is the word touched and the call made unpinned: a wait for room
+// could last as long as other threads wait on their locks.
 void pin_or_touch(const Layout& l, Pin* pin, const void* p, size_t len) {
   if (!overlaps_region(l, p, len)) return;
   if (pin->take(l, p, len) != 0) touch_for_write(l, const_cast<void*>(p), len);

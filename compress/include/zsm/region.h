@@ -202,8 +202,8 @@ int zsm_region_stats(struct zsm_region *region, struct zsm_region_stats *out);
  * - discard: drop the range's contents (as MADV_DONTNEED): the pages read as zeros after.
  * - pin / unpin: keep the range resident and writable until unpinned (pins nest); for
  *   syscalls that must not meet an evicted page. A pinned range counts against the budget;
- *   at most half the budget may be pinned (-ENOMEM). unpin of a page not pinned: -EINVAL,
- *   nothing changed.
+ *   at most half the budget may be pinned (-ENOMEM), a range of one page (a futex word for a
+ *   wait) up to all of it but one page. unpin of a page not pinned: -EINVAL, nothing changed.
  */
 int zsm_region_prefetch(struct zsm_region *region, void *addr, size_t len);
 int zsm_region_evict(struct zsm_region *region, void *addr, size_t len);
