@@ -23,6 +23,9 @@
  *               (the _chk forms where _FORTIFY_SOURCE makes them), pwritev, pwritev2 and write
  *               from them: full counts, every byte right; a 4 MiB read at once
  *   kernel-args struct stat into the fresh tail of a grown array; paths in a large block
+ *   kernel-writes what the kernel writes into large blocks, and only that: poll's revents after
+ *               a timeout, epoll_wait's events and no byte past them, nothing from an accept
+ *               that fails; a signal handled on a sigaltstack in a large block
  *   pthread-exit main ends by pthread_exit while a worker churns and prints
  *   fork-threads fork() while three threads churn: each child reads its copy and exits
  * Prints "CASE: ok" and exits 0, or names the first check that failed and exits 1.
@@ -30,6 +33,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <setjmp.h>
@@ -38,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -488,6 +493,126 @@ static int case_kernel_args(void) {
 	return 0;
 }
 
+/* --- what the kernel writes ----------------------------------------------------------------- */
+
+static int all_bytes(const unsigned char *p, size_t n, unsigned char v) {
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != v)
+			return 0;
+	return 1;
+}
+
+static int poll_after_timeout(int empty_pipe) {
+	struct pollfd *fds = malloc(MIB);
+	if (fds == NULL)
+		return failed("malloc");
+	for (int r = 0; r < 200; r++) {
+		for (int i = 0; i < 64; i++)
+			fds[i] = (struct pollfd){.fd = empty_pipe, .events = POLLIN, .revents = 0x5a5a};
+		if (poll(fds, 64, 0) != 0)
+			return failed("poll of an empty pipe");
+		for (int i = 0; i < 64; i++)
+			if (fds[i].revents != 0)
+				return failed("poll left a stale revents after a timeout");
+	}
+	free(fds);
+	return 0;
+}
+
+static int epoll_events_only(int ready_pipe) {
+	int ep = epoll_create1(0);
+	struct epoll_event e = {.events = EPOLLIN, .data.u64 = 7};
+	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, ready_pipe, &e) != 0)
+		return failed("epoll_create1, epoll_ctl");
+	unsigned char *events = malloc(MIB);
+	if (events == NULL)
+		return failed("malloc");
+	for (int r = 0; r < 200; r++) {
+		memset(events, 0xa5, MIB);
+		int most = (int)(MIB / sizeof(struct epoll_event));
+		if (epoll_wait(ep, (struct epoll_event *)events, most, 0) != 1 ||
+		    ((struct epoll_event *)events)->data.u64 != 7)
+			return failed("epoll_wait of a ready pipe");
+		if (!all_bytes(events + sizeof(struct epoll_event), MIB - sizeof(struct epoll_event), 0xa5))
+			return failed("epoll_wait wrote past its events");
+	}
+	free(events);
+	close(ep);
+	return 0;
+}
+
+static int failed_accept_writes_nothing(void) {
+	int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	struct sockaddr_un_any {
+		sa_family_t family;
+	} any = {AF_UNIX};
+	if (ls < 0 || bind(ls, (struct sockaddr *)&any, sizeof any) != 0 || listen(ls, 1) != 0)
+		return failed("socket, bind (an abstract name), listen");
+	unsigned char *block = malloc(MIB);
+	if (block == NULL)
+		return failed("malloc");
+	struct sockaddr_storage *addr = (struct sockaddr_storage *)block;
+	socklen_t *len = (socklen_t *)(block + 3 * PAGE);
+	for (int r = 0; r < 200; r++) {
+		memset(addr, 0x3c, sizeof *addr);
+		*len = sizeof *addr;
+		if (accept(ls, (struct sockaddr *)addr, len) != -1 || errno != EAGAIN)
+			return failed("accept with no connection is not EAGAIN");
+		if (*len != sizeof *addr || !all_bytes(block, sizeof *addr, 0x3c))
+			return failed("an accept that failed wrote its address");
+	}
+	free(block);
+	close(ls);
+	return 0;
+}
+
+static unsigned char *alt_stack;
+static const size_t alt_size = 256 << 10;
+static volatile sig_atomic_t on_alt_stack, handled;
+static void note_stack(int sig) {
+	unsigned char here;
+	(void)sig;
+	on_alt_stack += &here >= alt_stack && &here < alt_stack + alt_size;
+	handled++;
+}
+
+static int signals_on_a_large_block(void) {
+	alt_stack = malloc(MIB);
+	if (alt_stack == NULL)
+		return failed("malloc");
+	stack_t ss = {.ss_sp = alt_stack, .ss_size = alt_size}, off = {.ss_flags = SS_DISABLE};
+	struct sigaction sa = {.sa_handler = note_stack, .sa_flags = SA_ONSTACK};
+	sigemptyset(&sa.sa_mask);
+	if (sigaltstack(&ss, NULL) != 0 || sigaction(SIGUSR1, &sa, NULL) != 0)
+		return failed("sigaltstack, sigaction");
+	for (int r = 0; r < 300; r++) {
+		raise(SIGUSR1);
+		if (r % 50 == 0)
+			usleep(10000);
+	}
+	if (handled != 300 || on_alt_stack != 300)
+		return failed("a signal not handled on its sigaltstack");
+	if (sigaltstack(&off, NULL) != 0)
+		return failed("sigaltstack(SS_DISABLE)");
+	free(alt_stack);
+	return 0;
+}
+
+static int case_kernel_writes(void) {
+	int p[2];
+	if (pipe(p) != 0)
+		return failed("pipe");
+	pthread_t churner = start_churn();
+	if (poll_after_timeout(p[0]) != 0)
+		return 1;
+	if (write(p[1], "x", 1) != 1)
+		return failed("write to a pipe");
+	if (epoll_events_only(p[0]) != 0 || failed_accept_writes_nothing() != 0 || signals_on_a_large_block() != 0)
+		return 1;
+	stop_churn(churner);
+	return 0;
+}
+
 /* --- processes ---------------------------------------------------------------------------- */
 
 static void *printer(void *arg) {
@@ -540,7 +665,8 @@ int main(int argc, char **argv) {
 	} cases[] = {
 		{"madvise", case_madvise}, {"wipeonfork", case_wipeonfork}, {"dontfork", case_dontfork},
 		{"locks", case_locks}, {"signals", case_signals}, {"stack", case_stack}, {"io", case_io},
-		{"kernel-args", case_kernel_args}, {"pthread-exit", case_pthread_exit},
+		{"kernel-args", case_kernel_args}, {"kernel-writes", case_kernel_writes},
+		{"pthread-exit", case_pthread_exit},
 		{"fork-threads", case_fork_threads},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

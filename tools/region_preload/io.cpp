@@ -26,7 +26,9 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,11 +44,18 @@ namespace {
 
 constexpr size_t kPiece = 1 << 20;
 
+// A buffer this small is copied, never pinned: the copy costs less than asking what the file
+// is (an fstat) and pinning its pages.
+constexpr size_t kAlwaysBounced = 16 << 10;
+
 // Whether the call on fd waits for nothing but the disk: its buffer may be pinned.
 bool disk_file(int fd) {
   struct stat st {};
   return next.fstat(fd, &st) == 0 && (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode));
 }
+
+// Whether n bytes of a call on fd are pinned rather than copied.
+bool pinned_for(int fd, size_t n) { return n > kAlwaysBounced && disk_file(fd); }
 
 // Whether writes to fd are a byte stream (a piece at a time is what the plain call does), not
 // datagrams or messages, which must go whole.
@@ -59,59 +68,70 @@ bool byte_stream(int fd) {
   return next.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM;
 }
 
-// This thread's bounce buffer, outside the region (the next malloc's), kept between calls and
-// freed at the thread's exit.
-pthread_key_t bounce_key;
-pthread_once_t bounce_once = PTHREAD_ONCE_INIT;
+// Bounce buffers are mapped by system call: outside the region, and safe in a signal handler
+// (read and write may be called there; malloc may not).
+char* map_bytes(size_t n) {
+  void* p = reinterpret_cast<void*>(
+      syscall(SYS_mmap, nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  return p == MAP_FAILED ? nullptr : static_cast<char*>(p);
+}
+
+void unmap_bytes(char* p, size_t n) {
+  if (p != nullptr) syscall(SYS_munmap, p, n);
+}
+
+size_t whole_pages(size_t n) { return (std::max<size_t>(n, 1) + 4095) & ~size_t{4095}; }
+
+// This thread's bounce buffer, kept between calls (up to a piece) and unmapped at its exit.
 struct BounceBuffer {
   char* bytes = nullptr;
   size_t size = 0;
 };
-__attribute__((tls_model("initial-exec"))) thread_local BounceBuffer* bounce_buffer = nullptr;
+__attribute__((tls_model("initial-exec"))) thread_local BounceBuffer bounce_buffer;
+pthread_key_t bounce_key;
+pthread_once_t bounce_once = PTHREAD_ONCE_INIT;
 
-void free_bounce(void* p) {
+void unmap_bounce(void* p) {
   auto* b = static_cast<BounceBuffer*>(p);
-  next.free(b->bytes);
-  next.free(b);
-  bounce_buffer = nullptr;
+  unmap_bytes(b->bytes, b->size);
+  *b = {};
 }
 
-// At least n bytes of this thread's bounce buffer, or nullptr (ENOMEM) when none can be had.
+// At least n bytes of this thread's bounce buffer, or nullptr when none can be had.
 char* bounce(size_t n) {
-  if (bounce_buffer == nullptr) {
-    pthread_once(&bounce_once, [] { pthread_key_create(&bounce_key, free_bounce); });
-    bounce_buffer = static_cast<BounceBuffer*>(next.calloc(1, sizeof(BounceBuffer)));
-    if (bounce_buffer == nullptr) return nullptr;
-    pthread_setspecific(bounce_key, bounce_buffer);
+  if (bounce_buffer.size >= n && bounce_buffer.bytes != nullptr) return bounce_buffer.bytes;
+  size_t size = whole_pages(n);
+  char* bigger = map_bytes(size);
+  if (bigger == nullptr) return nullptr;
+  if (bounce_buffer.bytes == nullptr) {
+    pthread_once(&bounce_once, [] { pthread_key_create(&bounce_key, unmap_bounce); });
+    pthread_setspecific(bounce_key, &bounce_buffer);
   }
-  if (bounce_buffer->size < n) {
-    char* bigger = static_cast<char*>(next.malloc(n));
-    if (bigger == nullptr) return nullptr;
-    next.free(bounce_buffer->bytes);
-    bounce_buffer->bytes = bigger;
-    bounce_buffer->size = n;
-  }
-  return bounce_buffer->bytes;
+  unmap_bytes(bounce_buffer.bytes, bounce_buffer.size);
+  bounce_buffer = {bigger, size};
+  return bigger;
 }
 
-// A large bounce buffer taken by a call that runs a signal handler which makes another: each
-// call takes its own (the thread's own is for the outermost).
+// The bounce buffer of one call: the thread's own for the outermost call of up to a piece;
+// one of its own for a larger datagram or message (not kept), and for a call a signal handler
+// makes while the thread's is in use.
 class Scratch {
  public:
   explicit Scratch(size_t n) {
-    if (!in_use_) {
+    if (!in_use_ && n <= kPiece) {
       in_use_ = true;
       mine_ = true;
       bytes_ = bounce(n);
     } else {
-      owned_ = static_cast<char*>(next.malloc(std::max<size_t>(n, 1)));
+      owned_size_ = whole_pages(n);
+      owned_ = map_bytes(owned_size_);
       bytes_ = owned_;
     }
     if (bytes_ == nullptr) errno = ENOMEM;
   }
   ~Scratch() {
     if (mine_) in_use_ = false;
-    next.free(owned_);
+    unmap_bytes(owned_, owned_size_);
   }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
@@ -121,6 +141,7 @@ class Scratch {
   static thread_local bool in_use_ __attribute__((tls_model("initial-exec")));
   char* bytes_ = nullptr;
   char* owned_ = nullptr;
+  size_t owned_size_ = 0;
   bool mine_ = false;
 };
 __attribute__((tls_model("initial-exec"))) thread_local bool Scratch::in_use_ = false;
@@ -257,6 +278,7 @@ ssize_t with_vectors(int fd, const struct iovec* iov, int count, Way way, Call c
   }
   const auto n_vec = static_cast<size_t>(count);
   const size_t total = vectors_bytes(iov, n_vec);
+  if (total <= kAlwaysBounced) return bounced_vectors(iov, n_vec, 0, total, way, call);
   const bool disk = disk_file(fd);
   if (!disk && !byte_stream(fd)) return bounced_vectors(iov, n_vec, 0, total, way, call);
   size_t done = 0;
@@ -342,9 +364,10 @@ int with_messages(struct mmsghdr* msgs, unsigned int count, One one, Call call) 
 }
 
 // An array the kernel reads and fills (poll's descriptors), or only fills (events, entries):
-// through a bounce buffer, as the call may wait.
-template <typename Call>
-auto with_array(const void* p, size_t len, bool read_too, Call call) -> decltype(call(p)) {
+// through a bounce buffer, as the call may wait. written(result): the bytes the kernel wrote,
+// copied back.
+template <typename Call, typename Written>
+auto with_array(const void* p, size_t len, bool read_too, Call call, Written written) -> decltype(call(p)) {
   const Layout* l = pinning();
   if (l == nullptr || len == 0 || !overlaps_region(*l, p, len)) return call(p);
   Scratch scratch(len);
@@ -352,8 +375,16 @@ auto with_array(const void* p, size_t len, bool read_too, Call call) -> decltype
   if (b == nullptr) return -1;
   if (read_too) std::memcpy(b, p, len);
   auto got = call(b);
-  if (got > 0) std::memcpy(const_cast<void*>(p), b, len);
+  std::memcpy(const_cast<void*>(p), b, std::min(len, written(got)));
   return got;
+}
+
+// What epoll_wait wrote: the events it returned.
+size_t events_written(int got) { return got > 0 ? static_cast<size_t>(got) * sizeof(struct epoll_event) : 0; }
+
+// What poll wrote: every descriptor's revents, whenever it returned (a timeout's zeros too).
+auto poll_written(size_t len) {
+  return [len](int got) { return got >= 0 ? len : 0; };
 }
 
 // stdio over a region buffer: pinned where the stream's file is a disk's, else bounced, in
@@ -368,7 +399,7 @@ size_t with_stdio(Buf* buf, size_t size, size_t count, FILE* f, Way way, Plain p
     return plain();
   }
   flockfile(f);
-  const bool disk = disk_file(fileno(f));
+  const bool disk = pinned_for(fileno(f), bytes);
   ssize_t done = with_buffer(buf, bytes, way, disk, always, [&](const void* b, size_t k, size_t) {
     return static_cast<ssize_t>(unlocked(static_cast<Buf*>(const_cast<void*>(b)), k));
   });
@@ -394,7 +425,7 @@ extern "C" {
 // anything else it returns what its first piece got.
 EXPORT ssize_t read(int fd, void* buf, size_t n) {
   const zsm_preload::Layout* l = zsm_preload::pinning();
-  bool disk = l != nullptr && zsm_preload::overlaps_region(*l, buf, n) && zsm_preload::disk_file(fd);
+  bool disk = l != nullptr && zsm_preload::overlaps_region(*l, buf, n) && zsm_preload::pinned_for(fd, n);
   return with_buffer(buf, n, Way::out, disk, [disk] { return disk; },
                      [&](const void* b, size_t k, size_t) { return next.read(fd, const_cast<void*>(b), k); });
 }
@@ -406,7 +437,7 @@ EXPORT ssize_t __read_chk(int fd, void* buf, size_t n, size_t buflen) {
 
 EXPORT ssize_t pread64(int fd, void* buf, size_t n, off_t off) {
   const zsm_preload::Layout* l = zsm_preload::pinning();
-  bool disk = l != nullptr && zsm_preload::overlaps_region(*l, buf, n) && zsm_preload::disk_file(fd);
+  bool disk = l != nullptr && zsm_preload::overlaps_region(*l, buf, n) && zsm_preload::pinned_for(fd, n);
   return with_buffer(buf, n, Way::out, disk, zsm_preload::always, [&](const void* b, size_t k, size_t at) {
     return next.pread64(fd, const_cast<void*>(b), k, off + static_cast<off_t>(at));
   });
@@ -454,8 +485,10 @@ EXPORT ssize_t __recv_chk(int fd, void* buf, size_t n, size_t buflen, int flags)
 
 EXPORT ssize_t recvfrom(int fd, void* buf, size_t n, int flags, struct sockaddr* from, socklen_t* from_len) {
   const zsm_preload::Layout* l = zsm_preload::pinning();
-  if (l != nullptr && ((from != nullptr && from_len != nullptr && zsm_preload::overlaps_region(*l, from_len, sizeof *from_len)) ||
-                       (from != nullptr && from_len != nullptr && zsm_preload::overlaps_region(*l, from, *from_len)))) {
+  socklen_t room = 0;  // read as the kernel would: a bad pointer is its EFAULT, not a crash here
+  if (l != nullptr && from != nullptr && from_len != nullptr &&
+      (zsm_preload::overlaps_region(*l, from_len, sizeof *from_len) ||
+       (zsm_preload::read_safely(from_len, &room) && zsm_preload::overlaps_region(*l, from, room)))) {
     struct iovec one = {buf, n};  // the address in the region too: the message call's way
     struct msghdr msg {};
     msg.msg_name = from;
@@ -492,7 +525,9 @@ EXPORT ssize_t getrandom(void* buf, size_t n, unsigned int flags) {
 }
 
 EXPORT ssize_t getdents64(int fd, void* buf, size_t n) {
-  return zsm_preload::with_array(buf, n, false, [&](const void* b) { return next.getdents64(fd, const_cast<void*>(b), n); });
+  return zsm_preload::with_array(
+      buf, n, false, [&](const void* b) { return next.getdents64(fd, const_cast<void*>(b), n); },
+      [](ssize_t got) { return got > 0 ? static_cast<size_t>(got) : 0; });
 }
 
 // --- Writes: on until done, as the plain call would write all; a datagram whole. -----------
@@ -500,7 +535,7 @@ EXPORT ssize_t getdents64(int fd, void* buf, size_t n) {
 EXPORT ssize_t write(int fd, const void* buf, size_t n) {
   const zsm_preload::Layout* l = zsm_preload::pinning();
   bool in_region = l != nullptr && zsm_preload::overlaps_region(*l, buf, n);
-  bool disk = in_region && zsm_preload::disk_file(fd);
+  bool disk = in_region && zsm_preload::pinned_for(fd, n);
   if (in_region && !disk && n > zsm_preload::kPiece && !zsm_preload::byte_stream(fd)) {
     struct iovec one = {const_cast<void*>(buf), n};  // a datagram or a message: whole
     return writev(fd, &one, 1);
@@ -659,7 +694,7 @@ EXPORT int epoll_wait(int epfd, struct epoll_event* events, int most, int timeou
   size_t len = most > 0 ? sizeof(struct epoll_event) * static_cast<size_t>(most) : 0;
   return zsm_preload::with_array(events, len, false, [&](const void* b) {
     return next.epoll_wait(epfd, static_cast<struct epoll_event*>(const_cast<void*>(b)), most, timeout);
-  });
+  }, zsm_preload::events_written);
 }
 
 EXPORT int epoll_pwait(int epfd, struct epoll_event* events, int most, int timeout, const sigset_t* mask) {
@@ -668,13 +703,13 @@ EXPORT int epoll_pwait(int epfd, struct epoll_event* events, int most, int timeo
   const sigset_t* m = zsm_preload::without_sigbus(SIG_SETMASK, mask, &copy);
   return zsm_preload::with_array(events, len, false, [&](const void* b) {
     return next.epoll_pwait(epfd, static_cast<struct epoll_event*>(const_cast<void*>(b)), most, timeout, m);
-  });
+  }, zsm_preload::events_written);
 }
 
 EXPORT int poll(struct pollfd* fds, nfds_t n, int timeout) {
   return zsm_preload::with_array(fds, n * sizeof *fds, true, [&](const void* b) {
     return next.poll(static_cast<struct pollfd*>(const_cast<void*>(b)), n, timeout);
-  });
+  }, zsm_preload::poll_written(n * sizeof *fds));
 }
 
 EXPORT int __poll_chk(struct pollfd* fds, nfds_t n, int timeout, size_t fdslen) {
@@ -687,7 +722,7 @@ EXPORT int ppoll(struct pollfd* fds, nfds_t n, const struct timespec* timeout, c
   const sigset_t* m = zsm_preload::without_sigbus(SIG_SETMASK, mask, &copy);
   return zsm_preload::with_array(fds, n * sizeof *fds, true, [&](const void* b) {
     return next.ppoll(static_cast<struct pollfd*>(const_cast<void*>(b)), n, timeout, m);
-  });
+  }, zsm_preload::poll_written(n * sizeof *fds));
 }
 
 EXPORT int __ppoll_chk(struct pollfd* fds, nfds_t n, const struct timespec* timeout, const sigset_t* mask,

@@ -118,27 +118,34 @@ class Out {
   bool copied_ = false;
 };
 
-// An address buffer of *len bytes (accept's), copied the same way.
+// An address buffer of *len bytes (accept's), copied the same way, and back only where the
+// call succeeded (a failed accept writes nothing).
 class OutAddress {
  public:
   OutAddress(struct sockaddr* addr, socklen_t* len) : addr_(addr), len_(len) {
     const Layout* l = pinning();
-    copied_ = l != nullptr && len != nullptr &&
-              (overlaps_region(*l, len, sizeof *len) || (addr != nullptr && overlaps_region(*l, addr, *len)));
+    if (l == nullptr || len == nullptr) return;
+    socklen_t room = 0;  // read as the kernel would: a bad pointer is its EFAULT, not a crash here
+    copied_ = overlaps_region(*l, len, sizeof *len) ||
+              (addr != nullptr && read_safely(len, &room) && overlaps_region(*l, addr, room));
     if (copied_) {
       given_ = *len;
       local_len_ = std::min<socklen_t>(given_, sizeof local_);
     }
   }
-  ~OutAddress() {
-    if (!copied_) return;
-    if (addr_ != nullptr) std::memcpy(addr_, &local_, std::min(local_len_, given_));
-    *len_ = local_len_;
-  }
   OutAddress(const OutAddress&) = delete;
   OutAddress& operator=(const OutAddress&) = delete;
   struct sockaddr* addr() { return copied_ && addr_ != nullptr ? reinterpret_cast<struct sockaddr*>(&local_) : addr_; }
   socklen_t* len() { return copied_ ? &local_len_ : len_; }
+
+  // The call's result, what it wrote copied back where it succeeded.
+  int done(int rc) {
+    if (copied_ && rc >= 0) {
+      if (addr_ != nullptr) std::memcpy(addr_, &local_, std::min(local_len_, given_));
+      *len_ = local_len_;
+    }
+    return rc;
+  }
 
  private:
   struct sockaddr* addr_;
@@ -378,7 +385,7 @@ EXPORT int posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_acti
     touch_strings(*l, envp);
   }
   int rc = next.posix_spawn(pid, path, actions, attr, argv, envp);
-  for (int i = 0; rc == EFAULT && i < 8; ++i) rc = next.posix_spawn(pid, path, actions, attr, argv, envp);
+  for (int i = 0; rc == EFAULT && i < zsm_preload::kRetries; ++i) rc = next.posix_spawn(pid, path, actions, attr, argv, envp);
   return rc;
 }
 EXPORT int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_actions_t* actions,
@@ -389,7 +396,7 @@ EXPORT int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_act
     touch_strings(*l, envp);
   }
   int rc = next.posix_spawnp(pid, file, actions, attr, argv, envp);
-  for (int i = 0; rc == EFAULT && i < 8; ++i) rc = next.posix_spawnp(pid, file, actions, attr, argv, envp);
+  for (int i = 0; rc == EFAULT && i < zsm_preload::kRetries; ++i) rc = next.posix_spawnp(pid, file, actions, attr, argv, envp);
   return rc;
 }
 
@@ -423,11 +430,11 @@ EXPORT int setsockopt(int fd, int level, int name, const void* value, socklen_t 
 // accept takes a connection before it writes the peer's address: that goes to a copy.
 EXPORT int accept(int fd, struct sockaddr* addr, socklen_t* len) {
   zsm_preload::OutAddress out(addr, len);
-  return next.accept(fd, out.addr(), out.len());
+  return out.done(next.accept(fd, out.addr(), out.len()));
 }
 EXPORT int accept4(int fd, struct sockaddr* addr, socklen_t* len, int flags) {
   zsm_preload::OutAddress out(addr, len);
-  return next.accept4(fd, out.addr(), out.len(), flags);
+  return out.done(next.accept4(fd, out.addr(), out.len(), flags));
 }
 
 // --- Calls whose result comes after their effect: written to a copy, copied back after. -----
@@ -484,7 +491,7 @@ EXPORT int clock_nanosleep(clockid_t clock, int flags, const struct timespec* re
   zsm_preload::Out<struct timespec> left(rem);
   int rc = next.clock_nanosleep(clock, flags, req, left.get());  // its error is its result
   const Layout* l = nullptr;
-  for (int i = 0; rc == EFAULT && i < 8 && (l = zsm_preload::pinning()) != nullptr; ++i) {
+  for (int i = 0; rc == EFAULT && i < zsm_preload::kRetries && (l = zsm_preload::pinning()) != nullptr; ++i) {
     zsm_preload::touch_for_read(*l, req, sizeof *req);
     rc = next.clock_nanosleep(clock, flags, req, left.get());
   }

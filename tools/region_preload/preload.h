@@ -31,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <utility>
 
 #include <zsm/region.h>
 
@@ -299,6 +300,15 @@ class Pin {
   Pin() = default;
   ~Pin() { release(); }
   Pin(Pin&& o) noexcept : l_(o.l_), from_(o.from_), to_(o.to_) { o.l_ = nullptr; }
+  Pin& operator=(Pin&& o) noexcept {  // what this held released, o's taken over
+    if (this != &o) {
+      release();
+      l_ = std::exchange(o.l_, nullptr);
+      from_ = o.from_;
+      to_ = o.to_;
+    }
+    return *this;
+  }
   Pin(const Pin&) = delete;
   Pin& operator=(const Pin&) = delete;
   int take(const Layout& l, const void* p, size_t len);

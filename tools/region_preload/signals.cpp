@@ -16,7 +16,8 @@
 //   coroutines or green threads) that is region memory is pinned while the thread lives, in
 //   every mode (the kernel writes the thread's id there and pushes its other signals' frames,
 //   and fork()'s child reads its descriptor there before the child's region is served); in the
-//   pinning modes a signal stack the program sets in region memory is pinned while it is set.
+//   pinning modes a signal stack the program sets in region memory is pinned while it is set,
+//   or not set (ENOMEM) where no pin can be had.
 #include "preload.h"
 
 #include <pthread.h>
@@ -74,14 +75,22 @@ void give_signal_stack() {
   pthread_setspecific(stack_key, stack);
 }
 
-// A signal stack the program set in region memory, pinned while it is set (per thread).
+// A signal stack the program set in region memory, pinned while it is set (per thread): the
+// kernel writes a signal's frame there in kernel mode, where no fault is served.
 thread_local Pin program_signal_stack;
 
-void repin_signal_stack(const Layout& l, const stack_t* ss) {
-  program_signal_stack.release();
-  if ((ss->ss_flags & SS_DISABLE) == 0 && overlaps_region(l, ss->ss_sp, ss->ss_size)) {
-    (void)program_signal_stack.take(l, ss->ss_sp, ss->ss_size);  // past the pin limit: served by faults
+// sigaltstack in a pinning mode: a new stack in region memory is pinned before it is set, and
+// where no pin can be had the call fails (ENOMEM) and changes nothing.
+int set_signal_stack(const Layout& l, const stack_t* ss, stack_t* old) {
+  Pin pin;
+  if ((ss->ss_flags & SS_DISABLE) == 0 && overlaps_region(l, ss->ss_sp, ss->ss_size) &&
+      pin.take(l, ss->ss_sp, ss->ss_size) != 0) {
+    errno = ENOMEM;
+    return -1;
   }
+  int rc = next.sigaltstack(ss, old);
+  if (rc == 0) program_signal_stack = std::move(pin);
+  return rc;
 }
 
 // --- A thread's start. ------------------------------------------------------------------------
@@ -164,7 +173,6 @@ bool signal_syscall(long number, const long* a, long* result) {
     return true;
   }
   if (number != SYS_rt_sigaction || a[0] != SIGBUS || a[3] != sizeof(uint64_t)) return false;
-  if (number != SYS_rt_sigaction || a[0] != SIGBUS) return false;
   const auto* act = reinterpret_cast<const KernelSigaction*>(a[1]);
   auto* old = reinterpret_cast<KernelSigaction*>(a[2]);
   struct sigaction want {}, was {};
@@ -173,8 +181,8 @@ bool signal_syscall(long number, const long* a, long* result) {
     want.sa_flags = static_cast<int>(act->flags);
     std::memcpy(&want.sa_mask, &act->mask, sizeof act->mask);
   }
-  if (zsm_region_sigbus_action(act != nullptr ? &want : nullptr, &was) != 0) {
-    errno = EINVAL;
+  if (int rc = zsm_region_sigbus_action(act != nullptr ? &want : nullptr, &was); rc != 0) {
+    errno = -rc;
     *result = -1;
     return true;
   }
@@ -315,10 +323,9 @@ EXPORT int sigignore(int sig) {
 // --- Stacks and threads. --------------------------------------------------------------------
 
 EXPORT int sigaltstack(const stack_t* ss, stack_t* old) {
-  int rc = next.sigaltstack(ss, old);
   const zsm_preload::Layout* l = zsm_preload::pinning();
-  if (rc == 0 && ss != nullptr && l != nullptr) zsm_preload::repin_signal_stack(*l, ss);
-  return rc;
+  if (ss == nullptr || l == nullptr) return next.sigaltstack(ss, old);
+  return zsm_preload::set_signal_stack(*l, ss, old);
 }
 
 // Every mode pins the top of a stack the program gives a thread in region memory: fork()'s

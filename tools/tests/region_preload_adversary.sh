@@ -10,7 +10,7 @@
 #   region_preload_adversary.sh <region_preload_adversary> <zsm-run> [ROUNDS]
 set -euo pipefail
 adversary="$1" launcher="$2" rounds="${3:-1}"
-cases="madvise wipeonfork dontfork locks signals stack io kernel-args pthread-exit fork-threads"
+cases="madvise wipeonfork dontfork locks signals stack io kernel-args kernel-writes pthread-exit fork-threads"
 nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
 failures=0
 
@@ -39,13 +39,10 @@ if ! "${nobody[@]}" true 2> /dev/null; then
 fi
 # The runs use copies in a folder every user can reach (a clone under /root is not): the
 # adversary, zsm-run and, beside it, its preload library.
+source "$(dirname "$0")/../lib/zsm_run.sh"
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
-chmod 755 "$stage"
-library="$(dirname "$launcher")/libzsm_region_preload.so"
-[ -f "$library" ] || library="$(dirname "$launcher")/../lib/libzsm_region_preload.so"
-cp "$adversary" "$launcher" "$library" "$stage/"
-chmod 755 "$stage"/*
+stage_for_others "$stage" "$launcher" "$adversary"
 adversary="$stage/$(basename "$adversary")" launcher="$stage/$(basename "$launcher")"
 
 for round in $(seq "$rounds"); do
