@@ -2,9 +2,10 @@
 # CPython's own regression tests under zsm-run: each test file plainly, then under the launcher
 # at a budget that makes it evict, with handler threads and in the SIGBUS mode, as this user
 # and (as root) as a user without privileges: what `python3 -m test` says of each, its time,
-# and the region's faults and evictions at exit. Prints one Markdown table; Debian's
-# libpython3.11-testsuite holds the tests (installed when missing, root or sudo). The default set
-# takes about 10-15 minutes on 2 cores (test_signal alone some 50 seconds a run).
+# and the region's faults and evictions at exit (summed over the test's processes). Prints one
+# Markdown table; Debian's libpython3.11-testsuite holds the tests (installed when missing, root
+# or sudo). The default set takes about 10-15 minutes on 2 cores (test_signal alone some 50
+# seconds a run).
 #
 #   tools/run-region-cpython-tests.sh [--zsm-run=PATH] [--tests=a,b,...] [--budget=SIZE]
 #                                     [--users=root,nobody] [--modes=threads,sigbus] [--check]
@@ -36,18 +37,15 @@ if [ ! -f "$("$python" -c 'import sys; print(sys.prefix)')/lib/python3.11/test/t
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq libpython3.11-testsuite
 fi
-if [ -z "$zsm_run" ]; then
-  build="${ZSM_BUILD:-$root/build/release}"
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-  cmake --build "$build" --target zsm_run zsm_region_preload >/dev/null
-  zsm_run="$build/tools/region_preload/zsm-run"
-fi
+source "$root/tools/lib/zsm_run.sh"
+[ -n "$zsm_run" ] || zsm_run="$(default_zsm_run "$root")"
 [ -x "$zsm_run" ] || die "no launcher at $zsm_run"
-zsm_run="$(cd "$(dirname "$zsm_run")" && pwd)/$(basename "$zsm_run")"  # the runs start elsewhere
 
 work="$(mktemp -d)"
 chmod 1777 "$work"
 trap 'rm -rf "$work"' EXIT
+stage_for_others "$work/bin" "$zsm_run"  # every user runs these copies (a clone under /root)
+zsm_run="$work/bin/$(basename "$zsm_run")"
 failures=0
 
 # one <user> <mode or plain> <test>: "result | seconds | faults | evictions"
@@ -63,9 +61,9 @@ one() {
   result="$(sed -n 's/^Tests result: //p' "$out" | tail -1)"
   [ -n "$result" ] || result="exit $rc"
   local stats faults evictions
-  stats="$(grep ' at exit: ' "$out" | tail -1 || true)"
-  faults="$(sed -n 's/.*; faults \([0-9]*\).*/\1/p' <<< "$stats")"
-  evictions="$(sed -n 's/.*; evictions \([0-9]*\).*/\1/p' <<< "$stats")"
+  stats="$(grep ' at exit: ' "$out" || true)"  # a line of each process: their sums
+  faults="$(sed -n 's/.*; faults \([0-9]*\).*/\1/p' <<< "$stats" | awk '{ n += $1 } END { if (NR) print n }')"
+  evictions="$(sed -n 's/.*; evictions \([0-9]*\).*/\1/p' <<< "$stats" | awk '{ n += $1 } END { if (NR) print n }')"
   echo "$result | $((SECONDS - start)) | ${faults:--} | ${evictions:--}"
 }
 

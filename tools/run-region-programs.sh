@@ -66,11 +66,7 @@ if ((install)); then
   fi
 fi
 
-if [ -z "$zsm_run" ]; then
-  build="${ZSM_BUILD:-$root/build/release}"
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-  cmake --build "$build" --target zsm_run zsm_region_preload >/dev/null
-  zsm_run="$build/tools/region_preload/zsm-run"
-fi
+source "$root/tools/lib/zsm_run.sh"
+[ -n "$zsm_run" ] || zsm_run="$(default_zsm_run "$root")"
 [ -x "$zsm_run" ] || die "no launcher at $zsm_run"
 exec python3 "$root/tools/lib/region_programs.py" --zsm-run "$zsm_run" "${pass[@]}"

@@ -359,7 +359,7 @@ def main():
     env = dict(os.environ, LC_ALL="C", TMPDIR=str(d))
     if a.user is not None:
         env["HOME"] = str(d)  # the user's own, as a login would give (root's is not its to read)
-    rows, failures = [], []
+    failures, compared = [], 0
     print(f"# {cpu_line()}", flush=True)
     print("| program | mode | budget | completed | output | peak RSS MiB | target MiB | wall s | x plain | faults | evictions | to file | region's peak MiB |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
@@ -386,6 +386,7 @@ def main():
             reason = next((l for l in reversed(p_err.splitlines()) if l.strip()), "")
             print(f"|  | | | not run under zsm-run: the plain run failed: {reason[:100]} | | | | | | | | | |", flush=True)
             continue
+        compared += 1
         for mode in a.modes.split(","):
             for frac in [int(f) for f in a.fractions.split(",")]:
                 budget_mib = max(int(p_peak / frac), 4)
@@ -410,6 +411,8 @@ def main():
                 missed = a.check_peak and frac == 2 and mode == "threads" and peak > target
                 if (a.check or a.check_peak) and (code != 0 or same != "same" or missed):
                     failures.append(f"{prog.name} {mode} 1/{frac}: {done}, output {same}, peak {peak:.1f} MiB (target {target:.1f})")
+    if (a.check or a.check_peak) and compared == 0:  # a set-up that fails every plain run hides everything
+        failures.append("no program ran plainly, so none was run under zsm-run")
     for f in failures:
         print("FAILED:", f)
     return 1 if failures else 0
