@@ -126,7 +126,9 @@ bool names_a_userfaultfd(int fd) {
   char path[64], target[64];
   std::snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
   ssize_t n = readlink(path, target, sizeof target - 1);
-  if (n <= 0) return false;
+  // Closed; or /proc cannot say (not mounted: a chroot, a sandbox), and an open number is
+  // taken for the region's.
+  if (n <= 0) return access("/proc/self/fd", F_OK) != 0 && fcntl(fd, F_GETFD) != -1;
   target[n] = '\0';
   return std::strcmp(target, "anon_inode:[userfaultfd]") == 0;
 }

@@ -64,7 +64,8 @@ class ReservedFds {
   uint64_t device_ = 0, inode_ = 0;  // the memfd's
 };
 
-// Whether `fd` names a userfaultfd (a program may have closed the region's and reused the number).
+// Whether `fd` names a userfaultfd (a program may have closed the region's and reused the
+// number); where /proc is not mounted, whether it is open.
 bool names_a_userfaultfd(int fd);
 
 // One of the region's descriptors: its number, which is the same in the program's table and

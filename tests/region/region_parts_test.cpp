@@ -587,7 +587,8 @@ TEST_F(EvictorParts, ABatchLeftNothingToFreeLetsNoFaultPastTheLimit) {
     if (batches.fetch_add(1) == 1) budget.configure(kPages, 16);  // the inner loop's retune
   });
   evictor->start([](pid_t) {});
-  while (batches.load() < 2) usleep(100);
+  for (int i = 0; i < 100000 && batches.load() < 2; ++i) usleep(100);
+  ASSERT_GE(batches.load(), 2) << "the evictor ran no second batch in 10 s";
   bool stalled = false;
   for (int i = 0; i < 50; ++i, usleep(100)) stalled |= budget.stalled();
   EXPECT_FALSE(stalled) << "a batch with nothing to free let faults past the hard limit";
