@@ -171,14 +171,9 @@ int closing_every_descriptor_loses_nothing(unsigned flags) {
 
 // ThreadSanitizer models one descriptor table a process: the region's threads read their own
 // table's descriptor 3 while the program closes and reopens its own 3, which it takes for a race.
-#if defined(__SANITIZE_THREAD__)
+#ifdef ZSM_TEST_TSAN
 #define ZSM_SKIP_UNDER_TSAN() GTEST_SKIP() << "ThreadSanitizer knows one descriptor table a process"
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define ZSM_SKIP_UNDER_TSAN() GTEST_SKIP() << "ThreadSanitizer knows one descriptor table a process"
-#endif
-#endif
-#ifndef ZSM_SKIP_UNDER_TSAN
+#else
 #define ZSM_SKIP_UNDER_TSAN() \
   do {                        \
   } while (0)

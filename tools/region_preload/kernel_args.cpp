@@ -155,6 +155,20 @@ class OutAddress {
   bool copied_ = false;
 };
 
+// posix_spawn's child makes its execve after the call returned (the error comes back as the
+// result): the strings are touched first, and the spawn made again if it failed with EFAULT.
+template <typename Spawn>
+int spawned(const char* file, char* const argv[], char* const envp[], Spawn spawn) {
+  if (const Layout* l = pinning()) {
+    touch_string(*l, file);
+    touch_strings(*l, argv);
+    touch_strings(*l, envp);
+  }
+  int rc = spawn();
+  for (int i = 0; rc == EFAULT && i < kRetries; ++i) rc = spawn();
+  return rc;
+}
+
 mode_t mode_argument(int flags, va_list args) {
   return (flags & O_CREAT) != 0 || (flags & O_TMPFILE) == O_TMPFILE ? static_cast<mode_t>(va_arg(args, int)) : 0;
 }
@@ -375,29 +389,13 @@ EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
   return EXEC_RETRIED(next.fexecve(fd, argv, envp), nullptr, argv, envp);
 }
 
-// posix_spawn's child makes its execve after the call returned (the error comes back as the
-// result): the strings are touched first, and the spawn made again if it failed with EFAULT.
 EXPORT int posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_actions_t* actions,
                        const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
-  if (const Layout* l = zsm_preload::pinning()) {
-    touch_string(*l, path);
-    touch_strings(*l, argv);
-    touch_strings(*l, envp);
-  }
-  int rc = next.posix_spawn(pid, path, actions, attr, argv, envp);
-  for (int i = 0; rc == EFAULT && i < zsm_preload::kRetries; ++i) rc = next.posix_spawn(pid, path, actions, attr, argv, envp);
-  return rc;
+  return zsm_preload::spawned(path, argv, envp, [&] { return next.posix_spawn(pid, path, actions, attr, argv, envp); });
 }
 EXPORT int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_actions_t* actions,
                         const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
-  if (const Layout* l = zsm_preload::pinning()) {
-    touch_string(*l, file);
-    touch_strings(*l, argv);
-    touch_strings(*l, envp);
-  }
-  int rc = next.posix_spawnp(pid, file, actions, attr, argv, envp);
-  for (int i = 0; rc == EFAULT && i < zsm_preload::kRetries; ++i) rc = next.posix_spawnp(pid, file, actions, attr, argv, envp);
-  return rc;
+  return zsm_preload::spawned(file, argv, envp, [&] { return next.posix_spawnp(pid, file, actions, attr, argv, envp); });
 }
 
 // --- Sockets. -----------------------------------------------------------------------------
