@@ -14,11 +14,17 @@
 // being retired (their pages are given back as each is compressed, their memory dropped at
 // the end of the call: the evictor's batch, 64 pages at most, and one page for each range
 // call evicting meanwhile; evictor.cpp).
+//
+// ZSM_REGION_BUDGET_ALL: a total in bytes bounds everything the region costs, and B follows
+// what the pool and the bookkeeping leave of it (retune: before each evictor batch, as the
+// pool grows, and at set_budget). A new B is applied with what follows from it outside the
+// budget (probation's size, the refault window: `follow`), one caller at a time.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 
 #include "counters.h"
 #include "futex.h"
@@ -40,11 +46,45 @@ class Budget {
   }
   uint32_t limit() const { return limit_.load(std::memory_order_acquire); }
 
-  // ZSM_REGION_BUDGET_ALL: `total` bytes bound everything the region costs, and B is what the
-  // pool and the bookkeeping (`others` bytes) leave of it, less what the pool may grow by while
-  // the evictor brings the pages down from its wake point to its stopping point (the headroom,
-  // total/32: each page it takes out adds its copy to the pool, a page at most, before the next
-  // retune), and at least an eighth of it.
+  // B, and what follows from it (`follow`, set once before the first), applied one caller at a
+  // time; fault_around as configure() takes it.
+  void set_follow(uint32_t fault_around, std::function<void(uint32_t)> follow) {
+    fault_around_ = fault_around;
+    follow_ = std::move(follow);
+  }
+  void apply(uint32_t pages) {
+    SpinGuard one_at_a_time(apply_lock_);
+    configure(pages, fault_around_);
+    follow_(pages);
+  }
+
+  // ZSM_REGION_BUDGET_ALL from now on, with `bytes` the total.
+  void count_everything(uint64_t bytes) {
+    everything_ = true;
+    set_total(bytes);
+  }
+  bool counts_everything() const { return everything_; }
+  // With everything counted, B as the pool and the bookkeeping (`others` bytes) leave it,
+  // applied where it changed; else nothing.
+  void retune(uint64_t others) {
+    if (!everything_) return;
+    uint32_t pages = pages_left_by(others);
+    if (pages != limit()) apply(pages);
+  }
+  // set_budget's: a new total (everything counted) or a new B.
+  void set(uint32_t pages, uint64_t others) {
+    if (!everything_) return apply(pages);
+    set_total(uint64_t{pages} * 4096);
+    retune(others);
+  }
+  // fork(): no child inherits the lock held (fork.cpp).
+  void lock_for_fork() { apply_lock_.lock(); }
+  void unlock_after_fork() { apply_lock_.unlock(); }
+
+  // With everything counted, B is what the pool and the bookkeeping (`others` bytes) leave of
+  // the total, less what the pool may grow by while the evictor brings the pages down from its
+  // wake point to its stopping point (the headroom, total/32: each page it takes out adds its
+  // copy to the pool, a page at most, before the next retune), and at least an eighth of it.
   void set_total(uint64_t bytes) { total_.store(bytes, std::memory_order_relaxed); }
   uint64_t total() const { return total_.load(std::memory_order_relaxed); }
   uint32_t pages_left_by(uint64_t others) const {
@@ -103,6 +143,10 @@ class Budget {
   std::atomic<uint64_t> total_{0};
   std::atomic<bool> stalled_{false};
   Event room_;
+  SpinLock apply_lock_;
+  uint32_t fault_around_ = 0;
+  std::function<void(uint32_t)> follow_ = [](uint32_t) {};
+  bool everything_ = false;  // set before the region's threads start
 };
 
 }  // namespace zsm::region

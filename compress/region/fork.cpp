@@ -97,7 +97,7 @@ void Region::fork_prepare() {
   copies_.prepare_thread();  // the copies brought into the pool may be decompressed here
   copies_.prepare_fork();
   pull_copies_the_child_lacks();
-  apply_lock_.lock();
+  budget_.lock_for_fork();
   copies_.lock_for_fork();
 }
 
@@ -121,7 +121,7 @@ void Region::pull_copies_the_child_lacks() {
 void Region::fork_parent() {
   copies_.after_fork_in_parent();
   copies_.unlock_after_fork();
-  apply_lock_.unlock();
+  budget_.unlock_after_fork();
   gate_.open();
 }
 
@@ -154,7 +154,7 @@ void Region::fork_child() {
   reprotect_clean_pages();
   copies_.after_fork_in_child();
   copies_.unlock_after_fork();
-  apply_lock_.unlock();
+  budget_.unlock_after_fork();
   apply_fork_advice_in_child();
   gate_.reset_in_child();  // before the threads: while they start, this thread may serve faults
   start_threads();

@@ -54,12 +54,10 @@ std::unique_ptr<Region> Region::create(const Settings& s, int* err, std::string*
   return r;
 }
 
-// The budget in pages, and what follows from it: the watermarks, probation's size, and the
-// refault window (half the budget: the policy simulator's best of budget/8, /4 and /2,
-// docs/region.md "Clean pages").
-void Region::apply_budget(uint32_t budget_pages) {
-  SpinGuard one_at_a_time(apply_lock_);
-  budget_.configure(budget_pages, settings_.fault_around);
+// What follows from the budget in pages outside it: probation's size, and the refault window
+// (half the budget: the policy simulator's best of budget/8, /4 and /2, docs/region.md "Clean
+// pages").
+void Region::follow_budget(uint32_t budget_pages) {
   probation_.set_target(settings_.probation_divisor == 0 ? 0 : budget_pages / settings_.probation_divisor);
   probation_.set_refault_window(budget_pages / 2);
 }
@@ -80,11 +78,12 @@ int Region::init(std::string* why) {
   uint32_t most = settings_.probation_divisor == 0 ? 0 : npages_ / settings_.probation_divisor;
   uint32_t capacity = 8 * std::max(most, 64u) + 1024;
   if (int rc = probation_.init(capacity, why); rc != 0) return rc;
-  apply_budget(settings_.budget_pages);
+  budget_.set_follow(settings_.fault_around, [this](uint32_t pages) { follow_budget(pages); });
+  budget_.apply(settings_.budget_pages);
   if (settings_.budget_all) {
-    budget_.set_total(uint64_t{settings_.budget_pages} * kPageSize);
+    budget_.count_everything(uint64_t{settings_.budget_pages} * kPageSize);
     bookkeeping_.store(bookkeeping_bytes(), std::memory_order_relaxed);
-    retune_budget();
+    budget_.retune(others_bytes());
   }
   void* m = map_unlocked(settings_.size);
   if (m == nullptr) {
@@ -102,7 +101,7 @@ int Region::init(std::string* why) {
   evictor_ = std::make_unique<Evictor>(parts_, base_, npages_);
   evictor_->set_range(base_, settings_.size);
   evictor_->set_before_batch([this] { before_batch(); });
-  if (settings_.budget_all) evictor_->set_pool_grew([this] { retune_budget(); });
+  if (budget_.counts_everything()) evictor_->set_pool_grew([this] { budget_.retune(others_bytes()); });
   if (self_serve) {
     if (sigbus_blocked_here()) {
       *why = "the SIGBUS mode: the calling thread blocks SIGBUS, and the kernel kills a thread that "
@@ -193,19 +192,19 @@ void Region::before_batch() {
   uint64_t pool = copies_.pool_bytes();
   bookkeeping_.store(bookkeeping_bytes(), std::memory_order_relaxed);
   raise_to(counters_.peak_pool, pool);
-  raise_to(counters_.peak_total, budget_.used() * kPageSize + pool + bookkeeping_.load(std::memory_order_relaxed));
-  if (settings_.budget_all) retune_budget();
+  const uint64_t others = pool + bookkeeping_.load(std::memory_order_relaxed);
+  raise_to(counters_.peak_total, budget_.used() * kPageSize + others);
+  budget_.retune(others);
 }
 
 size_t Region::bookkeeping_bytes() const {
   return copies_.bookkeeping_bytes() + (get(counters_.resident) + get(counters_.probation) + get(counters_.stored)) * 16;
 }
 
-// ZSM_REGION_BUDGET_ALL: the decompressed pages get what the pool and the bookkeeping leave of
-// the budget (budget.h).
-void Region::retune_budget() {
-  uint32_t pages = budget_.pages_left_by(copies_.pool_bytes() + bookkeeping_.load(std::memory_order_relaxed));
-  if (pages != budget_.limit()) apply_budget(pages);
+// What the region costs besides its decompressed pages: the pool, and the bookkeeping as the
+// last batch counted it (ZSM_REGION_BUDGET_ALL's retune, budget.h).
+uint64_t Region::others_bytes() const {
+  return copies_.pool_bytes() + bookkeeping_.load(std::memory_order_relaxed);
 }
 
 Region::~Region() {
@@ -415,12 +414,7 @@ void Region::set_access(uint32_t first, uint32_t end, bool accessible) {
 
 int Region::set_budget(uint32_t pages) {
   if (get(counters_.pinned) > pages / 2) return -EBUSY;
-  if (settings_.budget_all) {
-    budget_.set_total(uint64_t{pages} * kPageSize);
-    retune_budget();
-  } else {
-    apply_budget(pages);
-  }
+  budget_.set(pages, others_bytes());
   evictor_wake_.notify();
   evictor_->wait_until_within_budget();
   return 0;
@@ -430,7 +424,7 @@ void Region::stats(struct zsm_region_stats* out) const {
   *out = {};
   out->evictor_idle = evictor_->idle() ? 1 : 0;  // first: the counters below include its batches
   out->size_bytes = settings_.size;
-  out->budget_bytes = settings_.budget_all ? budget_.total() : uint64_t{budget_.limit()} * kPageSize;
+  out->budget_bytes = budget_.counts_everything() ? budget_.total() : uint64_t{budget_.limit()} * kPageSize;
   out->resident_bytes = get(counters_.resident) * kPageSize;
   out->same_pages = get(counters_.same);  // the kinds before the whole, as a store counts them
   out->huge_pages = get(counters_.whole);

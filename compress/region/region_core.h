@@ -94,7 +94,7 @@ class Region {
   int open_userfaultfd(std::string* why);
   void start_threads();
   void keeper_start(pid_t tid);
-  void retune_budget();
+  uint64_t others_bytes() const;
   void before_batch();
   size_t bookkeeping_bytes() const;
   void reprotect_clean_pages();
@@ -104,7 +104,7 @@ class Region {
   void set_access(uint32_t first, uint32_t end, bool accessible);
   void discard_page(uint32_t p, PageState* s);
   uintptr_t addr(uint32_t p) const { return base_ + uintptr_t{p} * kPageSize; }
-  void apply_budget(uint32_t budget_pages);
+  void follow_budget(uint32_t budget_pages);
 
   // What a range call holds: every signal blocked (a handler touching the page whose lock
   // this thread holds would wait for itself) and the fork gate.
@@ -126,7 +126,6 @@ class Region {
   pid_t owner_ = 0;
   uintptr_t base_ = 0;
   uint32_t npages_ = 0;
-  SpinLock apply_lock_;  // apply_budget: the evictor's retune and set_budget, one at a time
   std::atomic<uint64_t> bookkeeping_{0};  // bookkeeping_bytes() at the last batch, for retunes
 
   Counters counters_;
