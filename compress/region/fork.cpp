@@ -127,6 +127,7 @@ void Region::fork_parent() {
 
 void Region::fork_child() {
   owner_ = getpid();
+  forked_child_ = true;
   if (handlers_) handlers_->forget_in_child();
   evictor_->forget_in_child();
   signal_buffers_.reset_in_child();

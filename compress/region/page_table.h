@@ -17,8 +17,8 @@
 // evictor taking it, a range call. Two parties racing for one page serialise on the bit; the
 // second sees the first's result and acts on it (a fault finds the page mapped and only wakes
 // its thread; the evictor finds it gone and skips it). The evictor only ever try-locks, so it
-// never waits for a fault, and a fault never waits for anything while it holds a page's lock
-// except the kernel's own calls, so no two locks wait on each other. Waiting is a futex on the
+// never waits for a fault, and a holder of a page's lock waits only for the locks below
+// it (region_core.h's lock order) and the kernel's own calls. Waiting is a futex on the
 // word's low half, which a SIGBUS handler may do too. The lock orders the copy word and the
 // page's memory as well: whoever takes the lock sees what the last holder wrote.
 //

@@ -82,6 +82,11 @@ class Probation {
   // The evictor: takes the stale slots (up to n, in the ring's order); each is then dropped
   // and vacated.
   size_t take_stale(uint32_t* out, size_t n);
+  // The stale slots not yet taken (each still holds its page of the budget).
+  uint32_t stale_slots() {
+    SpinGuard g(lock_);
+    return stale_count_;
+  }
   // Whether every slot strictly between a and b (a < b, both in use) is a hole, b not before a
   // in the ring's order (else [a, b] holds free slots, which the evictor or a range call may be
   // filling): the memory of [a, b] may then be dropped in one call once a's and b's are.

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -207,12 +209,51 @@ uint64_t Region::others_bytes() const {
   return copies_.pool_bytes() + bookkeeping_.load(std::memory_order_relaxed);
 }
 
+// Debug builds, at teardown (no thread left to change a page): the counters say what the page
+// table says, the mapped bits agree with the kinds, and the budget's pages in use are the
+// pages mapped, in probation, and in stale slots not yet dropped. A difference is a bug in a
+// writer of those fields: stop. (A child of fork() may count a pin more than its table shows:
+// a pin of one page is counted before its page says so, outside the fork gate.)
+void Region::check_counts() {
+#ifndef NDEBUG
+  uint64_t mapped = 0, parked = 0, pinned = 0, copies = 0;
+  for (uint32_t p = pages_.next_used(0); p != kNoPage && p < npages_; p = pages_.next_used(p + 1)) {
+    PageState s = pages_.peek(p);
+    if (s.mapped() != pages_.is_mapped(p)) {
+      std::fprintf(stderr, "zsm region: page %u's mapped bit disagrees with its kind %d\n", p, int(s.kind));
+      std::abort();
+    }
+    mapped += s.mapped();
+    parked += s.kind == Kind::probation;
+    pinned += s.pins > 0;
+    copies += s.has_copy();
+  }
+  const struct {
+    const char* what;
+    uint64_t table, counted;
+    bool may_count_more;
+  } counts[] = {{"resident", mapped, get(counters_.resident), false},
+                {"probation", parked, get(counters_.probation), false},
+                {"pinned", pinned, get(counters_.pinned), forked_child_},
+                {"stored", copies, get(counters_.stored), false},
+                {"budget used", mapped + parked + probation_.stale_slots(), budget_.used(), false}};
+  for (const auto& c : counts) {
+    if (c.table != c.counted && !(c.may_count_more && c.counted > c.table)) {
+      std::fprintf(stderr, "zsm region: %s pages: the page table has %llu, the counter %llu\n", c.what,
+                   static_cast<unsigned long long>(c.table), static_cast<unsigned long long>(c.counted));
+      std::abort();
+    }
+  }
+#endif
+}
+
 Region::~Region() {
   if (getpid() != owner_) return;  // a child made without fork()'s handlers: nothing here is its own
   unregister_for_fork(this);
   if (settings_.uffd.sigbus) unregister_self_serving(this);
   if (handlers_) handlers_->stop();
   if (evictor_) evictor_->stop();
+  if (npages_ != 0 && server_) check_counts();
   if (calls_.number() >= 0 && !calls_.lost() && names_a_userfaultfd(calls_.number())) {
     close_fd(calls_.number());  // the range is unregistered
   }

@@ -11,6 +11,28 @@
 //   Handlers    handlers.h     the handler threads (default mode); self_serve.h: SIGBUS mode
 // region.cpp makes and destroys a region and runs its range calls; fork.cpp is what fork()
 // does to it; c_api.cpp is zsm/region.h.
+//
+// Lock order, outermost first (a lock is taken only under those above it, or none):
+//   fork.cpp's list_mutex      the regions fork() knows: held from every region's
+//                              fork_prepare to its fork_parent or fork_child
+//   the SIGBUS mode's buffers  a faulting thread's set (self_serve.h), held while it serves
+//   ForkGate                   entered by faults, range calls and evictor batches; closed by
+//                              fork_prepare, which waits for all inside to leave
+//   page locks (page_table.h)  inside the gate. lock() waits, so it is called holding no other
+//                              page lock; every further page is try_lock'ed (fault-around, the
+//                              evictor's victims and holes, retiring probation, write-back)
+//   Evictor::writeback_lock_   with page locks or none; it try-locks the pages it writes back
+//   Budget's apply lock        with page locks (a retune as retired pages grow the pool) or none
+//   Region::advice_lock_       inside the gate, never with a page lock
+//   Probation's ring lock      a leaf
+//   a pool object read         (zs_obj_read_begin..end), then CopyStore::file_lock_ under it
+//   zsmalloc's own locks       leaves: the pool calls nothing back
+// Nothing waits for budget room or for the gate while holding a page lock (waiting for room
+// leaves the gate first), and a holder of a page lock touches no region memory that may fault
+// (every signal is blocked there). fork(): list_mutex, each region's gate closed, its apply
+// lock, its file_lock_, then the pool's own prepare handler: the pools register theirs before
+// the region does (the copy store makes them first), and prepare handlers run last-registered
+// first.
 #pragma once
 
 #include <sys/types.h>
@@ -103,6 +125,7 @@ class Region {
   void apply_fork_advice_in_child();
   void set_access(uint32_t first, uint32_t end, bool accessible);
   void discard_page(uint32_t p, PageState* s);
+  void check_counts();
   uintptr_t addr(uint32_t p) const { return base_ + uintptr_t{p} * kPageSize; }
   void follow_budget(uint32_t budget_pages);
 
@@ -124,6 +147,7 @@ class Region {
 
   Settings settings_;
   pid_t owner_ = 0;
+  bool forked_child_ = false;  // a child of fork()'s copy (fork_child ran)
   uintptr_t base_ = 0;
   uint32_t npages_ = 0;
   std::atomic<uint64_t> bookkeeping_{0};  // bookkeeping_bytes() at the last batch, for retunes
