@@ -10,18 +10,7 @@
 
 #include <unistd.h>
 
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define ZSM_REGION_TSAN 1
-#endif
-#endif
-#if defined(__SANITIZE_THREAD__)
-#define ZSM_REGION_TSAN 1
-#endif
-#ifdef ZSM_REGION_TSAN
-extern "C" void __tsan_ignore_thread_begin(void);
-extern "C" void __tsan_ignore_thread_end(void);
-#endif
+#include "kernel_ordered.h"
 
 namespace zsm::region {
 namespace {
@@ -30,15 +19,9 @@ namespace {
 // page moved out of the region, or write-protected): an order ThreadSanitizer cannot see, so
 // under it the bytes are first copied with its checks off. Elsewhere they are used in place.
 const std::byte* stable_bytes(const std::byte* page, std::byte* spare) {
-#ifdef ZSM_REGION_TSAN
-  __tsan_ignore_thread_begin();
-  std::memcpy(spare, page, kPageSize);
-  __tsan_ignore_thread_end();
+  if constexpr (!kThreadSanitizer) return page;
+  ordered_by_kernel([&] { std::memcpy(spare, page, kPageSize); });
   return spare;
-#else
-  (void)spare;
-  return page;
-#endif
 }
 
 bool same_filled(const std::byte* page, uint64_t* word) {
@@ -284,11 +267,13 @@ bool CopyStore::child_lacks(const PageState& st, uint64_t word) const {
 
 // The copy read back from the file and stored in the pool as it was (compressed, or whole),
 // past the pool's budget. False when the pool has no memory for it.
-bool CopyStore::pull_into_pool(uint32_t p, PageState* st, uint64_t* word, std::byte* file_buf, std::byte* page) {
+bool CopyStore::pull_into_pool(PageLock& l, std::byte* file_buf, std::byte* page) {
+  PageState* st = &l.state_to_change();
+  uint64_t* word = &l.copy_word_to_change();
   bool whole = st->comp_len == 0;
   size_t n = whole ? kPageSize : st->comp_len;
   std::byte* bytes = whole ? page : file_buf;
-  load_from_file(p, *st, *word, page, file_buf);  // page: the contents; file_buf: the copy
+  load_from_file(l.page(), *st, *word, page, file_buf);  // page: the contents; file_buf: the copy
   unsigned long handle = zs_store(pool_, bytes, n);  // the pool where it has room, else the overflow
   bool over = handle == 0;
   if (over) handle = zs_store(overflow_, bytes, n);

@@ -102,6 +102,18 @@ class CopyStore {
   bool compact_if_fragmented();
   bool file_full() const;
 
+  // The calls above for a page of the region, whose lock the caller holds.
+  bool put(const Compressed& c, PageLock& l, bool past_budget) {
+    return put(c, &l.state_to_change(), &l.copy_word_to_change(), past_budget);
+  }
+  void load(const PageLock& l, std::byte* out, std::byte* file_buf) {
+    load(l.page(), l.state(), l.copy_word(), out, file_buf);
+  }
+  void free(PageLock& l, bool may_allocate) { free(&l.state_to_change(), &l.copy_word_to_change(), may_allocate); }
+  bool move_to_file(PageLock& l, std::byte* buf) {
+    return move_to_file(&l.state_to_change(), &l.copy_word_to_change(), buf);
+  }
+
   // The pool's bytes now, and its budget (0: none).
   uint64_t pool_bytes() const;
   uint64_t pool_budget_bytes() const { return pool_budget_; }
@@ -116,7 +128,7 @@ class CopyStore {
   // parent and the child alike; a child without a copy has no file.
   void prepare_fork();
   bool child_lacks(const PageState& st, uint64_t word) const;
-  bool pull_into_pool(uint32_t p, PageState* st, uint64_t* word, std::byte* file_buf, std::byte* page);
+  bool pull_into_pool(PageLock& l, std::byte* file_buf, std::byte* page);
   void after_fork_in_parent();
   void after_fork_in_child();
   // fork(): the file's space map locked across it (its lock is taken outside the fork gate).

@@ -52,8 +52,8 @@ class Evictor {
   // a mapped page compressed (or dropped) now; false when it cannot be taken (pinned for I/O,
   // the pool full). A page in probation retired now. `work`: work_bytes() of the caller's.
   static size_t work_bytes(const CopyStore& copies);
-  bool evict_now(uint32_t p, PageState* s, std::byte* work);
-  bool retire_now(uint32_t p, PageState* s, std::byte* work);
+  bool evict_now(PageLock& l, std::byte* work);
+  bool retire_now(PageLock& l, std::byte* work);
   // The caller waits until the evictor would sleep (used short of its wake point, within
   // the budget), or the evictor is stalled.
   void wait_until_within_budget();
@@ -81,32 +81,41 @@ class Evictor {
   // past the hard limit.
   enum class Batch { progress, nothing_needed, stuck };
   static constexpr uint32_t kNoSlot = UINT32_MAX;  // a victim dropped without a slot
+  // Victims taken and probation pages retired per batch: fewer ioctls, and a batch never
+  // overshoots the high watermark by much.
+  static constexpr uint32_t kBatch = 64;
+  // The most pages one UFFDIO_MOVE of victims spans, holes included.
+  static constexpr uint32_t kMaxSpan = 256;
+  // Pool copies a write-back batch sends to the file, before the pool is compacted.
+  static constexpr uint32_t kWritebackBatch = 64;
+  // Retiring wakes the faults waiting for room after this many pages (retire_oldest).
+  static constexpr uint32_t kRoomEvery = 2;
 
   void main(std::function<void(pid_t)> keeper_start);
   Batch run_batch();
   bool work_needed() const;
-  uint32_t pick_victims(uint32_t n, uint32_t most_clean, uint32_t* pages, PageState* states);
-  uint32_t take_out(uint32_t n, const uint32_t* pages, PageState* states);
-  void drop_clean_span(const uint32_t* pages, PageState* states, uint32_t n);
+  uint32_t pick_victims(uint32_t n, uint32_t most_clean, PageLock* victims);
+  uint32_t take_out(uint32_t n, PageLock* victims);
+  void drop_clean_span(PageLock* victims, uint32_t n);
   Out drop_clean_page(uint32_t p);
   bool lock_holes(uint32_t a, uint32_t b);
-  void move_span(const uint32_t* pages, PageState* states, uint32_t n, uint32_t first_slot, uint32_t span);
-  Out move_out(uint32_t p, PageState* s, uint32_t slot);
+  void move_span(PageLock* victims, uint32_t n, uint32_t first_slot, uint32_t span);
+  Out move_out(PageLock& l, uint32_t slot);
   int move_page(uint32_t p, uint32_t slot);
-  Out copy_out(uint32_t p, PageState* s, uint32_t slot);
-  Out handle_busy(uint32_t p, PageState* s, uint32_t slot);
-  void after_out(uint32_t p, PageState* s, uint32_t slot, Out out);
+  Out copy_out(PageLock& l, uint32_t slot);
+  Out handle_busy(PageLock& l, uint32_t slot);
+  void after_out(PageLock& l, uint32_t slot, Out out, bool stamp);
   uint32_t retire_oldest(uint32_t n, std::byte* work);
-  bool retire_page(uint32_t p, PageState* s, std::byte* work);
-  void release_slots(const uint32_t* slots, uint32_t n, bool give_budget);
+  bool retire_page(PageLock& l, bool stamp, std::byte* work);
   bool drain_stale();
-  bool store_or_write_back(uint32_t p, PageState* s, std::byte* work);
+  bool store_or_write_back(PageLock& l, std::byte* work);
   bool write_back_batch(std::byte* work);
   bool pool_near_budget() const;
   void unlock_ranges();
   uintptr_t addr(uint32_t p) const { return base_ + uintptr_t{p} * kPageSize; }
 
   RegionParts parts_;
+  PageMoves moves_{parts_.copies, parts_.probation, parts_.budget, parts_.counters};
   uintptr_t base_;
   uint32_t npages_;
   uint32_t hand_ = 0;            // CLOCK's hand over the mapped bits
@@ -114,11 +123,7 @@ class Evictor {
   uint64_t sweep_ns_ = 0;  // the hand's scanning time since its turn began
   std::vector<std::byte> work_;  // the evictor thread's: work_bytes()
   SpinLock writeback_lock_;      // the write-back hand's
-  struct Hole {
-    uint32_t page;
-    PageState state;
-  };
-  std::vector<Hole> holes_;  // the unmapped pages a span of victims moves over, locked
+  std::vector<PageLock> holes_;  // the unmapped pages a span of victims moves over, locked
   RegionThread thread_;
   std::atomic<pid_t> tid_{0};
   std::atomic<bool> stopping_{false};

@@ -44,40 +44,39 @@ void FaultServer::serve(const Fault& f, ServeBuffers& b, bool in_signal) {
 
 bool FaultServer::serve_once(const Fault& f, ServeBuffers& b, bool in_signal) {
   const uint32_t p = f.page;
-  PageState s = parts_.pages.lock(p);
-  if (s.mapped()) {
-    serve_mapped(f, &s, in_signal);
+  PageLock l(parts_.pages, p);
+  const Kind kind = l.state().kind;
+  if (l.state().mapped()) {
+    serve_mapped(f, l, in_signal);
   } else if (f.write_protect) {  // evicted since the fault was raised: the writer refaults
     bump(parts_.counters.wp_faults);
     check(parts_.calls.wake(addr(p), kPageSize), "UFFDIO_WAKE");
   } else if (!parts_.budget.try_take(1)) {
-    parts_.pages.unlock(p, s);
     return false;
-  } else if (s.kind == Kind::probation) {
-    install_from_probation(p, &s, f.write, !in_signal);
-  } else if (s.kind == Kind::empty) {
-    install_zero(p, &s, f.write);
+  } else if (kind == Kind::probation) {
+    install_from_probation(l, f.write, !in_signal);
+  } else if (kind == Kind::empty) {
+    install_zero(l, f.write);
   } else {
     uint32_t window = f.write ? 1 : streams_.window(f.thread, p, std::min(fault_around_, kMaxFaultAround));
     window = std::min(window, parts_.budget.limit() / 4 + 1);
     uint32_t n = 1;
     if (window > 1) {
-      n = install_run(f, &s, b, window);
+      n = install_run(f, l, b, window);
     } else {
-      install_copy(p, &s, f.write, b, !in_signal);
+      install_copy(l, f.write, b, !in_signal);
     }
     streams_.note(f.thread, p, n, window);
   }
-  parts_.pages.unlock(p, s);
   return true;
 }
 
 // A fault on a page the state says is mapped.
-void FaultServer::serve_mapped(const Fault& f, PageState* s, bool in_signal) {
+void FaultServer::serve_mapped(const Fault& f, PageLock& l, bool in_signal) {
   const uint32_t p = f.page;
-  if (s->kind == Kind::clean && (f.write_protect || self_serve_)) {  // a write to a clean page
+  if (l.state().kind == Kind::clean && (f.write_protect || self_serve_)) {  // a write to a clean page
     bump(parts_.counters.wp_faults);
-    make_writable(p, s, !in_signal);
+    make_writable(l, !in_signal);
     return;
   }
   if (f.write_protect) {  // un-protected meanwhile
@@ -92,50 +91,36 @@ void FaultServer::serve_mapped(const Fault& f, PageState* s, bool in_signal) {
     return;
   }
   check(rc, "UFFDIO_ZEROPAGE");
-  parts_.copies.free(s, &parts_.pages.copy_word(p), !in_signal);
-  s->kind = Kind::resident;
+  moves_.dirty(l, !in_signal, false);
 }
 
-// The page's state once it is mapped; the caller counted it resident.
-void FaultServer::mapped_now(uint32_t p, PageState* s, Kind k, bool referenced) {
-  s->kind = k;
-  s->referenced = referenced;
-  parts_.pages.set_mapped(p, true);
-}
-
-// Counters are bumped, and a write's copy freed, before the call that wakes the faulting
-// thread, so that what it reads next includes its own fault (a probation slot's count only
-// drops after: its bytes are the copy's source).
-void FaultServer::install_zero(uint32_t p, PageState* s, bool write) {
+// Each install counts its fault and maps the page in the table before the kernel call that
+// wakes the faulting thread, so that what the thread reads next includes its own fault; the
+// page's lock keeps everyone else from it meanwhile.
+void FaultServer::install_zero(PageLock& l, bool write) {
   bump(parts_.counters.faults);
   bump(parts_.counters.zero_faults);
-  bump(parts_.counters.resident);
-  int rc = write ? parts_.calls.copy(addr(p), kZeros, kPageSize, false, nullptr)
-                 : parts_.calls.zeropage(addr(p), kPageSize);
-  check(rc, "installing a zero page");
   // Resident, not clean: a write to the shared zero page is copied by the kernel unseen.
-  mapped_now(p, s, Kind::resident, parts_.probation.target() == 0);
+  moves_.map(l, Kind::resident, parts_.probation.target() == 0);
+  const uintptr_t a = addr(l.page());
+  int rc = write ? parts_.calls.copy(a, kZeros, kPageSize, false, nullptr) : parts_.calls.zeropage(a, kPageSize);
+  check(rc, "installing a zero page");
 }
 
 // A minor fault: the page is copied back from its slot, clean when its copy is still valid
 // and this is a read. Copied, not moved: moving it out of the slot would flush the slot's
 // entry from every CPU's TLB (an interrupt of each CPU running the program, some 10 us on a
 // VM) on the fault's path; the evictor drops stale slots later, many in one call.
-void FaultServer::install_from_probation(uint32_t p, PageState* s, bool write, bool may_allocate) {
-  const uint32_t slot = s->slot;
-  const bool clean = s->has_copy() && !write;
+void FaultServer::install_from_probation(PageLock& l, bool write, bool may_allocate) {
+  const uint32_t slot = l.state().slot;
+  const bool clean = l.state().has_copy() && !write;
   bump(parts_.counters.faults);
   bump(parts_.counters.probation_faults);
-  bump(parts_.counters.resident);
-  if (!clean) parts_.copies.free(s, &parts_.pages.copy_word(p), may_allocate);
-  check(parts_.calls.copy(addr(p), parts_.probation.slot_bytes(slot), kPageSize, clean, nullptr),
+  if (!clean) parts_.copies.free(l, may_allocate);
+  moves_.map(l, clean ? Kind::clean : Kind::resident, true);
+  check(parts_.calls.copy(addr(l.page()), parts_.probation.slot_bytes(slot), kPageSize, clean, nullptr),
         "UFFDIO_COPY (probation)");
-  if (!parts_.probation.vacate_stale(slot)) {  // no room to defer it: dropped now
-    check(drop_pages(parts_.probation.slot_addr(slot), kPageSize), "madvise(MADV_DONTNEED) of a slot");
-    parts_.probation.vacate(slot);
-    parts_.budget.give(1);
-  }
-  mapped_now(p, s, clean ? Kind::clean : Kind::resident, true);
+  moves_.leave_slot(slot);
 }
 
 // Whether a page faulted in from its copy comes back marked: always without probation (CLOCK
@@ -145,26 +130,27 @@ bool FaultServer::marked_on_refault(const PageState& s) const {
 }
 
 // A major fault: from the copy, writable (the copy freed) or write-protected and clean.
-void FaultServer::install_copy(uint32_t p, PageState* s, bool write, ServeBuffers& b, bool may_allocate) {
-  parts_.copies.load(p, *s, parts_.pages.copy_word(p), b.pages, b.file_buf);
+void FaultServer::install_copy(PageLock& l, bool write, ServeBuffers& b, bool may_allocate) {
+  parts_.copies.load(l, b.pages, b.file_buf);
   bump(parts_.counters.faults);
   bump(parts_.counters.refaults);
-  bump(parts_.counters.resident);
-  if (write) parts_.copies.free(s, &parts_.pages.copy_word(p), may_allocate);
-  check(parts_.calls.copy(addr(p), b.pages, kPageSize, !write, nullptr), "UFFDIO_COPY");
-  mapped_now(p, s, write ? Kind::resident : Kind::clean, marked_on_refault(*s));
+  const bool marked = marked_on_refault(l.state());
+  if (write) parts_.copies.free(l, may_allocate);
+  moves_.map(l, write ? Kind::resident : Kind::clean, marked);
+  check(parts_.calls.copy(addr(l.page()), b.pages, kPageSize, !write, nullptr), "UFFDIO_COPY");
 }
 
 // Locks the stored, unpinned pages [p, p + n) that are free now, stopping at the first that is
-// not; their states into states[]. How many.
-uint32_t FaultServer::lock_stored_run(uint32_t p, uint32_t most, PageState* states) {
+// not, into out[]. How many.
+uint32_t FaultServer::lock_stored_run(uint32_t p, uint32_t most, PageLock* out) {
   uint32_t n = 0;
   for (; n < most && p + n < parts_.pages.pages(); ++n) {
     PageState hint = parts_.pages.peek(p + n);
     if (hint.kind != Kind::stored || hint.pins != 0) break;
-    if (!parts_.pages.try_lock(p + n, &states[n])) break;
-    if (states[n].kind != Kind::stored || states[n].pins != 0) {
-      parts_.pages.unlock(p + n, states[n]);
+    out[n] = PageLock::try_lock(parts_.pages, p + n);
+    if (!out[n]) break;
+    if (out[n].state().kind != Kind::stored || out[n].state().pins != 0) {
+      out[n].release();
       break;
     }
   }
@@ -174,59 +160,47 @@ uint32_t FaultServer::lock_stored_run(uint32_t p, uint32_t most, PageState* stat
 // Fault-around: the faulting page and the stored pages after it, clean, in one UFFDIO_COPY.
 // The faulting page's budget is taken; the others' is taken here, as far as there is room.
 // Only the faulting page may come back marked (a refault): the others were not touched.
-uint32_t FaultServer::install_run(const Fault& f, PageState* s, ServeBuffers& b, uint32_t window) {
+uint32_t FaultServer::install_run(const Fault& f, PageLock& l, ServeBuffers& b, uint32_t window) {
   const uint32_t p = f.page;
-  PageState more[kMaxFaultAround];
+  PageLock more[kMaxFaultAround];
   uint32_t extra = lock_stored_run(p + 1, window - 1, more);
-  while (extra > 0 && !parts_.budget.try_take(extra)) {
-    --extra;
-    parts_.pages.unlock(p + 1 + extra, more[extra]);
-  }
-  parts_.copies.load(p, *s, parts_.pages.copy_word(p), b.pages, b.file_buf);
+  while (extra > 0 && !parts_.budget.try_take(extra)) more[--extra].release();
+  parts_.copies.load(l, b.pages, b.file_buf);
+  uint64_t write_back_marks = 0;  // the stored pages' marks, should the kernel not install them
   for (uint32_t i = 0; i < extra; ++i) {
-    parts_.copies.load(p + 1 + i, more[i], parts_.pages.copy_word(p + 1 + i), b.pages + (i + 1) * kPageSize,
-                       b.file_buf);
+    parts_.copies.load(more[i], b.pages + (i + 1) * kPageSize, b.file_buf);
+    write_back_marks |= uint64_t{more[i].state().referenced} << i;
   }
-  size_t copied = 0;
   bump(parts_.counters.faults);
   bump(parts_.counters.refaults);
   bump(parts_.counters.fault_around, extra);
-  bump(parts_.counters.resident, 1 + extra);
+  moves_.map(l, Kind::clean, marked_on_refault(l.state()));
+  for (uint32_t i = 0; i < extra; ++i) moves_.map(more[i], Kind::clean, false);
+  size_t copied = 0;
   int rc = parts_.calls.copy(addr(p), b.pages, (1 + extra) * kPageSize, true, &copied);
   if (rc != -EEXIST) check(rc, "UFFDIO_COPY (fault-around)");
   auto installed = static_cast<uint32_t>(copied / kPageSize);
   check(installed == 0 ? -EEXIST : 0, "UFFDIO_COPY (fault-around) of the faulting page");
   drop(parts_.counters.fault_around, extra + 1 - installed);
-  drop(parts_.counters.resident, extra + 1 - installed);
-  mapped_now(p, s, Kind::clean, marked_on_refault(*s));
-  for (uint32_t i = 0; i < extra; ++i) {
-    if (i + 1 < installed) {
-      mapped_now(p + 1 + i, &more[i], Kind::clean, false);
-    } else {
-      parts_.budget.give(1);
-    }
-    parts_.pages.unlock(p + 1 + i, more[i]);
-  }
+  for (uint32_t i = installed - 1; i < extra; ++i) moves_.unmap_untaken(more[i], (write_back_marks >> i & 1) != 0);
   return installed;
 }
 
-void FaultServer::install(uint32_t p, PageState* s, bool writable, ServeBuffers& b) {
-  if (s->mapped()) {
-    if (writable && s->kind == Kind::clean) make_writable(p, s, true);
+void FaultServer::install(PageLock& l, bool writable, ServeBuffers& b) {
+  if (l.state().mapped()) {
+    if (writable && l.state().kind == Kind::clean) make_writable(l, true);
     return;
   }
-  switch (s->kind) {
-    case Kind::empty: return install_zero(p, s, writable);
-    case Kind::probation: return install_from_probation(p, s, writable, true);
-    default: return install_copy(p, s, writable, b, true);
+  switch (l.state().kind) {
+    case Kind::empty: return install_zero(l, writable);
+    case Kind::probation: return install_from_probation(l, writable, true);
+    default: return install_copy(l, writable, b, true);
   }
 }
 
-void FaultServer::make_writable(uint32_t p, PageState* s, bool may_allocate) {
-  parts_.copies.free(s, &parts_.pages.copy_word(p), may_allocate);
-  check(parts_.calls.write_protect(addr(p), kPageSize, false), "UFFDIO_WRITEPROTECT (off)");
-  s->kind = Kind::resident;
-  s->referenced = true;
+void FaultServer::make_writable(PageLock& l, bool may_allocate) {
+  moves_.dirty(l, may_allocate, true);
+  check(parts_.calls.write_protect(addr(l.page()), kPageSize, false), "UFFDIO_WRITEPROTECT (off)");
 }
 
 void FaultServer::poke_evictor() {

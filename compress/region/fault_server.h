@@ -25,6 +25,7 @@
 #include "counters.h"
 #include "fork_gate.h"
 #include "page_calls.h"
+#include "page_moves.h"
 #include "page_table.h"
 #include "probation.h"
 
@@ -86,8 +87,8 @@ class FaultServer {
 
   // For the range calls, which hold p's lock and took the budget for an unmapped page: maps
   // it (writable if asked), or makes a mapped one writable.
-  void install(uint32_t p, PageState* s, bool writable, ServeBuffers& b);
-  void make_writable(uint32_t p, PageState* s, bool may_allocate);
+  void install(PageLock& l, bool writable, ServeBuffers& b);
+  void make_writable(PageLock& l, bool may_allocate);
   // After installing: wakes the evictor below the low watermark.
   void poke_evictor();
   // The calling thread's codec contexts, before it serves (copy_store.h).
@@ -97,16 +98,16 @@ class FaultServer {
   uintptr_t addr(uint32_t p) const { return base_ + uintptr_t{p} * kPageSize; }
   // One attempt: false when the budget had no room (nothing held; wait and retry).
   bool serve_once(const Fault& f, ServeBuffers& b, bool in_signal);
-  void serve_mapped(const Fault& f, PageState* s, bool in_signal);
-  void install_zero(uint32_t p, PageState* s, bool write);
-  void install_from_probation(uint32_t p, PageState* s, bool write, bool may_allocate);
-  void install_copy(uint32_t p, PageState* s, bool write, ServeBuffers& b, bool may_allocate);
-  uint32_t install_run(const Fault& f, PageState* s, ServeBuffers& b, uint32_t window);
-  uint32_t lock_stored_run(uint32_t p, uint32_t most, PageState* states);
-  void mapped_now(uint32_t p, PageState* s, Kind k, bool referenced);
+  void serve_mapped(const Fault& f, PageLock& l, bool in_signal);
+  void install_zero(PageLock& l, bool write);
+  void install_from_probation(PageLock& l, bool write, bool may_allocate);
+  void install_copy(PageLock& l, bool write, ServeBuffers& b, bool may_allocate);
+  uint32_t install_run(const Fault& f, PageLock& l, ServeBuffers& b, uint32_t window);
+  uint32_t lock_stored_run(uint32_t p, uint32_t most, PageLock* out);
   bool marked_on_refault(const PageState& s) const;
 
   RegionParts parts_;
+  PageMoves moves_{parts_.copies, parts_.probation, parts_.budget, parts_.counters};
   uintptr_t base_;
   unsigned fault_around_;
   bool self_serve_;

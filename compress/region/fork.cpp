@@ -107,14 +107,11 @@ void Region::fork_prepare() {
 void Region::pull_copies_the_child_lacks() {
   std::vector<std::byte> page(kPageSize), file_buf(kPageSize);
   for (uint32_t p = pages_.next_used(0); p != kNoPage && p < npages_; p = pages_.next_used(p + 1)) {
-    PageState s = pages_.peek(p);
-    if (!copies_.child_lacks(s, pages_.copy_word(p))) continue;
-    s = pages_.lock(p);
-    if (copies_.child_lacks(s, pages_.copy_word(p)) &&
-        !copies_.pull_into_pool(p, &s, &pages_.copy_word(p), file_buf.data(), page.data())) {
+    if (!copies_.child_lacks(pages_.peek(p), pages_.copy_word(p))) continue;
+    PageLock l(pages_, p);
+    if (copies_.child_lacks(l.state(), l.copy_word()) && !copies_.pull_into_pool(l, file_buf.data(), page.data())) {
       check(-ENOMEM, "bringing a copy on file into the pool for a child of fork()");
     }
-    pages_.unlock(p, s);
   }
 }
 
@@ -169,9 +166,8 @@ void Region::apply_fork_advice_in_child() {
   fork_advice_.each([&](uint32_t a, uint32_t b, uint8_t flags) {
     if ((flags & (ForkAdvice::kDontFork | ForkAdvice::kWipe)) != 0) {
       for (uint32_t p = pages_.next_used(a); p != kNoPage && p < b; p = pages_.next_used(p + 1)) {
-        PageState s = pages_.lock(p);  // pages of chunks never used are empty: skipped, unread
-        discard_page(p, &s);
-        pages_.unlock(p, s);
+        PageLock l(pages_, p);  // pages of chunks never used are empty: skipped, unread
+        discard_page(l);
       }
     }
     if ((flags & ForkAdvice::kDontFork) != 0 && (flags & ForkAdvice::kAbsent) == 0) set_access(a, b, false);

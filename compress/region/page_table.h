@@ -13,8 +13,9 @@
 //   stored     unmapped, its copy holds its contents
 //
 // Locking: each page's state word has a lock bit (zram's slot lock). Whoever changes a page
-// (its kind, copy, pins, mark or slot) holds its lock: a fault server installing it, the
-// evictor taking it, a range call. Two parties racing for one page serialise on the bit; the
+// (its kind, copy, pins, mark or slot) holds its lock, as a PageLock: a fault server
+// installing it, the evictor taking it, a range call; the change itself is one of the
+// transitions of page_moves.h, or the copy store's. Two parties racing for one page serialise on the bit; the
 // second sees the first's result and acts on it (a fault finds the page mapped and only wakes
 // its thread; the evictor finds it gone and skips it). The evictor only ever try-locks, so it
 // never waits for a fault, and a holder of a page's lock waits only for the locks below
@@ -73,25 +74,14 @@ class PageTable {
   bool allocate(uint32_t pages);
   uint32_t pages() const { return pages_; }
 
-  // Waits for page p's lock; its state.
-  PageState lock(uint32_t p);
-  // p's lock if free now: true with *out set.
-  bool try_lock(uint32_t p, PageState* out);
-  // Publishes p's new state and releases its lock, waking whoever waits for it.
-  void unlock(uint32_t p, const PageState& s);
   // p's state without its lock: a hint that may be stale by the time it is used.
   PageState peek(uint32_t p) const;
-  // Adds one pin to p (delta +1) or takes one (-1) without its lock, in one compare-and-swap,
-  // where nobody holds the lock and the page is resident and writable (a pin), or pinned (an
-  // unpin): what a pin of a page in use costs, without a range call. The pin count before, or
-  // -1 when p was not so (the caller takes the lock).
-  int add_pin_unlocked(uint32_t p, int delta);
 
-  // The copy word (handle, repeated word or file location): read and written under p's lock.
-  uint64_t& copy_word(uint32_t p) { return copies_[p]; }
+  // The copy word (handle, repeated word or file location), without p's lock: a hint, as
+  // peek() is. Its holder reads and writes it through PageLock.
+  uint64_t copy_word(uint32_t p) const { return copies_[p]; }
 
-  // The mapped bits, set and cleared under the page's lock (and by nothing else).
-  void set_mapped(uint32_t p, bool on);
+  // The mapped bits, set and cleared by the transitions under the page's lock (page_moves.h).
   bool is_mapped(uint32_t p) const;
   // The first page >= from whose mapped bit is set, or kNoPage; scans at most `limit` pages.
   uint32_t next_mapped(uint32_t from, uint32_t limit) const;
@@ -106,6 +96,22 @@ class PageTable {
   static size_t bookkeeping_bytes(uint32_t pages);
 
  private:
+  // The lock is taken and released through PageLock; the mapped bits change by PageMoves.
+  friend class PageLock;
+  friend class PageMoves;
+  friend struct PageTableTestPeer;
+  // Waits for page p's lock; its state.
+  PageState lock(uint32_t p);
+  // p's lock if free now: true with *out set.
+  bool try_lock(uint32_t p, PageState* out);
+  // Publishes p's new state and releases its lock, waking whoever waits for it.
+  void unlock(uint32_t p, const PageState& s);
+  void set_mapped(uint32_t p, bool on);
+  // Adds one pin to p (delta +1) or takes one (-1) without its lock, in one compare-and-swap,
+  // where nobody holds the lock and the page is resident and writable (a pin), or pinned (an
+  // unpin): what a pin of a page in use costs, without a range call. The pin count before, or
+  // -1 when p was not so (the caller takes the lock).
+  int add_pin_unlocked(uint32_t p, int delta);
   void mark_used(uint32_t p);
 
   std::atomic<uint64_t>* states_ = nullptr;
@@ -116,23 +122,56 @@ class PageTable {
   size_t bytes_ = 0;
 };
 
-// A page's lock held for a scope; `state` is published at the end.
+// A page's lock, held for a scope or handed on (an array of them: the evictor's victims, a
+// fault-around run), and the page's state as its holder sees it, published when the lock is
+// released. Anyone holding it reads the state; only the transitions (page_moves.h) change the
+// page's kind, mark, slot and pins, and only the copy store (copy_store.h) its copy fields
+// and copy word: the compiler holds every other caller to reading.
 class PageLock {
  public:
-  PageLock(PageTable& t, uint32_t p) : t_(&t), p_(p), state(t.lock(p)) {}
-  ~PageLock() {
-    if (t_ != nullptr) t_->unlock(p_, state);
+  PageLock() = default;  // holds nothing
+  // Waits for p's lock: called holding no other page's lock (region_core.h's lock order).
+  PageLock(PageTable& t, uint32_t p) : t_(&t), p_(p), s_(t.lock(p)) {}
+  // p's lock if it is free now; else one that holds nothing.
+  static PageLock try_lock(PageTable& t, uint32_t p) {
+    PageLock l;
+    if (t.try_lock(p, &l.s_)) l.t_ = &t, l.p_ = p;
+    return l;
+  }
+  PageLock(PageLock&& o) noexcept : t_(o.t_), p_(o.p_), s_(o.s_) { o.t_ = nullptr; }
+  PageLock& operator=(PageLock&& o) noexcept {
+    if (this != &o) {
+      release();
+      t_ = o.t_, p_ = o.p_, s_ = o.s_;
+      o.t_ = nullptr;
+    }
+    return *this;
   }
   PageLock(const PageLock&) = delete;
   PageLock& operator=(const PageLock&) = delete;
+  ~PageLock() { release(); }
+
+  // Publishes the state and lets the page go; the lock then holds nothing.
+  void release() {
+    if (t_ != nullptr) t_->unlock(p_, s_);
+    t_ = nullptr;
+  }
+  explicit operator bool() const { return t_ != nullptr; }
   uint32_t page() const { return p_; }
+  const PageState& state() const { return s_; }
+  uint64_t copy_word() const { return t_->copies_[p_]; }
 
  private:
-  PageTable* t_;
-  uint32_t p_;
+  friend class PageMoves;
+  friend class CopyStore;
+  friend struct PageTableTestPeer;
+  PageState& state_to_change() { return s_; }
+  uint64_t& copy_word_to_change() { return t_->copies_[p_]; }
+  void set_mapped(bool on) { t_->set_mapped(p_, on); }
 
- public:
-  PageState state;
+  PageTable* t_ = nullptr;
+  uint32_t p_ = 0;
+  PageState s_;
 };
 
 }  // namespace zsm::region

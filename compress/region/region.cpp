@@ -274,11 +274,10 @@ int Region::prefetch(uint32_t first, uint32_t count) {
   {
     RangeCall call(*this);
     for (uint32_t p = first; p < first + count && budget_.used() < budget_.limit(); ++p) {
-      PageState s = pages_.lock(p);
-      if ((s.kind == Kind::probation || s.kind == Kind::stored) && budget_.try_take(1)) {
-        server_->install(p, &s, false, b);
+      PageLock l(pages_, p);
+      if ((l.state().kind == Kind::probation || l.state().kind == Kind::stored) && budget_.try_take(1)) {
+        server_->install(l, false, b);
       }
-      pages_.unlock(p, s);
     }
   }
   server_->poke_evictor();
@@ -289,37 +288,25 @@ int Region::evict(uint32_t first, uint32_t count) {
   std::vector<std::byte> work(Evictor::work_bytes(copies_));
   RangeCall call(*this);
   for (uint32_t p = first; p < first + count; ++p) {
-    PageState s = pages_.lock(p);
-    if (s.kind == Kind::probation) {
-      evictor_->retire_now(p, &s, work.data());
-    } else if (s.mapped() && s.pins == 0) {
-      evictor_->evict_now(p, &s, work.data());
+    PageLock l(pages_, p);
+    if (l.state().kind == Kind::probation) {
+      evictor_->retire_now(l, work.data());
+    } else if (l.state().mapped() && l.state().pins == 0) {
+      evictor_->evict_now(l, work.data());
     }
-    pages_.unlock(p, s);
   }
   return 0;
 }
 
 // A page's contents dropped: it reads as zeros. A pinned page is mapped and writable, and
 // stays: it is zeroed in place.
-void Region::discard_page(uint32_t p, PageState* s) {
-  if (s->pins > 0) {
-    std::memset(reinterpret_cast<void*>(addr(p)), 0, kPageSize);
+void Region::discard_page(PageLock& l) {
+  if (l.state().pins > 0) {
+    std::memset(reinterpret_cast<void*>(addr(l.page())), 0, kPageSize);
     return;
   }
-  if (s->mapped()) {
-    check(drop_pages(addr(p), kPageSize), "madvise(MADV_DONTNEED)");
-    pages_.set_mapped(p, false);
-    drop(counters_.resident);
-    budget_.give(1);
-  } else if (s->kind == Kind::probation) {
-    check(drop_pages(probation_.slot_addr(s->slot), kPageSize), "madvise(MADV_DONTNEED) of a slot");
-    probation_.vacate(s->slot);
-    budget_.give(1);
-  }
-  copies_.free(s, &pages_.copy_word(p), true);
-  s->kind = Kind::empty;
-  s->referenced = false;
+  if (l.state().mapped()) check(drop_pages(addr(l.page()), kPageSize), "madvise(MADV_DONTNEED)");
+  moves_.forget(l, true);
 }
 
 int Region::discard(uint32_t first, uint32_t count) {
@@ -329,9 +316,8 @@ int Region::discard(uint32_t first, uint32_t count) {
       p = std::min(first + count, (p / PageTable::kChunkPages + 1) * PageTable::kChunkPages) - 1;
       continue;
     }
-    PageState s = pages_.lock(p);
-    discard_page(p, &s);
-    pages_.unlock(p, s);
+    PageLock l(pages_, p);
+    discard_page(l);
   }
   return 0;
 }
@@ -345,14 +331,7 @@ uint64_t Region::pin_limit(uint32_t count) const {
 
 int Region::pin(uint32_t first, uint32_t count) {
   if (count == 1) {  // a futex word, a small struct: a page in use, pinned in one compare-and-swap
-    // Counted before the page says so (and given back if it does not), so that a fork() in
-    // between gives no child a pin its count lacks.
-    if (get(counters_.pinned) + 1 <= pin_limit(1)) {
-      bump(counters_.pinned);
-      int before = pages_.add_pin_unlocked(first, +1);
-      if (before != 0) drop(counters_.pinned);
-      if (before >= 0) return 0;
-    }
+    if (get(counters_.pinned) + 1 <= pin_limit(1) && moves_.pin_unlocked(pages_, first, +1) >= 0) return 0;
   }
   uint64_t newly = 0;
   for (uint32_t p = first; p < first + count; ++p) {
@@ -367,21 +346,17 @@ int Region::pin(uint32_t first, uint32_t count) {
     RangeCall call(*this);
     for (uint32_t p = first; p < first + count; ++p) {
       uint32_t seen = budget_.room_seq();
-      PageState s = pages_.lock(p);
-      if (s.pins == kMaxPins) {
-        pages_.unlock(p, s);
-        return -EOVERFLOW;
-      }
-      if (!s.mapped() && !budget_.try_take(1)) {  // a pinned page is resident within the budget too
-        pages_.unlock(p, s);
+      PageLock l(pages_, p);
+      if (l.state().pins == kMaxPins) return -EOVERFLOW;
+      if (!l.state().mapped() && !budget_.try_take(1)) {  // a pinned page is resident within the budget too
+        l.release();
         call.wait_for_room(seen);
         --p;
         continue;
       }
       // Writable: a syscall may write it, and must meet no fault it could not have served.
-      server_->install(p, &s, true, b);
-      if (s.pins++ == 0) bump(counters_.pinned);
-      pages_.unlock(p, s);
+      server_->install(l, true, b);
+      moves_.pin(l);
     }
   }
   server_->poke_evictor();
@@ -390,18 +365,15 @@ int Region::pin(uint32_t first, uint32_t count) {
 
 int Region::unpin(uint32_t first, uint32_t count) {
   if (count == 1) {
-    int before = pages_.add_pin_unlocked(first, -1);
-    if (before == 1) drop(counters_.pinned);  // a fork() in between gives the child one more
-    if (before >= 1) return 0;
+    if (moves_.pin_unlocked(pages_, first, -1) >= 1) return 0;
   }
   for (uint32_t p = first; p < first + count; ++p) {
     if (pages_.peek(p).pins == 0) return -EINVAL;
   }
   RangeCall call(*this);
   for (uint32_t p = first; p < first + count; ++p) {
-    PageState s = pages_.lock(p);
-    if (s.pins > 0 && --s.pins == 0) drop(counters_.pinned);
-    pages_.unlock(p, s);
+    PageLock l(pages_, p);
+    moves_.unpin(l);
   }
   return 0;
 }

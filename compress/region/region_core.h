@@ -1,6 +1,8 @@
 // The region (zsm/region.h is its contract): the parts below, composed, and the calls that
 // span them. Each part owns its fields and says who may change them:
 //   PageTable   page_table.h   a state word per page, its lock bit, the copy words, mapped bits
+//   PageMoves   page_moves.h   the page transitions: the only writers of a page's kind and
+//                              mapped bit, and of the counts and budget that follow them
 //   CopyStore   copy_store.h   the copies: the pool, the codec, the backing file
 //   Probation   probation.h    the probation stage's ring of slots
 //   Budget      budget.h       decompressed pages in use, the watermarks, waiting for room
@@ -54,6 +56,7 @@
 #include "fork_gate.h"
 #include "handlers.h"
 #include "page_calls.h"
+#include "page_moves.h"
 #include "page_table.h"
 #include "probation.h"
 #include "self_serve.h"
@@ -124,7 +127,7 @@ class Region {
   void set_fork_advice(uint32_t first, uint32_t count, uint8_t flag, bool on);
   void apply_fork_advice_in_child();
   void set_access(uint32_t first, uint32_t end, bool accessible);
-  void discard_page(uint32_t p, PageState* s);
+  void discard_page(PageLock& l);
   void check_counts();
   uintptr_t addr(uint32_t p) const { return base_ + uintptr_t{p} * kPageSize; }
   void follow_budget(uint32_t budget_pages);
@@ -164,6 +167,7 @@ class Region {
   ForkAdvice fork_advice_;  // under advice_lock_, inside the fork gate
   SpinLock advice_lock_;
   RegionParts parts_{pages_, copies_, probation_, budget_, counters_, calls_, gate_, evictor_wake_};
+  PageMoves moves_{copies_, probation_, budget_, counters_};
   std::unique_ptr<FaultServer> server_;
   std::unique_ptr<Evictor> evictor_;
   std::unique_ptr<Handlers> handlers_;

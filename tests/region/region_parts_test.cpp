@@ -33,7 +33,18 @@
 #endif
 
 namespace zsm::region {
+
+// What only the transitions and the copy store may do in the region, done here to check the
+// table itself: any state published, any mapped bit set.
+struct PageTableTestPeer {
+  static PageState& state(PageLock& l) { return l.state_to_change(); }
+  static uint64_t& copy_word(PageLock& l) { return l.copy_word_to_change(); }
+  static void set_mapped(PageTable& t, uint32_t p, bool on) { t.set_mapped(p, on); }
+};
+
 namespace {
+
+using Peer = PageTableTestPeer;
 
 PageState sample_state() {
   PageState s;
@@ -50,40 +61,42 @@ TEST(PageTable, AStatePublishedByUnlockIsWhatTheNextHolderSees) {
   PageTable t;
   ASSERT_TRUE(t.allocate(1024));
   EXPECT_EQ(t.peek(7).kind, Kind::empty);  // a new table reads as empty pages
-  PageState s = t.lock(7);
-  EXPECT_EQ(s.kind, Kind::empty);
-  t.unlock(7, sample_state());
-  PageState back = t.lock(7);
+  {
+    PageLock l(t, 7);
+    EXPECT_EQ(l.state().kind, Kind::empty);
+    Peer::state(l) = sample_state();
+  }
+  PageLock l(t, 7);
+  const PageState& back = l.state();
   EXPECT_EQ(back.kind, Kind::probation);
   EXPECT_TRUE(back.referenced);
   EXPECT_EQ(back.copy, CopyKind::file);
   EXPECT_EQ(back.pins, 3);
   EXPECT_EQ(back.comp_len, 1234);
   EXPECT_EQ(back.slot, 987654u);
-  t.unlock(7, back);
   EXPECT_EQ(t.peek(8).kind, Kind::empty);  // its neighbour untouched
 }
 
 TEST(PageTable, TryLockFailsWhileAnotherHoldsThePageAndLockWaitsForIt) {
   PageTable t;
   ASSERT_TRUE(t.allocate(64));
-  PageState held = t.lock(3);
-  PageState other;
-  EXPECT_FALSE(t.try_lock(3, &other));
-  EXPECT_TRUE(t.try_lock(4, &other));  // another page's lock is free
-  t.unlock(4, other);
+  PageLock held(t, 3);
+  EXPECT_FALSE(PageLock::try_lock(t, 3));
+  EXPECT_TRUE(PageLock::try_lock(t, 4));  // another page's lock is free
   std::atomic<bool> got{false};
   Kind seen = Kind::empty;
   std::thread waiter([&] {
-    PageState s = t.lock(3);
-    seen = s.kind;
+    PageLock l(t, 3);
+    seen = l.state().kind;
     got = true;
-    t.unlock(3, s);
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_FALSE(got.load());  // still waiting for the holder
-  held.kind = Kind::resident;
-  t.unlock(3, held);
+  Peer::state(held).kind = Kind::resident;
+  PageLock moved = std::move(held);  // handed on: still held, released once
+  EXPECT_FALSE(held);
+  EXPECT_FALSE(got.load());
+  moved.release();
   waiter.join();
   EXPECT_TRUE(got.load());
   EXPECT_EQ(seen, Kind::resident);
@@ -98,8 +111,8 @@ TEST(PageTable, ChangesUnderThePageLockFromManyThreadsAreNeverLost) {
     threads.emplace_back([&] {
       for (int k = 0; k < kEach; ++k) {
         PageLock l(t, 5);
-        ++t.copy_word(5);  // the copy word is ordered by the page's lock
-        l.state.comp_len = static_cast<uint16_t>((l.state.comp_len + 1) % 8192);  // 13 bits
+        ++Peer::copy_word(l);  // the copy word is ordered by the page's lock
+        Peer::state(l).comp_len = static_cast<uint16_t>((l.state().comp_len + 1) % 8192);  // 13 bits
       }
     });
   }
@@ -113,17 +126,16 @@ TEST(PageTable, TheMappedBitsLeadTheHandToTheNextMappedPage) {
   ASSERT_TRUE(t.allocate(1000));
   EXPECT_EQ(t.next_mapped(0, 1000), kNoPage);
   for (uint32_t p : {70u, 640u}) {  // mapped: resident, its bit set under its lock
-    PageState s = t.lock(p);
-    s.kind = Kind::resident;
-    t.set_mapped(p, true);
-    t.unlock(p, s);
+    PageLock l(t, p);
+    Peer::state(l).kind = Kind::resident;
+    Peer::set_mapped(t, p, true);
   }
   EXPECT_TRUE(t.is_mapped(70));
   EXPECT_FALSE(t.is_mapped(71));
   EXPECT_EQ(t.next_mapped(0, 1000), 70u);
   EXPECT_EQ(t.next_mapped(70, 1000), 70u);
   EXPECT_EQ(t.next_mapped(71, 1000), 640u);
-  t.set_mapped(640, false);
+  Peer::set_mapped(t, 640, false);
   EXPECT_EQ(t.next_mapped(71, 1000), kNoPage);  // to the table's end, none
 }
 
@@ -146,10 +158,11 @@ TEST(PageTable, TheHandsSkipChunksNeverUsedWithoutReadingThem) {
   constexpr uint32_t kPages = 1u << 22;  // a 16 GiB region: 64 MiB of states and copy words
   ASSERT_TRUE(t.allocate(kPages));
   EXPECT_EQ(t.next_used(0), kNoPage);
-  PageState s = t.lock(3'000'000);
-  s.kind = Kind::resident;
-  t.set_mapped(3'000'001, true);  // (a mapped bit is set under the page's lock, then unlock)
-  t.unlock(3'000'000, s);
+  {
+    PageLock l(t, 3'000'000);
+    Peer::state(l).kind = Kind::resident;
+    Peer::set_mapped(t, 3'000'001, true);  // (a mapped bit is set under the page's lock, then unlock)
+  }
   const uint32_t chunk_start = 3'000'000 / PageTable::kChunkPages * PageTable::kChunkPages;
   EXPECT_FALSE(t.chunk_used(0));
   EXPECT_TRUE(t.chunk_used(3'000'000));
@@ -513,10 +526,9 @@ class EvictorParts : public ::testing::Test {
   }
   // Maps page p (writable or clean) as a range call would.
   void install(uint32_t p, bool writable) {
-    PageState s = pages.lock(p);
-    if (!s.mapped()) take_one();
-    server->install(p, &s, writable, serve);
-    pages.unlock(p, s);
+    PageLock l(pages, p);
+    if (!l.state().mapped()) take_one();
+    server->install(l, writable, serve);
   }
   void write_page(uint32_t p) {
     install(p, true);
@@ -549,11 +561,12 @@ class EvictorParts : public ::testing::Test {
 TEST_F(EvictorParts, EvictNowTakesAPageOutOfTheRegionAndItComesBackAsItWas) {
   for (uint32_t p : {3u, 10u}) {  // 10 does not compress
     write_page(p);
-    PageState s = pages.lock(p);
-    ASSERT_TRUE(evictor->evict_now(p, &s, work.data()));
-    EXPECT_FALSE(s.mapped());
-    EXPECT_NE(s.copy, CopyKind::none);
-    pages.unlock(p, s);
+    {
+      PageLock l(pages, p);
+      ASSERT_TRUE(evictor->evict_now(l, work.data()));
+      EXPECT_FALSE(l.state().mapped());
+      EXPECT_NE(l.state().copy, CopyKind::none);
+    }
     EXPECT_FALSE(page_present(base + uintptr_t{p} * kPageSize));
     expect_page(p);
     EXPECT_EQ(pages.peek(p).kind, Kind::clean);  // read back clean: its copy still valid
