@@ -40,6 +40,7 @@ std::optional<zsm::CodecKind> codec_kind(const zsm_codec& field) {
 constexpr size_t kMinBudgetPages = 16;
 constexpr unsigned kMaxFaultAround = 64;
 constexpr unsigned kDefaultSpinUs = 50;
+constexpr unsigned kMostColdAgeMs = 7u * 24 * 3600 * 1000;
 constexpr uint64_t kDefaultFileCapacity = uint64_t{256} << 20;
 constexpr uint64_t kMaxFileCapacity = uint64_t{2} << 40;  // 2^32 sectors of 512 bytes
 
@@ -106,6 +107,13 @@ int settings_from(size_t size, const zsm_region_options& o, zsm::region::Setting
     return fail_create(EINVAL, "probation_divisor is not -1, 0 or 2..1024");
   }
   s->probation_divisor = o.probation_divisor == 0 ? 8 : o.probation_divisor < 0 ? 0 : o.probation_divisor;
+  if (o.cold_age_ms != 0 && (o.cold_age_ms < 100 || o.cold_age_ms > kMostColdAgeMs)) {
+    return fail_create(EINVAL, "cold_age_ms is not 0 or 100..604800000 (a week)");
+  }
+  if (o.cold_age_ms != 0 && s->probation_divisor == 0) {
+    return fail_create(EINVAL, "cold_age_ms needs probation (probation_divisor -1 turns it off)");
+  }
+  s->cold_age_ms = o.cold_age_ms;
   return 0;
 }
 

@@ -22,6 +22,10 @@ struct Counters {
   // The most used (decompressed pages, at each fault), and the pool's and everything's most
   // (at each evictor batch), in bytes.
   std::atomic<uint64_t> peak_used{0}, peak_pool{0}, peak_total{0};
+  // Aging (evictor_aging.cpp): pages moved out to learn their idle age, probation pages
+  // retired for it, the hand's last whole turn while aging (wall time), and the time faults
+  // spent bringing pages back (from probation, the pool or the file; waits for room included).
+  std::atomic<uint64_t> aged{0}, cold_evictions{0}, aging_turn_ms{0}, stall_ns{0};
   // The backing file.
   std::atomic<uint64_t> written_back{0}, read_back{0}, file_bytes{0};
 };

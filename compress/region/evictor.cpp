@@ -49,6 +49,7 @@ void Evictor::stop() {
 }
 
 void Evictor::forget_in_child() {
+  aging_.last_tick_ms = Probation::now_ms();  // the child's first tick a tick after it began
   thread_.forget();
   tid_.store(0);
   stopping_.store(false);
@@ -74,8 +75,12 @@ void Evictor::main(std::function<void(pid_t)> keeper_start) {
     if (before_batch_) before_batch_();
     if (!parts_.budget.below_low_watermark() && !pool_near_budget()) {
       parts_.budget.set_stalled(false);
+      if (aging_due()) {
+        age_tick();
+        continue;
+      }
       asleep_.store(true, std::memory_order_release);
-      parts_.evictor_wake.wait(seen);
+      parts_.evictor_wake.wait(seen, ns_to_next_tick());
       asleep_.store(false, std::memory_order_relaxed);
       continue;
     }
@@ -97,9 +102,10 @@ void Evictor::main(std::function<void(pid_t)> keeper_start) {
   }
 }
 
-// Asleep, and nothing that would wake it: a fault since it fell asleep would have.
+// Asleep, and nothing that would wake it: a fault since it fell asleep would have. Aging
+// wakes it every tick: never idle then.
 bool Evictor::idle() const {
-  return asleep_.load(std::memory_order_acquire) && !parts_.budget.below_low_watermark() && !pool_near_budget();
+  return aging_.cold_age_ms == 0 && asleep_.load(std::memory_order_acquire) && !parts_.budget.below_low_watermark() && !pool_near_budget();
 }
 
 // Whether there is anything to do: pages past the high watermark, or the pool near its budget.
@@ -140,21 +146,27 @@ Evictor::Batch Evictor::run_batch() {
 
 // Up to n victims, locked: mapped, unpinned, unmarked pages in CLOCK's order, stopping at the
 // most_clean-th clean one (victims past the batch's need refill probation, and a clean victim
-// would only be dropped). A marked page loses its mark and is passed over. At most two turns
-// of the hand.
-uint32_t Evictor::pick_victims(uint32_t n, uint32_t most_clean, PageLock* victims) {
+// would only be dropped). A marked page loses its mark and is passed over. The hand wraps at
+// most `most_wraps` times: twice, for eviction (a second turn takes the pages the first
+// spared); once, for aging (a page spared is not taken in the same tick).
+uint32_t Evictor::pick_victims(uint32_t n, uint32_t most_clean, PageLock* victims, int most_wraps) {
   uint32_t found = 0, clean = 0;
   int wraps = 0;
   uint64_t t0 = now_ns();
-  while (found < n && clean < most_clean && wraps < 2) {
+  while (found < n && clean < most_clean && wraps < most_wraps) {
     uint32_t p = hand_ < npages_ ? parts_.pages.next_mapped(hand_, npages_ - hand_) : kNoPage;
-    if (p == kNoPage) {  // a whole turn: its scanning time is published
+    if (p == kNoPage) {  // a whole turn: its scanning time is published, and its wall time
       uint64_t t = now_ns();
       parts_.counters.sweep_ns.store(sweep_ns_ + (t - t0), std::memory_order_relaxed);
+      if (aging_.cold_age_ms != 0 && aging_.last_turn_ns != 0) {
+        parts_.counters.aging_turn_ms.store((t - aging_.last_turn_ns) / 1'000'000, std::memory_order_relaxed);
+      }
+      aging_.last_turn_ns = t;
       sweep_ns_ = 0;
       t0 = t;
       hand_ = 0;
       ++wraps;
+      ++wraps_;
       continue;
     }
     hand_ = p + 1;

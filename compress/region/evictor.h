@@ -65,6 +65,10 @@ class Evictor {
   // shrinks with it, before the faults waiting for room are woken).
   void set_before_batch(std::function<void()> f) { before_batch_ = std::move(f); }
   void set_pool_grew(std::function<void()> f) { pool_grew_ = std::move(f); }
+  // Aging: a resident page left untouched for `cold_age_ms` is compressed whatever the budget
+  // (0: off, pages leave only past the budget). Set before start().
+  void set_cold_age(uint32_t cold_age_ms);
+  bool aging() const { return aging_.cold_age_ms != 0; }
   // In a child of fork(): the parent's thread is not here; its handle is forgotten.
   void forget_in_child();
   // The region's range, which it unlocks when it finds it mlock()ed.
@@ -94,7 +98,7 @@ class Evictor {
   void main(std::function<void(pid_t)> keeper_start);
   Batch run_batch();
   bool work_needed() const;
-  uint32_t pick_victims(uint32_t n, uint32_t most_clean, PageLock* victims);
+  uint32_t pick_victims(uint32_t n, uint32_t most_clean, PageLock* victims, int most_wraps = 2);
   uint32_t take_out(uint32_t n, PageLock* victims);
   void drop_clean_span(PageLock* victims, uint32_t n);
   Out drop_clean_page(uint32_t p);
@@ -105,7 +109,14 @@ class Evictor {
   Out copy_out(PageLock& l, uint32_t slot);
   Out handle_busy(PageLock& l, uint32_t slot);
   void after_out(PageLock& l, uint32_t slot, Out out, bool stamp);
-  uint32_t retire_oldest(uint32_t n, std::byte* work);
+  uint32_t retire_oldest(uint32_t n, std::byte* work, uint32_t in_for_ms = 0);
+  // Aging (evictor_aging.cpp).
+  bool aging_due() const;
+  long ns_to_next_tick() const;
+  void age_tick();
+  uint32_t retire_cold();
+  uint32_t age_slice();
+  void learn_slice_cost(uint64_t cpu_ns, uint32_t out);
   bool retire_page(PageLock& l, bool stamp, std::byte* work);
   bool drain_stale();
   bool store_or_write_back(PageLock& l, std::byte* work);
@@ -119,6 +130,7 @@ class Evictor {
   uintptr_t base_;
   uint32_t npages_;
   uint32_t hand_ = 0;            // CLOCK's hand over the mapped bits
+  uint64_t wraps_ = 0;           // its wraps to the region's start
   uint32_t writeback_hand_ = 0;  // the write-back hand over the stored pages
   uint64_t sweep_ns_ = 0;  // the hand's scanning time since its turn began
   std::vector<std::byte> work_;  // the evictor thread's: work_bytes()
@@ -128,6 +140,15 @@ class Evictor {
   std::atomic<pid_t> tid_{0};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> asleep_{false};  // in its wait for work, every batch done
+  struct Aging {
+    uint32_t cold_age_ms = 0;  // 0: off
+    uint32_t tick_ms = 0;      // the period of age_tick()
+    uint32_t last_tick_ms = 0;
+    uint32_t slice = 64;       // pages moved out per tick: what the CPU share pays for
+    uint64_t last_stall_ns = 0;
+    double spent = 0, moved = 0;  // time and pages moved out, smoothed over ticks
+    uint64_t last_turn_ns = 0;  // when the hand last began a turn
+  } aging_;
   uintptr_t unlock_base_ = 0;
   size_t unlock_size_ = 0;
   std::function<void()> before_batch_, pool_grew_;

@@ -12,10 +12,18 @@ namespace zsm::region {
 // shorter one page by page). Each retired page's budget is given back at once, and faults
 // waiting for room are woken every kRoomEvery pages: a fault past the hard limit waits for a
 // few pages' compression, not a batch's; resident memory may exceed the budget meanwhile by
-// the call's slots, kBatch pages at most, until they are dropped at its end.
-uint32_t Evictor::retire_oldest(uint32_t n, std::byte* work) {
+// the call's slots, kBatch pages at most, until they are dropped at its end. With
+// `in_for_ms`, only pages in probation at least that long (aging's cold ones).
+uint32_t Evictor::retire_oldest(uint32_t n, std::byte* work, uint32_t in_for_ms) {
   Probation::Entry oldest[kBatch];
   size_t k = parts_.probation.oldest(std::min(n, kBatch), oldest);
+  if (in_for_ms != 0) {
+    const uint32_t now = Probation::now_ms();
+    k = static_cast<size_t>(std::find_if(oldest, oldest + k, [&](const Probation::Entry& e) {
+                              return now - e.filled_ms < in_for_ms;
+                            }) -
+                            oldest);
+  }
   uint32_t slots[kBatch];
   uint32_t retired = 0;
   for (size_t i = 0; i < k; ++i) {

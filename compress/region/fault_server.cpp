@@ -1,6 +1,8 @@
 // Serving a fault (fault_server.h).
 #include "fault_server.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -11,6 +13,12 @@ constexpr uint32_t kMaxFaultAround = 64;  // zsm_region_options.fault_around_pag
 alignas(4096) const std::byte kZeros[kPageSize] = {};
 
 size_t entry_of(uint64_t thread) { return (thread * 0x9E3779B97F4A7C15ull) >> 58; }  // 64 entries
+
+uint64_t monotonic_ns() {  // async-signal-safe (a SIGBUS handler serves faults too)
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<uint64_t>(t.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(t.tv_nsec);
+}
 
 }  // namespace
 
@@ -29,20 +37,26 @@ void Streams::note(uint64_t thread, uint32_t p, uint32_t n, uint32_t window) {
   e.window.store(window, std::memory_order_relaxed);
 }
 
+// A fault that brings a page back (from probation or its copy) counts its time, waits for
+// room included, as the program's stall (a first touch, which the kernel would serve too,
+// does not).
 void FaultServer::serve(const Fault& f, ServeBuffers& b, bool in_signal) {
+  const uint64_t start = monotonic_ns();
+  bool brought_back = false;
   for (;;) {
     uint32_t seen = parts_.budget.room_seq();
     {
       InsideGate inside(parts_.gate, f.tid);
-      if (serve_once(f, b, in_signal)) break;
+      if (serve_once(f, b, in_signal, &brought_back)) break;
     }
     parts_.evictor_wake.notify();
     parts_.budget.wait_for_room(seen);
   }
+  if (brought_back) bump(parts_.counters.stall_ns, monotonic_ns() - start);
   poke_evictor();
 }
 
-bool FaultServer::serve_once(const Fault& f, ServeBuffers& b, bool in_signal) {
+bool FaultServer::serve_once(const Fault& f, ServeBuffers& b, bool in_signal, bool* brought_back) {
   const uint32_t p = f.page;
   PageLock l(parts_.pages, p);
   const Kind kind = l.state().kind;
@@ -54,10 +68,12 @@ bool FaultServer::serve_once(const Fault& f, ServeBuffers& b, bool in_signal) {
   } else if (!parts_.budget.try_take(1)) {
     return false;
   } else if (kind == Kind::probation) {
+    *brought_back = true;
     install_from_probation(l, f.write, !in_signal);
   } else if (kind == Kind::empty) {
     install_zero(l, f.write);
   } else {
+    *brought_back = true;
     uint32_t window = f.write ? 1 : streams_.window(f.thread, p, std::min(fault_around_, kMaxFaultAround));
     window = std::min(window, parts_.budget.limit() / 4 + 1);
     uint32_t n = 1;

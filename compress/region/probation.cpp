@@ -2,6 +2,7 @@
 #include "probation.h"
 
 #include <sys/mman.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -12,13 +13,13 @@ namespace zsm::region {
 
 Probation::~Probation() {
   if (base_ != 0) unmap(reinterpret_cast<void*>(base_), bytes());
-  if (slot_page_ != nullptr) unmap(slot_page_, 2 * size_t{capacity_} * sizeof(uint32_t));
+  if (slot_page_ != nullptr) unmap(slot_page_, 3 * size_t{capacity_} * sizeof(uint32_t));
 }
 
 int Probation::init(uint32_t capacity, std::string* why) {
   capacity_ = capacity;
   void* area = map_unlocked(bytes());
-  void* table = map_unlocked(2 * size_t{capacity} * sizeof(uint32_t));  // slot_page_, stale_
+  void* table = map_unlocked(3 * size_t{capacity} * sizeof(uint32_t));  // slot_page_, stale_, filled_ms_
   if (area == nullptr || table == nullptr) {
     *why = "mmap of the probation stage failed";
     return -errno;
@@ -26,7 +27,14 @@ int Probation::init(uint32_t capacity, std::string* why) {
   base_ = reinterpret_cast<uintptr_t>(area);
   slot_page_ = static_cast<uint32_t*>(table);
   stale_ = slot_page_ + capacity;
+  filled_ms_ = stale_ + capacity;
   return 0;
+}
+
+uint32_t Probation::now_ms() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+  return static_cast<uint32_t>(static_cast<uint64_t>(t.tv_sec) * 1000 + static_cast<uint64_t>(t.tv_nsec) / 1'000'000);
 }
 
 void Probation::set_target(uint32_t pages) {
@@ -45,9 +53,17 @@ uint32_t Probation::reserve(uint32_t n, uint32_t* first) {
   return got;
 }
 
+uint32_t Probation::free_slots() {
+  SpinGuard g(lock_);
+  advance_tail();
+  return static_cast<uint32_t>(capacity_ - (head_ - tail_));
+}
+
 void Probation::fill(uint32_t slot, uint32_t page) {
+  const uint32_t now = fill_times_ ? now_ms() : 0;
   SpinGuard g(lock_);
   slot_page_[slot] = page;
+  if (fill_times_) filled_ms_[slot] = now;
   bump(counters_.probation);
 }
 
@@ -64,7 +80,7 @@ size_t Probation::oldest(size_t n, Entry* out) {
   for (uint64_t i = tail_; i < head_ && found < n; ++i) {
     auto s = static_cast<uint32_t>(i % capacity_);
     uint32_t p = slot_page_[s];
-    if (p != kHole && p != kReserved && p != kStale) out[found++] = {s, p};
+    if (p != kHole && p != kReserved && p != kStale) out[found++] = {s, p, fill_times_ ? filled_ms_[s] : 0};
   }
   return found;
 }

@@ -40,7 +40,10 @@ class Probation {
   struct Entry {
     uint32_t slot;
     uint32_t page;
+    uint32_t filled_ms;  // when it came in (now_ms()), where keep_fill_times() was called; else 0
   };
+  // A coarse monotonic clock in milliseconds, wrapping every 49 days: compare by difference.
+  static uint32_t now_ms();
 
   explicit Probation(Counters& counters) : counters_(counters) {}
   ~Probation();
@@ -51,6 +54,11 @@ class Probation {
   int init(uint32_t capacity, std::string* why);
   uintptr_t base() const { return base_; }
   size_t bytes() const { return size_t{capacity_} * 4096; }
+  uint32_t capacity() const { return capacity_; }
+  // Slots neither in use nor reserved (the ring's tail passes over holes only).
+  uint32_t free_slots();
+  // Aging: each page's time in is kept (Entry::filled_ms); else that table is never touched.
+  void keep_fill_times() { fill_times_ = true; }
   uintptr_t slot_addr(uint32_t s) const { return base_ + uintptr_t{s} * 4096; }
   std::byte* slot_bytes(uint32_t s) const { return reinterpret_cast<std::byte*>(slot_addr(s)); }
 
@@ -109,6 +117,8 @@ class Probation {
   uint64_t head_ = 0, tail_ = 0;  // slots [tail, head) are in use (a page, reserved, or a hole)
   uint32_t* slot_page_ = nullptr;  // per slot
   uint32_t* stale_ = nullptr;      // slots to drop, capacity_ of them at most
+  uint32_t* filled_ms_ = nullptr;  // per slot: when its page came in (fill_times_)
+  bool fill_times_ = false;
   uint32_t stale_count_ = 0;
 };
 

@@ -103,6 +103,8 @@ int Region::init(std::string* why) {
   evictor_ = std::make_unique<Evictor>(parts_, base_, npages_);
   evictor_->set_range(base_, settings_.size);
   evictor_->set_before_batch([this] { before_batch(); });
+  evictor_->set_cold_age(settings_.cold_age_ms);
+  if (settings_.cold_age_ms != 0) probation_.keep_fill_times();
   if (budget_.counts_everything()) evictor_->set_pool_grew([this] { budget_.retune(others_bytes()); });
   if (self_serve) {
     if (sigbus_blocked_here()) {
@@ -471,6 +473,10 @@ void Region::stats(struct zsm_region_stats* out) const {
   out->evictor_runs = get(counters_.evictor_runs);
   out->clock_sweep_ns = get(counters_.sweep_ns);
   out->pages_move = calls_.can_move() ? 1 : 0;
+  out->aged_pages = get(counters_.aged);
+  out->cold_evictions = get(counters_.cold_evictions);
+  out->aging_turn_ms = get(counters_.aging_turn_ms);
+  out->stall_ns = get(counters_.stall_ns);
 }
 
 }  // namespace zsm::region

@@ -72,6 +72,7 @@ struct Settings {
   unsigned fault_around = 16;
   unsigned spin_us = 0;
   unsigned probation_divisor = 8;    // probation holds budget / divisor pages; 0 = none
+  uint32_t cold_age_ms = 0;          // aging (evictor_aging.cpp); 0 = off
   UffdRequest uffd;                  // user mode only, SIGBUS, UFFDIO_MOVE
   bool one_handler = false;
   std::string backing_file;          // "" = none

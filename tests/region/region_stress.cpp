@@ -7,9 +7,10 @@
 // of the region (ZSM_REGION_NO_MOVE), as on kernels without UFFDIO_MOVE; --file DIR: a backing
 // file in DIR, the pool's budget a 16th of the region's budget (most copies go to the file). The
 // line at the end also says how many range calls the evicting thread made, and its slowest:
-// range calls must not wait long behind faults.
+// range calls must not wait long behind faults. --cold-age MS: aging (cold_age_ms) at a budget
+// a quarter past the region, so that pages leave by their idle age and the range calls alone.
 //   region_stress [--gib N] [--threads T] [--mib REGION_MIB] [--seed S] [--sigbus 0|1] [--no-move 0|1]
-//                 [--file DIR]
+//                 [--file DIR] [--cold-age MS]
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -39,12 +40,13 @@ struct Options {
   uint64_t seed = 1;
   bool sigbus = false;
   bool no_move = false;
+  unsigned cold_age_ms = 0;
   std::string file;  // "" = no backing file
 };
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr, "region_stress: %s\nusage: region_stress [--gib N] [--threads T] "
-               "[--mib REGION_MIB] [--seed S] [--sigbus 0|1] [--no-move 0|1] [--file DIR]\n", why);
+               "[--mib REGION_MIB] [--seed S] [--sigbus 0|1] [--no-move 0|1] [--file DIR] [--cold-age MS]\n", why);
   std::exit(2);
 }
 
@@ -65,6 +67,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--seed") o.seed = std::strtoull(v, &end, 10);
     else if (a == "--sigbus") o.sigbus = std::strtoul(v, &end, 10) != 0;
     else if (a == "--no-move") o.no_move = std::strtoul(v, &end, 10) != 0;
+    else if (a == "--cold-age") o.cold_age_ms = static_cast<unsigned>(std::strtoul(v, &end, 10));
     else usage(("unknown option " + a).c_str());
     if (end == v || *end != '\0') usage(("not a number: " + std::string(v)).c_str());
   }
@@ -103,7 +106,8 @@ int main(int argc, char** argv) {
   Options o = parse(argc, argv);
   size_t pages = o.mib * 1024 * 1024 / kPage;
   zsm_region_options ro{};
-  ro.budget_bytes = std::max<size_t>(pages / 8, 16) * kPage;
+  ro.budget_bytes = std::max<size_t>(o.cold_age_ms != 0 ? pages + pages / 4 : pages / 8, 16) * kPage;
+  ro.cold_age_ms = o.cold_age_ms;
   ro.flags = (o.sigbus ? ZSM_REGION_SELF_SERVE : 0) | (o.no_move ? ZSM_REGION_NO_MOVE : 0);
   if (!o.file.empty()) {
     ro.backing_file = o.file.c_str();

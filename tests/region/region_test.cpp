@@ -374,6 +374,35 @@ TEST_P(RegionModes, ProbationServesRecentVictimsWithoutDecompressing) {
   EXPECT_EQ(s.probation_bytes + s.resident_bytes + s.stored_pages, 0u);
 }
 
+// Aging: with a budget as large as the region, nothing is compressed for room; pages left
+// untouched for the cold age are compressed anyway, pages read every few milliseconds stay,
+// and every page keeps its bytes.
+TEST_P(RegionModes, PagesLeftUntouchedForTheColdAgeAreCompressedWithinTheBudget) {
+  zsm_region_options o{};
+  o.cold_age_ms = 400;
+  make(256, 256, o);
+  constexpr size_t kWritten = 128, kHot = 16;
+  for (size_t p = 0; p < kWritten; ++p) fill_page(at(p), p, 21);
+  auto start = std::chrono::steady_clock::now();
+  struct zsm_region_stats s = region_stats(r);
+  while (s.cold_evictions < kWritten - kHot && std::chrono::steady_clock::now() - start < std::chrono::seconds(20)) {
+    for (size_t p = 0; p < kHot; ++p) ASSERT_EQ(page_mismatch(at(p), p, 21), -1) << "hot page " << p;
+    usleep(5000);
+    s = region_stats(r);
+  }
+  EXPECT_GE(s.cold_evictions, kWritten - kHot) << "in 20 s, of " << s.aged_pages << " pages aged";
+  EXPECT_GE(s.stored_pages, kWritten - kHot);
+  EXPECT_GT(s.aged_pages, 0u);
+  EXPECT_EQ(s.budget_waits, 0u);
+  // The hot pages were taken out to be aged, and came back at each touch: most are mapped.
+  for (size_t p = 0; p < kHot; ++p) ASSERT_EQ(page_mismatch(at(p), p, 21), -1) << "hot page " << p;
+  s = region_stats(r);
+  EXPECT_GE(s.resident_bytes + s.probation_bytes, kHot * kPage / 2);
+  const uint64_t stalled = s.stall_ns;
+  for (size_t p = 0; p < kWritten; ++p) ASSERT_EQ(page_mismatch(at(p), p, 21), -1) << "page " << p;
+  EXPECT_GT(region_stats(r).stall_ns, stalled) << "bringing the cold pages back is the program's stall";
+}
+
 // Without probation a victim passes through a slot only while the evictor compresses it.
 TEST_P(RegionModes, WithoutProbationVictimsAreCompressedAtOnce) {
   zsm_region_options o{};
@@ -482,6 +511,14 @@ TEST(RegionBadInput, BadOptionsAreRefusedWithAReason) {
   refused(1 << 20, o, EINVAL);
   o = {};
   o.probation_divisor = 1;
+  refused(1 << 20, o, EINVAL);
+  o = {};
+  o.cold_age_ms = 99;  // below a tick's least
+  refused(1 << 20, o, EINVAL);
+  o.cold_age_ms = 604800001;  // past a week
+  refused(1 << 20, o, EINVAL);
+  o.cold_age_ms = 1000;
+  o.probation_divisor = -1;  // aging moves pages out through probation
   refused(1 << 20, o, EINVAL);
   o = {};
   o.pool.chain_size = 99;

@@ -36,6 +36,8 @@
 //   ZSM_REGION_BACKING_FILE_SIZE  the file's most (default: the region's size, at most 2T)
 //   ZSM_REGION_SIZE         the region's virtual size (default 64G, at least 256M)
 //   ZSM_REGION_SELF_SERVE=1 the SIGBUS mode (signals.cpp keeps it working)
+//   ZSM_REGION_COLD_AGE     seconds (0.1 to 604800; 0: off, the default): a page left untouched
+//                           this long is compressed whatever the budget (region.h's cold_age_ms)
 //   ZSM_REGION_STATS=1      one line of statistics at exit (or why there was no region); with
 //                           ZSM_RUN_PID (zsm-run's) only from the process of that PID
 //   ZSM_RUN_ANNOUNCE=1      one line at start saying the mode and what it costs (zsm-run's;
@@ -168,13 +170,29 @@ bool size_from_env(const char* name, size_t* out, size_t least = 1, const char* 
   return true;
 }
 
+// ZSM_REGION_COLD_AGE, in seconds; unset leaves *ms.
+bool cold_age_from_env(unsigned* ms) {
+  const char* text = std::getenv("ZSM_REGION_COLD_AGE");
+  if (text == nullptr) return true;
+  char* end = nullptr;
+  double seconds = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(seconds == 0 || (seconds >= 0.1 && seconds <= 604800))) {
+    say("zsm_region_preload: ZSM_REGION_COLD_AGE='%s' is not 0 or seconds from 0.1 to 604800; the library is off\n",
+        text);
+    off_reason = "ZSM_REGION_COLD_AGE was not 0 or seconds from 0.1 to 604800";
+    return false;
+  }
+  *ms = static_cast<unsigned>(seconds * 1000 + 0.5);
+  return true;
+}
+
 bool options_from_env(zsm_region_options* o, size_t* region_size) {
   size_t file_size = 0;
   *region_size = kDefaultRegion;
   if (!size_from_env("ZSM_REGION_BUDGET", &o->budget_bytes, kLeastBudget, "1M") ||
       !size_from_env("ZSM_REGION_POOL_BUDGET", &o->compressed_budget_bytes) ||
       !size_from_env("ZSM_REGION_BACKING_FILE_SIZE", &file_size) ||
-      !size_from_env("ZSM_REGION_SIZE", region_size, kLeastRegion, "256M")) {
+      !size_from_env("ZSM_REGION_SIZE", region_size, kLeastRegion, "256M") || !cold_age_from_env(&o->cold_age_ms)) {
     return false;
   }
   o->flags = ZSM_REGION_BUDGET_ALL;
@@ -278,8 +296,12 @@ void announce() {
   program_tag(tag, sizeof tag);
   struct zsm_region_stats s {};
   zsm_region_stats(layout.region, &s);
-  say("zsm-run: %s: budget %.1f MiB for this process (each process it starts has a budget of its own); %s\n", tag,
-      mib(s.budget_bytes), mode_text(layout));
+  char aging[96] = "";
+  if (layout.cold_age_ms != 0) {
+    std::snprintf(aging, sizeof aging, "; pages untouched for %.1f s are compressed within it", layout.cold_age_ms / 1000.0);
+  }
+  say("zsm-run: %s: budget %.1f MiB for this process (each process it starts has a budget of its own)%s; %s\n", tag,
+      mib(s.budget_bytes), aging, mode_text(layout));
 }
 
 // An object's executable segment.
@@ -333,6 +355,7 @@ bool turn_on() {
   layout.maps_begin = layout.heap_end;
   layout.maps_end = layout.end;
   layout.self_serve = (o.flags & ZSM_REGION_SELF_SERVE) != 0;
+  layout.cold_age_ms = o.cold_age_ms;
   struct zsm_region_stats st {};
   zsm_region_stats(r, &st);
   layout.user_mode_only = st.user_mode_only != 0 && !layout.self_serve;
@@ -388,7 +411,8 @@ __attribute__((destructor)) void print_stats_at_exit() {
         "zsm-run: %s at exit: budget %.1f MiB, peak %.1f MiB (decompressed %.1f, pool %.1f at their own peaks), now %.1f MiB "
         "(decompressed %.1f, pool %.1f, tables %.1f); stored %.1f MiB in %.1f MiB, %.1f MiB on file "
         "(written back %llu, read back %llu); faults %llu (zero %llu, ahead %llu, probation %llu, waited %llu); "
-        "evictions %llu (clean %llu); over budget %llu pages; outside the region %llu allocations; %s\n",
+        "evictions %llu (clean %llu); over budget %llu pages; aging: cold age %.1f s, aged %llu, cold %llu, "
+        "stalled %.2f s; outside the region %llu allocations; %s\n",
         tag, mib(s.budget_bytes), mib(std::max(s.peak_total_bytes, s.peak_decompressed_bytes)),
         mib(s.peak_decompressed_bytes), mib(s.peak_pool_bytes),
         mib(s.resident_bytes + s.probation_bytes + s.mem_used_total + s.bookkeeping_bytes),
@@ -397,7 +421,8 @@ __attribute__((destructor)) void print_stats_at_exit() {
         (unsigned long long)s.written_back, (unsigned long long)s.read_back, (unsigned long long)s.faults,
         (unsigned long long)s.zero_faults, (unsigned long long)s.fault_around_pages,
         (unsigned long long)s.probation_faults, (unsigned long long)s.budget_waits, (unsigned long long)s.evictions,
-        (unsigned long long)s.clean_evictions, (unsigned long long)s.over_budget_pages,
+        (unsigned long long)s.clean_evictions, (unsigned long long)s.over_budget_pages, layout.cold_age_ms / 1000.0,
+        (unsigned long long)s.aged_pages, (unsigned long long)s.cold_evictions, s.stall_ns / 1e9,
         (unsigned long long)outside.load(), layout.self_serve ? "SIGBUS mode" : layout.user_mode_only ?
         "user-mode faults only" : "handler threads");
   }

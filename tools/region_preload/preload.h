@@ -249,6 +249,7 @@ struct Layout {
   uintptr_t maps_begin = 0, maps_end = 0;
   bool self_serve = false;      // the SIGBUS mode
   bool user_mode_only = false;  // the kernel's own accesses are not served (no privilege)
+  unsigned cold_age_ms = 0;     // aging (ZSM_REGION_COLD_AGE); 0: off
   // Whether a system call may meet a page nobody serves (EFAULT): then the library keeps what
   // libc and the kernel touch out of the region, pins I/O buffers, retries what it can, and
   // keeps futex words resident (docs/region.md, "The pinning modes").

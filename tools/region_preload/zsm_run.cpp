@@ -2,8 +2,8 @@
 // one with their change (the preload library, libzsm_region_preload.so, does the work: its
 // top comment says what it takes and what stays outside).
 //
-//   zsm-run [--budget=SIZE] [--pool-budget=SIZE] [--backing-file=PATH|none] [--self-serve]
-//           [--region-size=SIZE] [--stats] [--quiet] -- PROGRAM ARGS...
+//   zsm-run [--budget=SIZE] [--cold-age=SECONDS] [--pool-budget=SIZE] [--backing-file=PATH|none]
+//           [--self-serve] [--region-size=SIZE] [--stats] [--quiet] -- PROGRAM ARGS...
 //
 // It sets the library's variables (ZSM_REGION_*; sizes as byte counts), puts the library first
 // in LD_PRELOAD and executes the program in its own place (its exit status is the program's,
@@ -31,7 +31,7 @@ namespace fs = std::filesystem;
 
 struct Options {
   std::string budget;  // byte counts, as the library reads them
-  std::string pool_budget, backing_file, region_size, library;
+  std::string pool_budget, backing_file, region_size, library, cold_age;
   bool self_serve = false, stats = false, quiet = false;
   std::vector<std::string> program;
 };
@@ -45,9 +45,27 @@ std::string size_flag(const std::string& v, const char* what, uint64_t least = 1
   return std::to_string(zsm_cli::parse_size(v, what, least));
 }
 
+// 0, or seconds within [least, most], handed on as the user wrote them.
+std::string seconds_flag(const std::string& v, const char* what, double least, double most) {
+  size_t used = 0;
+  double seconds = -1;
+  try {
+    seconds = std::stod(v, &used);
+  } catch (const std::exception&) {
+  }
+  if (used != v.size() || !(seconds == 0 || (seconds >= least && seconds <= most))) {
+    char range[64];
+    std::snprintf(range, sizeof range, "0 or seconds from %g to %g", least, most);
+    throw std::invalid_argument(std::string(what) + " '" + v + "' is not " + range);
+  }
+  return v;
+}
+
 const zsm_cli::Flag<Options> kFlags[] = {
     {"--budget", "SIZE", "all the region may cost: decompressed pages, pool, bookkeeping; at least 1M (default: half the machine's memory); each process the program starts has its own",
      [](Options& o, const std::string& v) { o.budget = size_flag(v, "--budget", kLeastBudget); }},
+    {"--cold-age", "SECONDS", "compress a page left untouched this long whatever the budget, 0.1 to 604800 (default 0: off, pages leave only past the budget); finding which are untouched costs up to 1 % of a CPU",
+     [](Options& o, const std::string& v) { o.cold_age = seconds_flag(v, "--cold-age", 0.1, 604800); }},
     {"--pool-budget", "SIZE", "the compressed pool's most (default: half the budget); past it, pages go to the file",
      [](Options& o, const std::string& v) { o.pool_budget = size_flag(v, "--pool-budget"); }},
     {"--backing-file", "PATH", "a directory (an unnamed file there), a path that does not exist, or none (default $TMPDIR or /tmp)",
@@ -110,6 +128,7 @@ int main(int argc, char** argv) {
   }
   set("ZSM_REGION_BUDGET", o.budget.empty() ? default_budget() : o.budget);
   set("ZSM_REGION_POOL_BUDGET", o.pool_budget);
+  set("ZSM_REGION_COLD_AGE", o.cold_age);
   set("ZSM_REGION_BACKING_FILE", o.backing_file);
   set("ZSM_REGION_SIZE", o.region_size);
   if (o.self_serve) setenv("ZSM_REGION_SELF_SERVE", "1", 1);

@@ -7,6 +7,9 @@
 #   stderr naming it, and the program runs as without the library; no budget: silence;
 # - zsm-run: one line at start naming the program, the budget and the mode (none with --quiet),
 #   a budget below 1M refused by zsm-run itself (exit 2, one line);
+# - aging: under zsm-run --cold-age=0.5 and a budget far above its use, python3's 32 MiB left
+#   untouched for 3 s is compressed, as fast as 1 % of a CPU finds it (the statistics' cold pages) and reads back whole; a bad
+#   ZSM_REGION_COLD_AGE is one line, a bad --cold-age zsm-run's exit 2;
 # - tools/run-region-programs.sh's bad arguments: one line each, exit 2;
 # - sort, python3 (multiprocessing included), perl, sqlite3 and redis-server (BGSAVE's RDB
 #   compared) under zsm-run at half their plain peak RSS, both modes, at a small scale
@@ -61,6 +64,7 @@ expect_one_line "region too small" "ZSM_REGION_SIZE='1M' is below the least the 
   ZSM_REGION_BUDGET=4M ZSM_REGION_SIZE=1M
 expect_one_line "bad region size" "ZSM_REGION_SIZE='lots' is not a size" ZSM_REGION_BUDGET=4M \
   ZSM_REGION_SIZE=lots
+expect_one_line "bad cold age" "ZSM_REGION_COLD_AGE='soon' is not 0 or seconds" ZSM_REGION_BUDGET=4M ZSM_REGION_COLD_AGE=soon
 
 out="$(run_probe "$dir/off.err")" || fail "no budget: $out"
 [ "$out" = "probe: ok" ] && [ ! -s "$dir/off.err" ] || fail "no budget: $out $(cat "$dir/off.err")"
@@ -74,6 +78,22 @@ rc=0
 err="$("$launcher" --budget=100K -- true 2>&1)" || rc=$?
 [ "$rc" = 2 ] && grep -q "budget" <<< "$err" || fail "zsm-run --budget=100K: exit $rc, '$err'"
 echo "zsm-run: '$start_line'; --budget=100K refused: $(head -1 <<< "$err")"
+
+# Aging: memory left alone for six cold ages is compressed though the budget has room.
+rc=0
+err="$("$launcher" --cold-age=0.01 -- true 2>&1)" || rc=$?
+[ "$rc" = 2 ] && grep -q "cold-age" <<< "$err" || fail "zsm-run --cold-age=0.01: exit $rc, '$err'"
+out="$("$launcher" --budget=512M --cold-age=0.5 --stats -- python3 -c '
+import time
+pattern = (bytes(range(251)) * ((32 << 20) // 251 + 1))[:32 << 20]
+a = bytearray(pattern)
+time.sleep(3)
+print("intact" if a == pattern else "changed")' 2> "$dir/aging.err")" || true
+[ "$out" = intact ] || fail "aging: python3 said '$out': $(cat "$dir/aging.err")"
+stats="$(grep "python3.* at exit: " "$dir/aging.err")" || fail "aging: no statistics: $(cat "$dir/aging.err")"
+cold="$(sed -n 's/.*, cold \([0-9]*\),.*/\1/p' <<< "$stats")"
+[ "${cold:-0}" -gt 1024 ] || fail "aging: $cold pages compressed for their age, of 16384 left alone (the pattern and its copy): $stats"
+echo "aging: $cold pages left alone for 3 s compressed; --cold-age=0.01 refused: $(head -1 <<< "$err")"
 
 # The programs script's own bad arguments: one line, exit 2.
 for bad in --programs=emacs --zsm-run=/nonexistent --bogus; do

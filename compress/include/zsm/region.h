@@ -97,6 +97,18 @@ struct zsm_region_options {
 	                               the page is in use (a clean page is only dropped: its copy
 	                               is valid, and a fault on it soon after marks it instead).
 	                               0 = 8, -1 = none; otherwise 2..1024 */
+	unsigned int cold_age_ms;   /* 0 = off: pages are compressed only past the budget. Else a
+	                               mapped page left untouched (read or written) this long is
+	                               compressed whatever the budget, which stays a cap on top:
+	                               the evictor moves a slice of the mapped pages out every
+	                               tick (a 16th of this, 50 ms..1 s), a touch brings one back
+	                               by a fault, and one untouched for this long is compressed
+	                               (a clean page, whose copy is valid, is only dropped when
+	                               the slice takes it). The slice is what 1 % of a CPU pays
+	                               for, the faults' time included (stall_ns). Pages leave the
+	                               region then as they do past the budget: a syscall on one
+	                               meets what the contract above says of evicted pages.
+	                               100..604800000 (a week); needs probation */
 };
 
 /* Serve user-mode faults only (UFFD_USER_MODE_ONLY), as an unprivileged process gets: a
@@ -175,7 +187,15 @@ struct zsm_region_stats {
 	                                the pool and bookkeeping (at the evictor's batches) */
 	uint64_t evictor_idle;       /* 1: the evictor sleeps with nothing owed, its batches all
 	                                counted above; the counters stand still until the program
-	                                touches the region or changes its budget */
+	                                touches the region or changes its budget (never with aging) */
+	uint64_t aged_pages;         /* pages moved out by aging (cold_age_ms) to learn their age */
+	uint64_t cold_evictions;     /* of the evictions and clean evictions, pages left untouched
+	                                for the cold age */
+	uint64_t aging_turn_ms;      /* the wall time of CLOCK's last whole turn while aging: a
+	                                mapped page's idle age is known from this on */
+	uint64_t stall_ns;           /* time faults spent bringing pages back (from probation, the
+	                                pool or the file, waits for room included): the program's
+	                                stall, summed over its threads */
 };
 
 /* Create a region of `size` bytes (rounded up to whole pages). NULL + errno on failure. */
