@@ -52,18 +52,8 @@ IFS=, read -ra wanted <<< "$programs"
 for p in "${wanted[@]}"; do package_of "$p" >/dev/null; done  # an unknown name: one line, exit 2
 
 if ((install)); then
-  missing=()
-  for p in "${wanted[@]}"; do
-    for pkg in $(package_of "$p"); do
-      dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-    done
-  done
-  if ((${#missing[@]})); then
-    echo "run-region-programs.sh: installing ${missing[*]}"
-    sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
-  fi
+  source "$root/tools/lib/packages.sh"
+  install_missing run-region-programs.sh $(for p in "${wanted[@]}"; do package_of "$p"; done)
 fi
 
 source "$root/tools/lib/zsm_run.sh"

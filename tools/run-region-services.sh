@@ -56,18 +56,8 @@ IFS=, read -ra wanted <<< "$services"
 for s in "${wanted[@]}"; do package_of "$s" >/dev/null; done  # an unknown name: one line, exit 2
 
 if ((install)); then
-  missing=()
-  for s in "${wanted[@]}"; do
-    pkg="$(package_of "$s")"
-    [[ " ${missing[*]} " == *" $pkg "* ]] && continue  # python and sqlite: the same package
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-  done
-  if ((${#missing[@]})); then
-    echo "run-region-services.sh: installing ${missing[*]}"
-    sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
-  fi
+  source "$root/tools/lib/packages.sh"
+  install_missing run-region-services.sh $(for s in "${wanted[@]}"; do package_of "$s"; done)
 fi
 
 source "$root/tools/lib/zsm_run.sh"

@@ -105,7 +105,7 @@ void Evictor::main(std::function<void(pid_t)> keeper_start) {
 // Asleep, and nothing that would wake it: a fault since it fell asleep would have. Aging
 // wakes it every tick: never idle then.
 bool Evictor::idle() const {
-  return aging_.cold_age_ms == 0 && asleep_.load(std::memory_order_acquire) && !parts_.budget.below_low_watermark() && !pool_near_budget();
+  return !aging() && asleep_.load(std::memory_order_acquire) && !parts_.budget.below_low_watermark() && !pool_near_budget();
 }
 
 // Whether there is anything to do: pages past the high watermark, or the pool near its budget.
@@ -158,7 +158,7 @@ uint32_t Evictor::pick_victims(uint32_t n, uint32_t most_clean, PageLock* victim
     if (p == kNoPage) {  // a whole turn: its scanning time is published, and its wall time
       uint64_t t = now_ns();
       parts_.counters.sweep_ns.store(sweep_ns_ + (t - t0), std::memory_order_relaxed);
-      if (aging_.cold_age_ms != 0 && aging_.last_turn_ns != 0) {
+      if (aging() && aging_.last_turn_ns != 0) {
         parts_.counters.aging_turn_ms.store((t - aging_.last_turn_ns) / 1'000'000, std::memory_order_relaxed);
       }
       aging_.last_turn_ns = t;

@@ -68,7 +68,6 @@ class Evictor {
   // Aging: a resident page left untouched for `cold_age_ms` is compressed whatever the budget
   // (0: off, pages leave only past the budget). Set before start().
   void set_cold_age(uint32_t cold_age_ms);
-  bool aging() const { return aging_.cold_age_ms != 0; }
   // In a child of fork(): the parent's thread is not here; its handle is forgotten.
   void forget_in_child();
   // The region's range, which it unlocks when it finds it mlock()ed.
@@ -140,6 +139,7 @@ class Evictor {
   std::atomic<pid_t> tid_{0};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> asleep_{false};  // in its wait for work, every batch done
+  bool aging() const { return aging_.cold_age_ms != 0; }
   struct Aging {
     uint32_t cold_age_ms = 0;  // 0: off
     uint32_t tick_ms = 0;      // the period of age_tick()

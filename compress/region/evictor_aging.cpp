@@ -36,12 +36,12 @@ void Evictor::set_cold_age(uint32_t cold_age_ms) {
 }
 
 bool Evictor::aging_due() const {
-  return aging_.cold_age_ms != 0 && Probation::now_ms() - aging_.last_tick_ms >= aging_.tick_ms;
+  return aging() && Probation::now_ms() - aging_.last_tick_ms >= aging_.tick_ms;
 }
 
 // 0 (no timeout) without aging.
 long Evictor::ns_to_next_tick() const {
-  if (aging_.cold_age_ms == 0) return 0;
+  if (!aging()) return 0;
   uint32_t since = Probation::now_ms() - aging_.last_tick_ms;
   return since >= aging_.tick_ms ? 1 : static_cast<long>(aging_.tick_ms - since) * 1'000'000;
 }
