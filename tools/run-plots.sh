@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # zsm's plots, each drawn by one command with gnuplot (scripts in tools/plots/):
 #
-#   tools/run-plots.sh waste|utilization|bench|ab|rocksdb|all [OUTDIR]  (default OUTDIR: build/plots)
+#   tools/run-plots.sh waste|utilization|bench|ab|rocksdb|services|all [OUTDIR]
+#   (default OUTDIR: build/plots)
 #
 #   waste        waste.png: each size class's zspage tail waste at chain 4, 8 and 16, and what
 #                an object costs beyond its payload at chain 8; data from zsm_stats --class-table
@@ -20,6 +21,10 @@
 #   rocksdb      rocksdb.png: zsm as RocksDB's secondary cache against RocksDB's own, reads/s
 #                and hit ratio per tier, from $ROCKSDB_DAT, else OUTDIR/rocksdb.dat, which
 #                tools/run-rocksdb-bench.sh writes (and then draws this plot). Not in `all`.
+#   services     services-rss.png: each service's RSS over its run, plain against zsm-run, from
+#                the series tools/run-region-services.sh leaves in $SERVICES_DIR (default
+#                build/region-services: <service>-plain.rss.csv, <service>-zsm.rss.csv). Not in
+#                `all`; fails, saying how to make them, when there are none.
 #   all          waste, utilization, bench and ab; a missing A/B is reported and skipped.
 #
 # Programs come from $ZSM_BUILD (default build/bench, the build of tools/run-main.sh), which is
@@ -129,8 +134,22 @@ plot_rocksdb() {
   draw "data='$dat'" rocksdb.gp "$out/rocksdb.png"
 }
 
+plot_services() {
+  local dir="${SERVICES_DIR:-$root/build/region-services}" series=()
+  local f
+  for f in "$dir"/*-plain.rss.csv; do
+    [ -f "$f" ] && [ -f "${f%-plain.rss.csv}-zsm.rss.csv" ] && series+=("$(basename "${f%-plain.rss.csv}")")
+  done
+  if [ "${#series[@]}" -eq 0 ]; then
+    echo "plot: no RSS series in $dir: tools/run-region-services.sh writes them" >&2
+    return 1
+  fi
+  draw "dir='$dir'; services='${series[*]}'; title='$(head -c 200 "$dir/title.txt" 2> /dev/null | tr -d "'")'" \
+    services_rss.gp "$out/services-rss.png"
+}
+
 case "$what" in
-  waste|utilization|bench|ab|rocksdb|all) ;;
+  waste|utilization|bench|ab|rocksdb|services|all) ;;
   *) usage ;;
 esac
 command -v gnuplot > /dev/null || "$root/tools/setup.sh"

@@ -4,7 +4,7 @@
 # numpy, multiprocessing), perl, sqlite3 (an in-memory database), redis-server (redis-benchmark,
 # then BGSAVE, the RDB's digest compared), gcc on a generated file and java, each plainly and
 # under the launcher at budgets of 1/2 and 1/4 of its plain peak RSS, with handler threads and
-# in the SIGBUS mode. Prints one Markdown table: completion, identical output, peak RSS against
+# in the SIGBUS mode (--fractions=0 adds zsm-run's default, no budget). Prints one Markdown table: completion, identical output, peak RSS against
 # the target, wall time, faults, evictions, the region's peak (docs/region-figures.md holds one).
 #
 #   tools/run-region-programs.sh [--zsm-run=PATH] [--programs=a,b,...] [--fractions=2,4]

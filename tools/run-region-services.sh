@@ -9,7 +9,7 @@
 # average and peak RSS, ops/s, p99 latency, wrong values, CPU shares, the region's line.
 #
 #   tools/run-region-services.sh [--services=redis,python,sqlite] [--scale=N] [--seconds=N]
-#                                [--zsm-run=PATH] [--zsm-args="..."] [--user=UID] [--dir=DIR]
+#                                [--rounds=N] [--zsm-run=PATH] [--zsm-args="..."] [--user=UID] [--dir=DIR]
 #                                [--check] [--no-install]
 #
 #   --services   any of redis,python,sqlite (all)
@@ -17,6 +17,8 @@
 #   --seconds    the measured phase, after a warm-up of a quarter of it (default 60: each
 #                service's two runs take some 2.5 minutes, all of them some 9 minutes on 2 cores;
 #                --scale=0.05 --seconds=10 takes about 1.5 minutes)
+#   --rounds     pairs of runs per service, alternating which runs first; a last row gives the
+#                medians of the ratios (default 1)
 #   --zsm-run    the launcher (default: built in $ZSM_BUILD, or build/release, target zsm-run)
 #   --zsm-args   flags for zsm-run, e.g. "--budget=200M --stats" (--stats: the region's line at
 #                exit in the table; without it, the line at start: budget and mode)
@@ -38,7 +40,7 @@ for arg in "$@"; do
     --zsm-run=*) zsm_run="${arg#*=}" ;;
     --services=*) services="${arg#*=}"; pass+=("--services" "$services") ;;
     --user=*) user="${arg#*=}"; pass+=("--user" "$user") ;;
-    --scale=*|--seconds=*|--zsm-args=*|--dir=*) pass+=("${arg%%=*}=${arg#*=}") ;;
+    --scale=*|--seconds=*|--rounds=*|--zsm-args=*|--dir=*) pass+=("${arg%%=*}=${arg#*=}") ;;
     --check) pass+=("$arg") ;;
     --no-install) install=0 ;;
     *) die "unknown argument '$arg' (see the top of $0)" ;;

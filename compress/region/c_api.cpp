@@ -114,6 +114,16 @@ int settings_from(size_t size, const zsm_region_options& o, zsm::region::Setting
     return fail_create(EINVAL, "cold_age_ms needs probation (probation_divisor -1 turns it off)");
   }
   s->cold_age_ms = o.cold_age_ms;
+  if (o.stall_target_ppm > 100000) return fail_create(EINVAL, "stall_target_ppm is past 100000 (10 %)");
+  if (o.stall_target_ppm != 0 && o.cold_age_ms == 0) {
+    return fail_create(EINVAL, "stall_target_ppm steers the cold age: it needs cold_age_ms");
+  }
+  s->stall_target_ppm = o.stall_target_ppm;
+  if (o.report_every_ms != 0 && (o.report == nullptr || o.report_every_ms < 100 || o.report_every_ms > 86'400'000)) {
+    return fail_create(EINVAL, "report_every_ms is not 0 or 100..86400000 with a report function");
+  }
+  s->report_every_ms = o.report_every_ms;
+  if (o.report_every_ms != 0) s->report = [fn = o.report, arg = o.report_arg] { fn(arg); };
   return 0;
 }
 

@@ -24,8 +24,12 @@ struct Counters {
   std::atomic<uint64_t> peak_used{0}, peak_pool{0}, peak_total{0};
   // Aging (evictor_aging.cpp): pages moved out to learn their idle age, probation pages
   // retired for it, the hand's last whole turn while aging (wall time), and the time faults
-  // spent bringing pages back (from probation, the pool or the file; waits for room included).
+  // spent bringing pages back (from probation, the pool or the file; waits for room included),
+  // of it the faults that decompressed; the cold age now, and the bytes saved and the pages'
+  // bytes summed over time.
   std::atomic<uint64_t> aged{0}, cold_evictions{0}, aging_turn_ms{0}, stall_ns{0};
+  std::atomic<uint64_t> promotion_stall_ns{0}, cold_age_ms{0}, saved_kib_ms{0}, held_kib_ms{0};
+  std::atomic<uint64_t> kept_incompressible{0};  // cold pages aging put back, incompressible
   // The backing file.
   std::atomic<uint64_t> written_back{0}, read_back{0}, file_bytes{0};
 };

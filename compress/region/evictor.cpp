@@ -49,7 +49,7 @@ void Evictor::stop() {
 }
 
 void Evictor::forget_in_child() {
-  aging_.last_tick_ms = Probation::now_ms();  // the child's first tick a tick after it began
+  aging_.last_tick_ms = last_report_ms_ = Probation::now_ms();  // the child's first tick a tick after it began
   thread_.forget();
   tid_.store(0);
   stopping_.store(false);
@@ -72,6 +72,7 @@ void Evictor::main(std::function<void(pid_t)> keeper_start) {
   // someone asks), then batches until the high watermark, then asleep again.
   while (!stopping_.load(std::memory_order_relaxed)) {
     uint32_t seen = parts_.evictor_wake.seq();
+    report_if_due();
     if (before_batch_) before_batch_();
     if (!parts_.budget.below_low_watermark() && !pool_near_budget()) {
       parts_.budget.set_stalled(false);
@@ -80,11 +81,12 @@ void Evictor::main(std::function<void(pid_t)> keeper_start) {
         continue;
       }
       asleep_.store(true, std::memory_order_release);
-      parts_.evictor_wake.wait(seen, ns_to_next_tick());
+      parts_.evictor_wake.wait(seen, ns_to_next_timer());
       asleep_.store(false, std::memory_order_relaxed);
       continue;
     }
     while (work_needed() && !stopping_.load(std::memory_order_relaxed)) {
+      report_if_due();
       if (before_batch_) before_batch_();
       Batch batch;
       {
@@ -197,7 +199,7 @@ bool Evictor::evict_now(PageLock& l, std::byte* work) {
 
 bool Evictor::retire_now(PageLock& l, std::byte* work) {
   uint32_t slot = l.state().slot;
-  if (!retire_page(l, false, work)) return false;
+  if (retire_page(l, false, work) == Retired::pool_full) return false;
   moves_.release_slots(&slot, 1, false);
   return true;
 }

@@ -68,6 +68,16 @@ class Evictor {
   // Aging: a resident page left untouched for `cold_age_ms` is compressed whatever the budget
   // (0: off, pages leave only past the budget). Set before start().
   void set_cold_age(uint32_t cold_age_ms);
+  // The cold age steered toward this share of wall time spent in promotions (faults that
+  // decompress), in parts per million; 0: the cold age stays as set. Set after set_cold_age().
+  void set_stall_target(uint32_t ppm);
+  // `report` runs on the evictor's thread every `every_ms` (0: never), outside every lock: it
+  // may read the statistics, and must not touch the region's memory. Set before start().
+  void set_report(uint32_t every_ms, std::function<void()> report) {
+    report_every_ms_ = every_ms;
+    last_report_ms_ = Probation::now_ms();
+    report_ = std::move(report);
+  }
   // In a child of fork(): the parent's thread is not here; its handle is forgotten.
   void forget_in_child();
   // The region's range, which it unlocks when it finds it mlock()ed.
@@ -93,6 +103,8 @@ class Evictor {
   static constexpr uint32_t kWritebackBatch = 64;
   // Retiring wakes the faults waiting for room after this many pages (retire_oldest).
   static constexpr uint32_t kRoomEvery = 2;
+  // Aging keeps resident a page that compresses to more than this (incompressible()).
+  static constexpr size_t kKeepAbove = kPageSize * 73 / 100;
 
   void main(std::function<void(pid_t)> keeper_start);
   Batch run_batch();
@@ -111,14 +123,20 @@ class Evictor {
   uint32_t retire_oldest(uint32_t n, std::byte* work, uint32_t in_for_ms = 0);
   // Aging (evictor_aging.cpp).
   bool aging_due() const;
-  long ns_to_next_tick() const;
+  long ns_to_next_timer() const;
+  void report_if_due();
   void age_tick();
   uint32_t retire_cold();
   uint32_t age_slice();
   void learn_slice_cost(uint64_t cpu_ns, uint32_t out);
-  bool retire_page(PageLock& l, bool stamp, std::byte* work);
+  void steer_cold_age();
+  void sum_saved_bytes(uint32_t elapsed_ms);
+  enum class Retired { stored, kept, pool_full };
+  Retired retire_page(PageLock& l, bool stamp, std::byte* work, bool cold = false);
+  static bool incompressible(const CopyStore::Compressed& c);
+  bool keep_resident(PageLock& l);
   bool drain_stale();
-  bool store_or_write_back(PageLock& l, std::byte* work);
+  bool store_or_write_back(const CopyStore::Compressed& c, PageLock& l, std::byte* work);
   bool write_back_batch(std::byte* work);
   bool pool_near_budget() const;
   void unlock_ranges();
@@ -148,10 +166,16 @@ class Evictor {
     uint64_t last_stall_ns = 0;
     double spent = 0, moved = 0;  // time and pages moved out, smoothed over ticks
     uint64_t last_turn_ns = 0;  // when the hand last began a turn
+    // The steering (steer_cold_age): its target, the age's floor, its last step.
+    uint32_t stall_target_ppm = 0;
+    uint32_t least_age_ms = 0;
+    uint32_t last_steer_ms = 0;
+    uint64_t last_promotion_ns = 0;
   } aging_;
   uintptr_t unlock_base_ = 0;
   size_t unlock_size_ = 0;
-  std::function<void()> before_batch_, pool_grew_;
+  std::function<void()> before_batch_, pool_grew_, report_;
+  uint32_t report_every_ms_ = 0, last_report_ms_ = 0;
 };
 
 }  // namespace zsm::region

@@ -7,6 +7,13 @@
 // bit scan (kstaled, MGLRU's aging) done by unmapping, so every page the scan finds hot costs
 // a fault: the slice is sized each tick so that the tick's own CPU time and the time faults
 // spent bringing pages back since the last tick stay within kCpuShare of one CPU.
+//
+// The cold age itself may be steered (set_stall_target), as TMO's Senpai steers a container's
+// memory limit by its pressure stall: the share of wall time faults spent decompressing pages
+// (promotions) is read every steering period; past the target the age doubles (pages stay
+// resident longer, fewer come back from the pool), under half of it the age shrinks by a
+// fifth (more pages are compressed). Backing off fast and probing slowly keeps the stall near
+// or under the target; the age stays between min(start, 1 s) and an hour.
 #include "evictor.h"
 
 #include <time.h>
@@ -19,6 +26,8 @@ namespace {
 constexpr double kCpuShare = 0.01;
 constexpr uint32_t kLeastSlice = 16, kMostSlice = 16384;
 constexpr double kSmoothing = 0.75;  // the weight of the ticks before, in the cost a page
+constexpr uint32_t kLeastSteeredAgeMs = 1000, kMostSteeredAgeMs = 3'600'000;
+constexpr uint32_t kSteerEveryMs = 4000;  // or a quarter of the cold age, if shorter
 
 uint64_t thread_cpu_ns() {
   timespec t;
@@ -33,24 +42,48 @@ void Evictor::set_cold_age(uint32_t cold_age_ms) {
   aging_.cold_age_ms = cold_age_ms;
   aging_.tick_ms = std::clamp<uint32_t>(cold_age_ms / 16, 50, 1000);
   aging_.last_tick_ms = Probation::now_ms();
+  parts_.counters.cold_age_ms.store(cold_age_ms, std::memory_order_relaxed);
+}
+
+void Evictor::set_stall_target(uint32_t ppm) {
+  aging_.stall_target_ppm = ppm;
+  aging_.least_age_ms = std::min(aging_.cold_age_ms, kLeastSteeredAgeMs);
+  aging_.last_steer_ms = Probation::now_ms();
 }
 
 bool Evictor::aging_due() const {
   return aging() && Probation::now_ms() - aging_.last_tick_ms >= aging_.tick_ms;
 }
 
-// 0 (no timeout) without aging.
-long Evictor::ns_to_next_tick() const {
-  if (!aging()) return 0;
-  uint32_t since = Probation::now_ms() - aging_.last_tick_ms;
-  return since >= aging_.tick_ms ? 1 : static_cast<long>(aging_.tick_ms - since) * 1'000'000;
+// Until aging's next tick or the next report, whichever comes first; 0 (no timeout) with
+// neither.
+long Evictor::ns_to_next_timer() const {
+  const uint32_t now = Probation::now_ms();
+  long ms = 0;
+  auto sooner = [&](uint32_t since, uint32_t every) {
+    const long left = since >= every ? 1 : static_cast<long>(every - since);
+    ms = ms == 0 ? left : std::min(ms, left);
+  };
+  if (aging()) sooner(now - aging_.last_tick_ms, aging_.tick_ms);
+  if (report_every_ms_ != 0) sooner(now - last_report_ms_, report_every_ms_);
+  return ms * 1'000'000;
+}
+
+void Evictor::report_if_due() {
+  const uint32_t now = Probation::now_ms();
+  if (report_every_ms_ == 0 || now - last_report_ms_ < report_every_ms_) return;
+  last_report_ms_ = now;
+  report_();
 }
 
 // Each step runs inside the fork gate on its own (a batch of retires, a batch of pages moved
 // out): a fork() or a stop waits for one batch, not a tick.
 void Evictor::age_tick() {
   const uint64_t cpu_start = thread_cpu_ns();
-  aging_.last_tick_ms = Probation::now_ms();
+  const uint32_t now = Probation::now_ms();
+  sum_saved_bytes(now - aging_.last_tick_ms);
+  aging_.last_tick_ms = now;
+  if (aging_.stall_target_ppm != 0) steer_cold_age();
   bump(parts_.counters.cold_evictions, retire_cold());
   const uint32_t out = age_slice();
   bump(parts_.counters.aged, out);
@@ -113,6 +146,35 @@ void Evictor::learn_slice_cost(uint64_t cpu_ns, uint32_t out) {
   const double most = out >= aging_.slice ? 2.0 * aging_.slice : aging_.slice;
   const double fits = per_page > 0 ? kCpuShare * aging_.tick_ms * 1e6 / per_page : most;
   aging_.slice = static_cast<uint32_t>(std::clamp<double>(fits, kLeastSlice, std::min(most, double{kMostSlice})));
+}
+
+// Every steering period: the promotions' share of wall time since the last, against the target.
+void Evictor::steer_cold_age() {
+  const uint32_t now = Probation::now_ms(), elapsed = now - aging_.last_steer_ms;
+  if (elapsed < std::min(kSteerEveryMs, aging_.cold_age_ms / 4)) return;
+  const uint64_t promotion = get(parts_.counters.promotion_stall_ns);
+  const double share_ppm = static_cast<double>(promotion - aging_.last_promotion_ns) / elapsed;  // ns a ms
+  aging_.last_steer_ms = now;
+  aging_.last_promotion_ns = promotion;
+  uint64_t age = aging_.cold_age_ms;
+  if (share_ppm > aging_.stall_target_ppm) {
+    age = std::min<uint64_t>(2 * age, kMostSteeredAgeMs);
+  } else if (share_ppm < aging_.stall_target_ppm / 2.0) {
+    age = std::max<uint64_t>(age * 4 / 5, aging_.least_age_ms);
+  }
+  if (age == aging_.cold_age_ms) return;
+  const uint32_t last_tick = aging_.last_tick_ms;
+  set_cold_age(static_cast<uint32_t>(age));
+  aging_.last_tick_ms = last_tick;
+}
+
+// What the compressed pages save (their bytes less the pool's), and all the pages' bytes,
+// summed over the tick's time (in KiB: a day of 64 GiB fits).
+void Evictor::sum_saved_bytes(uint32_t elapsed_ms) {
+  const Counters& c = parts_.counters;
+  const uint64_t stored = get(c.stored) * kPageSize, pool = parts_.copies.pool_bytes();
+  if (stored > pool) bump(parts_.counters.saved_kib_ms, (stored - pool) / 1024 * elapsed_ms);
+  bump(parts_.counters.held_kib_ms, (stored + (get(c.resident) + get(c.probation)) * kPageSize) / 1024 * elapsed_ms);
 }
 
 }  // namespace zsm::region

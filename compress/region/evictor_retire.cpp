@@ -13,7 +13,8 @@ namespace zsm::region {
 // waiting for room are woken every kRoomEvery pages: a fault past the hard limit waits for a
 // few pages' compression, not a batch's; resident memory may exceed the budget meanwhile by
 // the call's slots, kBatch pages at most, until they are dropped at its end. With
-// `in_for_ms`, only pages in probation at least that long (aging's cold ones).
+// `in_for_ms`, only pages in probation at least that long (aging's cold ones): of those, an
+// incompressible page goes back into the region while the budget has room (keep_resident).
 uint32_t Evictor::retire_oldest(uint32_t n, std::byte* work, uint32_t in_for_ms) {
   Probation::Entry oldest[kBatch];
   size_t k = parts_.probation.oldest(std::min(n, kBatch), oldest);
@@ -30,7 +31,9 @@ uint32_t Evictor::retire_oldest(uint32_t n, std::byte* work, uint32_t in_for_ms)
     PageLock l = PageLock::try_lock(parts_.pages, oldest[i].page);
     if (!l) continue;  // a fault is taking it back
     if (l.state().kind != Kind::probation || l.state().slot != oldest[i].slot) continue;  // it left its slot
-    if (!retire_page(l, true, work)) break;  // the pool is full
+    const Retired done = retire_page(l, true, work, in_for_ms != 0);
+    if (done == Retired::pool_full) break;
+    if (done == Retired::kept) continue;  // back in the region, its slot left
     l.release();
     slots[retired++] = oldest[i].slot;
     if (retired % kRoomEvery != 0) continue;
@@ -51,11 +54,35 @@ bool Evictor::drain_stale() {
 }
 
 // The page's copy made from its slot (or kept, when it is still valid): it is stored, its
-// budget given back. Its slot is the caller's to release.
-bool Evictor::retire_page(PageLock& l, bool stamp, std::byte* work) {
+// budget given back, and its slot is the caller's to release. A `cold` page (aging's, not the
+// budget's) that does not compress below kKeepAbove goes back into the region instead.
+Evictor::Retired Evictor::retire_page(PageLock& l, bool stamp, std::byte* work, bool cold) {
   const bool compress = !l.state().has_copy();
-  if (compress && !store_or_write_back(l, work)) return false;
+  if (compress) {
+    CopyStore::Compressed c = parts_.copies.compress(parts_.probation.slot_bytes(l.state().slot), work);
+    if (cold && incompressible(c) && keep_resident(l)) return Retired::kept;
+    if (!store_or_write_back(c, l, work)) return Retired::pool_full;
+  }
   moves_.retire(l, compress, stamp);
+  return Retired::stored;
+}
+
+// g-swap stores nothing that compresses to more than about 73 % of a page: it would save
+// little and cost a decompression at every touch.
+bool Evictor::incompressible(const CopyStore::Compressed& c) {
+  return c.copy == CopyKind::whole || (c.copy == CopyKind::pool && c.length > kKeepAbove);
+}
+
+// A probation page copied back into the region, as a fault from probation does, with its mark
+// set (the hand's next pass spares it), when the budget has a page for it. Its slot is left.
+bool Evictor::keep_resident(PageLock& l) {
+  if (!parts_.budget.try_take(1)) return false;  // past the budget it is stored as any other
+  const uint32_t slot = l.state().slot;
+  moves_.map(l, Kind::resident, true);
+  check(parts_.calls.copy(addr(l.page()), parts_.probation.slot_bytes(slot), kPageSize, false, nullptr),
+        "UFFDIO_COPY (an incompressible page kept)");
+  moves_.leave_slot(slot);
+  bump(parts_.counters.kept_incompressible);
   return true;
 }
 
@@ -65,8 +92,7 @@ bool Evictor::retire_page(PageLock& l, bool stamp, std::byte* work) {
 // has no memory left.
 // A write-back pass may send nothing and still make room for the next (the second hand's
 // first pass only clears the marks of pages stored since its last): the file is given four.
-bool Evictor::store_or_write_back(PageLock& l, std::byte* work) {
-  CopyStore::Compressed c = parts_.copies.compress(parts_.probation.slot_bytes(l.state().slot), work);
+bool Evictor::store_or_write_back(const CopyStore::Compressed& c, PageLock& l, std::byte* work) {
   for (int tries = 0; parts_.copies.has_file() && tries < 4; ++tries) {
     if (parts_.copies.put(c, l, false)) return true;
     if (parts_.copies.file_full()) break;

@@ -42,7 +42,7 @@ void Streams::note(uint64_t thread, uint32_t p, uint32_t n, uint32_t window) {
 // does not).
 void FaultServer::serve(const Fault& f, ServeBuffers& b, bool in_signal) {
   const uint64_t start = monotonic_ns();
-  bool brought_back = false;
+  BroughtBack brought_back = BroughtBack::no;
   for (;;) {
     uint32_t seen = parts_.budget.room_seq();
     {
@@ -52,11 +52,15 @@ void FaultServer::serve(const Fault& f, ServeBuffers& b, bool in_signal) {
     parts_.evictor_wake.notify();
     parts_.budget.wait_for_room(seen);
   }
-  if (brought_back) bump(parts_.counters.stall_ns, monotonic_ns() - start);
+  if (brought_back != BroughtBack::no) {
+    const uint64_t stall = monotonic_ns() - start;
+    bump(parts_.counters.stall_ns, stall);
+    if (brought_back == BroughtBack::decompressed) bump(parts_.counters.promotion_stall_ns, stall);
+  }
   poke_evictor();
 }
 
-bool FaultServer::serve_once(const Fault& f, ServeBuffers& b, bool in_signal, bool* brought_back) {
+bool FaultServer::serve_once(const Fault& f, ServeBuffers& b, bool in_signal, BroughtBack* brought_back) {
   const uint32_t p = f.page;
   PageLock l(parts_.pages, p);
   const Kind kind = l.state().kind;
@@ -68,12 +72,12 @@ bool FaultServer::serve_once(const Fault& f, ServeBuffers& b, bool in_signal, bo
   } else if (!parts_.budget.try_take(1)) {
     return false;
   } else if (kind == Kind::probation) {
-    *brought_back = true;
+    *brought_back = BroughtBack::from_probation;
     install_from_probation(l, f.write, !in_signal);
   } else if (kind == Kind::empty) {
     install_zero(l, f.write);
   } else {
-    *brought_back = true;
+    *brought_back = BroughtBack::decompressed;
     uint32_t window = f.write ? 1 : streams_.window(f.thread, p, std::min(fault_around_, kMaxFaultAround));
     window = std::min(window, parts_.budget.limit() / 4 + 1);
     uint32_t n = 1;

@@ -98,7 +98,10 @@ class FaultServer {
   uintptr_t addr(uint32_t p) const { return base_ + uintptr_t{p} * kPageSize; }
   // One attempt: false when the budget had no room (nothing held; wait and retry).
   // *brought_back: the page was in probation or stored.
-  bool serve_once(const Fault& f, ServeBuffers& b, bool in_signal, bool* brought_back);
+  // What a fault did that counts as the program's stall: a page brought back from probation,
+  // or decompressed (a promotion, which the cold age's steering reads).
+  enum class BroughtBack { no, from_probation, decompressed };
+  bool serve_once(const Fault& f, ServeBuffers& b, bool in_signal, BroughtBack* brought_back);
   void serve_mapped(const Fault& f, PageLock& l, bool in_signal);
   void install_zero(PageLock& l, bool write);
   void install_from_probation(PageLock& l, bool write, bool may_allocate);

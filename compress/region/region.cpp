@@ -104,6 +104,8 @@ int Region::init(std::string* why) {
   evictor_->set_range(base_, settings_.size);
   evictor_->set_before_batch([this] { before_batch(); });
   evictor_->set_cold_age(settings_.cold_age_ms);
+  evictor_->set_stall_target(settings_.stall_target_ppm);
+  evictor_->set_report(settings_.report_every_ms, settings_.report);
   if (settings_.cold_age_ms != 0) probation_.keep_fill_times();
   if (budget_.counts_everything()) evictor_->set_pool_grew([this] { budget_.retune(others_bytes()); });
   if (self_serve) {
@@ -477,6 +479,11 @@ void Region::stats(struct zsm_region_stats* out) const {
   out->cold_evictions = get(counters_.cold_evictions);
   out->aging_turn_ms = get(counters_.aging_turn_ms);
   out->stall_ns = get(counters_.stall_ns);
+  out->promotion_stall_ns = get(counters_.promotion_stall_ns);
+  out->cold_age_ms = get(counters_.cold_age_ms);
+  out->saved_byte_seconds = get(counters_.saved_kib_ms) * 1024 / 1000;
+  out->held_byte_seconds = get(counters_.held_kib_ms) * 1024 / 1000;
+  out->kept_incompressible = get(counters_.kept_incompressible);
 }
 
 }  // namespace zsm::region

@@ -41,6 +41,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -73,6 +74,9 @@ struct Settings {
   unsigned spin_us = 0;
   unsigned probation_divisor = 8;    // probation holds budget / divisor pages; 0 = none
   uint32_t cold_age_ms = 0;          // aging (evictor_aging.cpp); 0 = off
+  uint32_t stall_target_ppm = 0;     // the cold age's steering; 0 = fixed
+  uint32_t report_every_ms = 0;      // the caller's report on the evictor's thread; 0 = none
+  std::function<void()> report;
   UffdRequest uffd;                  // user mode only, SIGBUS, UFFDIO_MOVE
   bool one_handler = false;
   std::string backing_file;          // "" = none

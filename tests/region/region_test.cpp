@@ -403,6 +403,78 @@ TEST_P(RegionModes, PagesLeftUntouchedForTheColdAgeAreCompressedWithinTheBudget)
   EXPECT_GT(region_stats(r).stall_ns, stalled) << "bringing the cold pages back is the program's stall";
 }
 
+// The steering: with the program reading its cold pages back again and again, promotions pass
+// any target, and the cold age doubles away from them; left alone, the age shrinks toward
+// its floor (min(start, 1 s)). The report runs on its own at its interval meanwhile.
+TEST_P(RegionModes, TheColdAgeBacksOffWhilePromotionsPassTheTargetAndShrinksWhenThereAreNone) {
+  static std::atomic<int> reports{0};
+  zsm_region_options o{};
+  o.cold_age_ms = 400;
+  o.stall_target_ppm = 1;  // a millionth of the time: any promotion passes it
+  o.report = [](void*) { reports.fetch_add(1); };
+  o.report_every_ms = 100;
+  reports = 0;
+  make(256, 256, o);
+  constexpr size_t kPages = 128;
+  for (size_t p = 0; p < kPages; ++p) fill_page(at(p), p, 22);
+  auto start = std::chrono::steady_clock::now();
+  struct zsm_region_stats s = region_stats(r);
+  uint64_t most_age = 0;
+  while (most_age <= 400 && std::chrono::steady_clock::now() - start < std::chrono::seconds(30)) {
+    usleep(1'000'000);  // the pages go cold, then come back
+    for (size_t p = 0; p < kPages; ++p) ASSERT_EQ(page_mismatch(at(p), p, 22), -1) << "page " << p;
+    usleep(200'000);  // a steering period (a quarter of the age) sees the promotions
+    s = region_stats(r);
+    most_age = std::max(most_age, s.cold_age_ms);
+  }
+  EXPECT_GT(most_age, 400u) << "promotions " << s.promotion_stall_ns << " ns in " << s.refaults << " refaults";
+  EXPECT_GT(s.promotion_stall_ns, 0u);
+  EXPECT_LE(s.promotion_stall_ns, s.stall_ns);
+  EXPECT_GE(reports.load(), 3) << "a report every 100 ms";
+  zsm_region_destroy(r);
+
+  o.cold_age_ms = 2000;
+  o.stall_target_ppm = 100000;  // 10 %: nothing here reaches it
+  make(256, 256, o);
+  for (size_t p = 0; p < kPages; ++p) fill_page(at(p), p, 23);
+  start = std::chrono::steady_clock::now();
+  s = region_stats(r);
+  while (s.cold_age_ms > 1000 && std::chrono::steady_clock::now() - start < std::chrono::seconds(20)) {
+    usleep(20000);
+    s = region_stats(r);
+  }
+  EXPECT_EQ(s.cold_age_ms, 1000u) << "the floor: min(start, 1 s)";
+  EXPECT_GT(s.held_byte_seconds, s.saved_byte_seconds);
+  for (size_t p = 0; p < kPages; ++p) ASSERT_EQ(page_mismatch(at(p), p, 23), -1) << "page " << p;
+}
+
+// Aging puts a cold page that does not compress back in the region (g-swap stores nothing
+// above about 73 % of a page): storing it would save little and cost a decompression at each
+// touch. Pages that compress are stored as before, and every page keeps its bytes.
+TEST_P(RegionModes, ColdPagesThatDoNotCompressStayResident) {
+  zsm_region_options o{};
+  o.cold_age_ms = 400;
+  make(256, 256, o);
+  constexpr size_t kRandom = 32, kPlain = 32;
+  std::mt19937_64 rng(56);
+  std::vector<uint64_t> noise(kRandom * kPage / sizeof(uint64_t));
+  for (uint64_t& w : noise) w = rng();
+  std::memcpy(at(0), noise.data(), kRandom * kPage);
+  for (size_t p = kRandom; p < kRandom + kPlain; ++p) fill_page(at(p), p, 24);
+  auto start = std::chrono::steady_clock::now();
+  struct zsm_region_stats s = region_stats(r);
+  while ((s.kept_incompressible < kRandom || s.cold_evictions < kPlain) &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(20)) {
+    usleep(20000);
+    s = region_stats(r);
+  }
+  EXPECT_GE(s.kept_incompressible, kRandom);
+  EXPECT_GE(s.cold_evictions, kPlain);
+  EXPECT_LE(s.stored_pages, kPlain) << "a page of noise was stored";
+  EXPECT_EQ(std::memcmp(at(0), noise.data(), kRandom * kPage), 0);
+  for (size_t p = kRandom; p < kRandom + kPlain; ++p) ASSERT_EQ(page_mismatch(at(p), p, 24), -1) << "page " << p;
+}
+
 // Without probation a victim passes through a slot only while the evictor compresses it.
 TEST_P(RegionModes, WithoutProbationVictimsAreCompressedAtOnce) {
   zsm_region_options o{};
@@ -519,6 +591,18 @@ TEST(RegionBadInput, BadOptionsAreRefusedWithAReason) {
   refused(1 << 20, o, EINVAL);
   o.cold_age_ms = 1000;
   o.probation_divisor = -1;  // aging moves pages out through probation
+  refused(1 << 20, o, EINVAL);
+  o = {};
+  o.stall_target_ppm = 2000;  // steers a cold age there is not
+  refused(1 << 20, o, EINVAL);
+  o.cold_age_ms = 1000;
+  o.stall_target_ppm = 100001;  // past 10 %
+  refused(1 << 20, o, EINVAL);
+  o = {};
+  o.report_every_ms = 1000;  // without a function
+  refused(1 << 20, o, EINVAL);
+  o.report = [](void*) {};
+  o.report_every_ms = 99;
   refused(1 << 20, o, EINVAL);
   o = {};
   o.pool.chain_size = 99;

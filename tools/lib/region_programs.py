@@ -8,6 +8,7 @@ where vm.unprivileged_userfaultfd is 0 the region then serves user-mode faults o
 
 The peak target (issue 48): at most the budget plus 10 % plus what the program holds doing
 nothing under the launcher (its idle run: binary, libraries, the library's own few MiB).
+Fraction 0 is zsm-run's default, no budget (the automatic mode): its target is the plain peak.
 
   region_programs.py --zsm-run PATH [--programs a,b,...] [--fractions 2,4] [--modes threads,sigbus]
                      [--scale N] [--dir DIR] [--timeout-factor F] [--user UID] [--check] [--check-peak]
@@ -232,7 +233,7 @@ def redis_run(zsm_run, budget, mode, d, scale, timeout, user=None):
     work.chmod(0o1777)
     server = ["redis-server", "--port", port, "--save", "", "--appendonly", "no", "--dir", str(work),
               "--enable-debug-command", "yes", "--daemonize", "no"]
-    argv = server if budget is None else [zsm_run, f"--budget={budget}", "--stats"] + \
+    argv = server if budget is None else [zsm_run, *([f"--budget={budget}"] if budget != "default" else []), "--stats"] + \
         (["--self-serve"] if mode == "sigbus" else []) + ["--"] + server
     start = time.monotonic()
     probe = peak_of(as_user(argv, user))
@@ -389,28 +390,29 @@ def main():
         compared += 1
         for mode in a.modes.split(","):
             for frac in [int(f) for f in a.fractions.split(",")]:
-                budget_mib = max(int(p_peak / frac), 4)
-                flags = [f"--budget={budget_mib}M", "--stats"] + (["--self-serve"] if mode == "sigbus" else [])
+                budget_mib = max(int(p_peak / frac), 4) if frac else 0  # 0: zsm-run's default, no budget
+                budget = f"{budget_mib}M" if frac else "default"
+                flags = ([f"--budget={budget}"] if frac else []) + ["--stats"] + (["--self-serve"] if mode == "sigbus" else [])
                 idle = measure([a.zsm_run] + flags + ["--"] + prog.idle, cwd, env, 120, a.user)[3]
                 timeout = max(60.0, p_secs * a.timeout_factor)
                 if prog.name == "redis-server":
-                    code, digest, err, peak, secs = redis_run(a.zsm_run, f"{budget_mib}M", mode, d, a.scale, timeout,
-                                                              a.user)
+                    code, digest, err, peak, secs = redis_run(a.zsm_run, budget, mode, d, a.scale, timeout, a.user)
                 else:
                     code, digest, err, peak, secs = measure([a.zsm_run] + flags + ["--"] + prog.argv, cwd, env, timeout,
                                                             a.user)
                 st = stats_of(err)
-                target = budget_mib * 1.1 + idle
+                target = budget_mib * 1.1 + idle if frac else p_peak  # the default: the plain peak
                 done = "yes" if code == 0 else ("timed out" if code is None else f"exit {code}")
                 same = "same" if digest == p_digest and code == 0 else ("-" if code is None else "DIFFERS")
-                print(f"| {prog.name} | {mode} | {budget_mib}M (1/{frac}) | {done} | {same} | {peak:.1f} | {target:.1f} | "
+                shown = f"{budget} (1/{frac})" if frac else "default"
+                print(f"| {prog.name} | {mode} | {shown} | {done} | {same} | {peak:.1f} | {target:.1f} | "
                       f"{secs:.2f} | {secs / p_secs:.1f} | {st['faults']} | {st['evictions']} | {st['written']} | {st['all']} |", flush=True)
                 if code != 0 and code is not None:
                     reason = next((l for l in err.splitlines() if l and not l.startswith("zsm-run:")), "")
                     print(f"|  | | | {reason[:120]} | | | | | | | | | |", flush=True)
                 missed = a.check_peak and frac == 2 and mode == "threads" and peak > target
                 if (a.check or a.check_peak) and (code != 0 or same != "same" or missed):
-                    failures.append(f"{prog.name} {mode} 1/{frac}: {done}, output {same}, peak {peak:.1f} MiB (target {target:.1f})")
+                    failures.append(f"{prog.name} {mode} {shown}: {done}, output {same}, peak {peak:.1f} MiB (target {target:.1f})")
     if (a.check or a.check_peak) and compared == 0:  # a set-up that fails every plain run hides everything
         failures.append("no program ran plainly, so none was run under zsm-run")
     for f in failures:

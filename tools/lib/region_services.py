@@ -12,12 +12,17 @@ Each run: the service starts (the Python ones build their data first; redis-serv
 the client, SETs: the table's "load s"), a warm-up of a quarter of --seconds, then the measured phase: the client
 (tools/region/service_client.cpp; one connection, 16 requests in flight) reads for --seconds,
 Zipf(0.99) over the newest 30 % of the keys and one read in a thousand an older key, checking
-every value, while the service's VmRSS is sampled every 0.2 s. Then SHUTDOWN, so that zsm-run's
+every value, while the service's VmRSS is sampled every 0.2 s (and all its life long, into
+DIR/<service>-<plain|zsm>.rss.csv, for tools/run-plots.sh services). Then SHUTDOWN, so that zsm-run's
 --stats line (when --zsm-args asks for it) is printed at exit. One Markdown table; the service's
 and the client's CPU share of the measured phase show which of them was the bottleneck.
 
   region_services.py --zsm-run PATH --client PATH [--services redis,python,sqlite] [--scale N]
-                     [--seconds N] [--zsm-args "..."] [--dir DIR] [--user UID] [--check]
+                     [--seconds N] [--rounds N] [--zsm-args "..."] [--dir DIR] [--user UID] [--check]
+
+With --rounds N, each service runs N pairs, plain first in odd rounds and zsm-run first in even
+ones, and a last row gives the medians of the pairs' ratios (the machine's own noise between
+identical runs is often larger than 5 %).
 
 The Python services are this module, run as `region_services.py --serve dict|sqlite ...`.
 """
@@ -33,10 +38,12 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from statistics import median
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from region_programs import as_user, cpu_line, free_port, reachable_by_others  # noqa: E402
@@ -150,6 +157,29 @@ def status_kib(pid, field):
                 if l.startswith(field + ":"))
 
 
+class RssSeries:
+    """The service's VmRSS every 0.2 s from its start to its end, written as CSV (seconds, MiB):
+    what tools/run-plots.sh services draws, plain against zsm-run."""
+
+    def __init__(self, pid, path):
+        self.pid, self.path, self.start, self.rows = pid, path, time.monotonic(), []
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.sample, daemon=True)
+        self.thread.start()
+
+    def sample(self):
+        while not self.done.wait(0.2):
+            try:
+                self.rows.append((time.monotonic() - self.start, status_kib(self.pid, "VmRSS") / 1024))
+            except (OSError, StopIteration):  # exited, or a zombie without the field
+                return
+
+    def close(self):
+        self.done.set()
+        self.thread.join()
+        self.path.write_text("seconds,rss_mib\n" + "".join(f"{t:.1f},{m:.1f}\n" for t, m in self.rows))
+
+
 def measure(a, pid, port):
     """The measured phase: the client's dict, with the service's RSS sampled every 0.2 s meanwhile
     (average and peak, MiB) and its CPU share added."""
@@ -182,6 +212,7 @@ def run_service(a, name, zsm, work):
     with log.open("w") as out:
         proc = subprocess.Popen(as_user(argv, a.user), cwd=work, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
+    series = RssSeries(proc.pid, work / f"{name}-{'zsm' if zsm else 'plain'}.rss.csv")
     try:
         if not wait_ready(port, proc, 600):
             raise Failed("it did not start")
@@ -198,6 +229,7 @@ def run_service(a, name, zsm, work):
         ended = proc.poll()
         return f"{e}" + ("" if ended is None else f"; the service's exit status {ended}: {tail(log)}")
     finally:
+        series.close()
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
@@ -212,17 +244,52 @@ def tail(path):
 
 
 def region_line(log):
-    """zsm-run's --stats line at exit, else its line at start (budget, mode), shortened: the
-    parentheses' details and the program's name dropped."""
+    """zsm-run's --stats line at exit, shortened to what the table needs: the cold age, the memory
+    saved now and on average, the stall and promotions, what is stored in what; else its line at
+    start (the mode and budget)."""
     lines = [l for l in log.splitlines() if l.startswith("zsm-run: ")]
-    line = next((l for l in lines if " at exit: " in l), lines[0] if lines else "")
-    line = re.sub(r"^zsm-run: \S+( at exit)?: ", "", line)
-    return re.sub(r" \([^)]*\)", "", line).split(":")[0] or "-"
+    exit_line = next((l for l in lines if " at exit: " in l), None)
+    if exit_line is None:
+        return re.sub(r"^zsm-run: \S+: ", "", lines[0]).split(";")[0] if lines else "-"
+    parts = [re.search(p, exit_line) for p in (r"cold age [\d.]+ s", r"saved now [^;]*", r"stalled [^;]*",
+                                                 r"stored [\d.]+ MiB in [\d.]+ MiB")]
+    return "; ".join(m.group(0) for m in parts if m) or "-"
 
 
 def times(r, plain, key):
     """r's key over the plain run's ("-" where the plain run failed)."""
     return "-" if plain is None else f"{r[key] / plain[key]:.2f}"
+
+
+def run_pair(a, name, round_, work, failures):
+    """One round of a service: plain, then under zsm-run (the order swapped in even rounds, so
+    that neither always runs on a machine the other warmed). Prints a row each; returns the
+    zsm-run run's (RSS, ops/s, p99) over the plain run's, or None when either failed."""
+    order = (False, True) if round_ % 2 else (True, False)
+    results = {}
+    for zsm in order:
+        run = ("zsm-run" if zsm else "plain") + (f" {round_}" if a.rounds > 1 else "")
+        r = run_service(a, name, zsm, work)
+        if isinstance(r, str):
+            print(f"| {name} | {run} | failed: {r.replace('|', '/')} | | | | | | | | | | | |", flush=True)
+            failures.append(f"{name} {run}: {r}")
+            continue
+        r["ops_s"] = r["ops"] / r["seconds"]
+        results[zsm] = r
+        plain = results.get(False)
+        print(f"| {name} | {run} | {r['load_s']:.1f} | {r['rss']:.1f} | {r['peak']:.1f} | "
+              f"{times(r, plain, 'rss')} | {r['ops_s']:.0f} | {times(r, plain, 'ops_s')} | {r['p99_us']:.0f} | "
+              f"{times(r, plain, 'p99_us')} | {r['wrong']:.0f} | {r['service_cpu']:.0%} | "
+              f"{r['cpu_s'] / r['seconds']:.0%} | {r['region'] if zsm else '-'} |", flush=True)
+        if r["wrong"]:
+            failures.append(f"{name} {run}: {r['wrong']:.0f} wrong values")
+    if len(results) < 2:
+        return None
+    zsm, plain = results[True], results[False]
+    if order[0]:  # zsm-run ran first: its row had no plain run to divide by
+        print(f"| {name} | zsm-run {round_} over plain {round_} | | | | {zsm['rss'] / plain['rss']:.2f} | | "
+              f"{zsm['ops_s'] / plain['ops_s']:.2f} | | {zsm['p99_us'] / plain['p99_us']:.2f} | | | | |", flush=True)
+    return (zsm["rss"] / plain["rss"], zsm["ops_s"] / plain["ops_s"], zsm["p99_us"] / plain["p99_us"])
 
 
 def main():
@@ -240,6 +307,7 @@ def main():
     ap.add_argument("--services", default="redis,python,sqlite")
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--rounds", type=int, default=1, help="pairs of runs per service, alternated; medians")
     ap.add_argument("--zsm-args", default="")
     ap.add_argument("--dir", default="build/region-services")
     ap.add_argument("--user", type=int, help="run every service as this uid (setpriv; needs root)")
@@ -256,6 +324,9 @@ def main():
         work.chmod(0o1777)
     a.corpus = work / "corpus.bin"
     files, ratio = make_corpus(a.corpus, a.keys)
+    setting = (f"{a.keys * VALUE / 2**20:.0f} MiB of values, {a.seconds:g} s measured, "
+               f"zsm-run {a.zsm_args or '(no flags)'}" + (f", as uid {a.user}" if a.user is not None else ""))
+    (work / "title.txt").write_text(f"{cpu_line()}; {setting}\n")  # the plot's (tools/run-plots.sh services)
     print(f"# {cpu_line()}")
     print(f"# {a.keys} values of {VALUE} bytes ({a.keys * VALUE / 2**20:.0f} MiB) from {files} files, "
           f"zlib -1 to {ratio:.0%}; measured {a.seconds:g} s after {a.seconds / 4:g} s of warm-up; "
@@ -270,23 +341,13 @@ def main():
         if shutil.which(binary) is None:
             print(f"| {name} | - | not installed | | | | | | | | | | | |", flush=True)
             continue
-        plain = None
-        for zsm in (False, True):  # the plain run first: it is what "x plain" divides by
-            run = "zsm-run" if zsm else "plain"
-            r = run_service(a, name, zsm, work)
-            if isinstance(r, str):
-                print(f"| {name} | {run} | failed: {r.replace('|', '/')} | | | | | | | | | | | |", flush=True)
-                failures.append(f"{name} {run}: {r}")
-                continue
-            r["ops_s"] = r["ops"] / r["seconds"]
-            if not zsm:
-                plain = r
-            print(f"| {name} | {run} | {r['load_s']:.1f} | {r['rss']:.1f} | {r['peak']:.1f} | "
-                  f"{times(r, plain, 'rss')} | {r['ops_s']:.0f} | {times(r, plain, 'ops_s')} | {r['p99_us']:.0f} | "
-                  f"{times(r, plain, 'p99_us')} | {r['wrong']:.0f} | {r['service_cpu']:.0%} | "
-                  f"{r['cpu_s'] / r['seconds']:.0%} | {r['region'] if zsm else '-'} |", flush=True)
-            if r["wrong"]:
-                failures.append(f"{name} {run}: {r['wrong']:.0f} wrong values")
+        ratios = []
+        for round_ in range(1, a.rounds + 1):
+            ratios.append(run_pair(a, name, round_, work, failures))
+        ratios = [r for r in ratios if r]
+        if a.rounds > 1 and ratios:
+            print(f"| {name} | median of {len(ratios)} | | | | {median(r[0] for r in ratios):.2f} | | "
+                  f"{median(r[1] for r in ratios):.2f} | | {median(r[2] for r in ratios):.2f} | | | | |", flush=True)
     for f in failures:
         print("FAILED:", f)
     return 1 if a.check and failures else 0

@@ -38,6 +38,11 @@
 //   ZSM_REGION_SELF_SERVE=1 the SIGBUS mode (signals.cpp keeps it working)
 //   ZSM_REGION_COLD_AGE     seconds (0.1 to 604800; 0: off, the default): a page left untouched
 //                           this long is compressed whatever the budget (region.h's cold_age_ms)
+//   ZSM_REGION_STALL_TARGET percent of the time (0 to 10; 0: the default, a fixed cold age): the
+//                           cold age, from ZSM_REGION_COLD_AGE on, steered so that faults on
+//                           compressed pages take about this share (region.h's stall_target_ppm)
+//   ZSM_REGION_STATS_INTERVAL  seconds: a CSV line of the region's figures this often (stats.cpp),
+//                           to ZSM_REGION_STATS_FILE (a path), or stderr
 //   ZSM_REGION_STATS=1      one line of statistics at exit (or why there was no region); with
 //                           ZSM_RUN_PID (zsm-run's) only from the process of that PID
 //   ZSM_RUN_ANNOUNCE=1      one line at start saying the mode and what it costs (zsm-run's;
@@ -170,19 +175,19 @@ bool size_from_env(const char* name, size_t* out, size_t least = 1, const char* 
   return true;
 }
 
-// ZSM_REGION_COLD_AGE, in seconds; unset leaves *ms.
-bool cold_age_from_env(unsigned* ms) {
-  const char* text = std::getenv("ZSM_REGION_COLD_AGE");
+// A number of `unit`s from the environment, 0 or in [least, most], as *out units * scale;
+// unset leaves *out.
+bool scaled_from_env(const char* name, double least, double most, const char* unit, double scale, unsigned* out) {
+  const char* text = std::getenv(name);
   if (text == nullptr) return true;
   char* end = nullptr;
-  double seconds = std::strtod(text, &end);
-  if (end == text || *end != '\0' || !(seconds == 0 || (seconds >= 0.1 && seconds <= 604800))) {
-    say("zsm_region_preload: ZSM_REGION_COLD_AGE='%s' is not 0 or seconds from 0.1 to 604800; the library is off\n",
-        text);
-    off_reason = "ZSM_REGION_COLD_AGE was not 0 or seconds from 0.1 to 604800";
+  double value = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(value == 0 || (value >= least && value <= most))) {
+    say("zsm_region_preload: %s='%s' is not 0 or %s from %g to %g; the library is off\n", name, text, unit, least, most);
+    off_reason = "a variable was not 0 or in its range";
     return false;
   }
-  *ms = static_cast<unsigned>(seconds * 1000 + 0.5);
+  *out = static_cast<unsigned>(value * scale + 0.5);
   return true;
 }
 
@@ -192,7 +197,18 @@ bool options_from_env(zsm_region_options* o, size_t* region_size) {
   if (!size_from_env("ZSM_REGION_BUDGET", &o->budget_bytes, kLeastBudget, "1M") ||
       !size_from_env("ZSM_REGION_POOL_BUDGET", &o->compressed_budget_bytes) ||
       !size_from_env("ZSM_REGION_BACKING_FILE_SIZE", &file_size) ||
-      !size_from_env("ZSM_REGION_SIZE", region_size, kLeastRegion, "256M") || !cold_age_from_env(&o->cold_age_ms)) {
+      !size_from_env("ZSM_REGION_SIZE", region_size, kLeastRegion, "256M") ||
+      !scaled_from_env("ZSM_REGION_COLD_AGE", 0.1, 604800, "seconds", 1000, &o->cold_age_ms) ||
+      !scaled_from_env("ZSM_REGION_STALL_TARGET", 0.0001, 10, "percent", 10000, &o->stall_target_ppm)) {
+    return false;
+  }
+  if (o->stall_target_ppm != 0 && o->cold_age_ms == 0) {
+    say("zsm_region_preload: ZSM_REGION_STALL_TARGET steers the cold age: set ZSM_REGION_COLD_AGE too; the library is off\n");
+    off_reason = "ZSM_REGION_STALL_TARGET without ZSM_REGION_COLD_AGE";
+    return false;
+  }
+  if (!stats_interval_from_env(o)) {
+    off_reason = "ZSM_REGION_STATS_INTERVAL or ZSM_REGION_STATS_FILE was not usable";
     return false;
   }
   o->flags = ZSM_REGION_BUDGET_ALL;
@@ -296,12 +312,17 @@ void announce() {
   program_tag(tag, sizeof tag);
   struct zsm_region_stats s {};
   zsm_region_stats(layout.region, &s);
-  char aging[96] = "";
-  if (layout.cold_age_ms != 0) {
-    std::snprintf(aging, sizeof aging, "; pages untouched for %.1f s are compressed within it", layout.cold_age_ms / 1000.0);
+  char aging[192] = "";
+  if (layout.stall_target_ppm != 0) {
+    std::snprintf(aging, sizeof aging,
+                  "automatic: pages untouched for a cold age (%.1f s to start) are compressed, the age steered so that "
+                  "faults on them take about %.2f %% of the time; ",
+                  layout.cold_age_ms / 1000.0, layout.stall_target_ppm / 1e4);
+  } else if (layout.cold_age_ms != 0) {
+    std::snprintf(aging, sizeof aging, "pages untouched for %.1f s are compressed; ", layout.cold_age_ms / 1000.0);
   }
-  say("zsm-run: %s: budget %.1f MiB for this process (each process it starts has a budget of its own)%s; %s\n", tag,
-      mib(s.budget_bytes), aging, mode_text(layout));
+  say("zsm-run: %s: %sbudget %.1f MiB for this process, a cap (each process it starts has a budget of its own); %s\n",
+      tag, aging, mib(s.budget_bytes), mode_text(layout));
 }
 
 // An object's executable segment.
@@ -356,6 +377,8 @@ bool turn_on() {
   layout.maps_end = layout.end;
   layout.self_serve = (o.flags & ZSM_REGION_SELF_SERVE) != 0;
   layout.cold_age_ms = o.cold_age_ms;
+  layout.stall_target_ppm = o.stall_target_ppm;
+  stats_region_made(r);
   struct zsm_region_stats st {};
   zsm_region_stats(r, &st);
   layout.user_mode_only = st.user_mode_only != 0 && !layout.self_serve;
@@ -398,21 +421,21 @@ __attribute__((constructor)) void load() {
 // line, sizes in MiB: the budget and the most the region cost (decompressed, pool, tables), what
 // is stored and in what, the faults and evictions, and the mode.
 __attribute__((destructor)) void print_stats_at_exit() {
-  if (stats_fd < 0) return;
-  char line[1024], tag[96];
+  if (stats_fd < 0 || !the_launched_process()) return;  // not in a child of fork() that exits
+  char line[1536], tag[96], aging[512] = "aging off";
   program_tag(tag, sizeof tag);
   int n;
   struct zsm_region_stats s {};
   if (!turned_on.load() || zsm_region_stats(layout.region, &s) != 0) {
     n = std::snprintf(line, sizeof line, "zsm-run: %s at exit: no region (%s)\n", tag, off_reason);
   } else {
+    if (layout.cold_age_ms != 0) aging_text(aging, sizeof aging, s, layout.stall_target_ppm);
     n = std::snprintf(
         line, sizeof line,
         "zsm-run: %s at exit: budget %.1f MiB, peak %.1f MiB (decompressed %.1f, pool %.1f at their own peaks), now %.1f MiB "
         "(decompressed %.1f, pool %.1f, tables %.1f); stored %.1f MiB in %.1f MiB, %.1f MiB on file "
         "(written back %llu, read back %llu); faults %llu (zero %llu, ahead %llu, probation %llu, waited %llu); "
-        "evictions %llu (clean %llu); over budget %llu pages; aging: cold age %.1f s, aged %llu, cold %llu, "
-        "stalled %.2f s; outside the region %llu allocations; %s\n",
+        "evictions %llu (clean %llu); over budget %llu pages; %s; outside the region %llu allocations; %s\n",
         tag, mib(s.budget_bytes), mib(std::max(s.peak_total_bytes, s.peak_decompressed_bytes)),
         mib(s.peak_decompressed_bytes), mib(s.peak_pool_bytes),
         mib(s.resident_bytes + s.probation_bytes + s.mem_used_total + s.bookkeeping_bytes),
@@ -421,8 +444,7 @@ __attribute__((destructor)) void print_stats_at_exit() {
         (unsigned long long)s.written_back, (unsigned long long)s.read_back, (unsigned long long)s.faults,
         (unsigned long long)s.zero_faults, (unsigned long long)s.fault_around_pages,
         (unsigned long long)s.probation_faults, (unsigned long long)s.budget_waits, (unsigned long long)s.evictions,
-        (unsigned long long)s.clean_evictions, (unsigned long long)s.over_budget_pages, layout.cold_age_ms / 1000.0,
-        (unsigned long long)s.aged_pages, (unsigned long long)s.cold_evictions, s.stall_ns / 1e9,
+        (unsigned long long)s.clean_evictions, (unsigned long long)s.over_budget_pages, aging,
         (unsigned long long)outside.load(), layout.self_serve ? "SIGBUS mode" : layout.user_mode_only ?
         "user-mode faults only" : "handler threads");
   }

@@ -250,6 +250,7 @@ struct Layout {
   bool self_serve = false;      // the SIGBUS mode
   bool user_mode_only = false;  // the kernel's own accesses are not served (no privilege)
   unsigned cold_age_ms = 0;     // aging (ZSM_REGION_COLD_AGE); 0: off
+  unsigned stall_target_ppm = 0;  // its steering (ZSM_REGION_STALL_TARGET); 0: a fixed age
   // Whether a system call may meet a page nobody serves (EFAULT): then the library keeps what
   // libc and the kernel touch out of the region, pins I/O buffers, retries what it can, and
   // keeps futex words resident (docs/region.md, "The pinning modes").
@@ -336,6 +337,13 @@ bool read_safely(const T* p, T* out) {
 
 // One line on stderr, formatted on the stack (stdio's buffers would call malloc).
 __attribute__((format(printf, 1, 2))) void say(const char* fmt, ...);
+
+// stats.cpp: ZSM_REGION_STATS_INTERVAL's CSV lines set up as the region's report (false, said,
+// for a bad value or a file that cannot be written); the region they read, once it is made;
+// the aging part of the line at exit.
+bool stats_interval_from_env(zsm_region_options* o);
+void stats_region_made(zsm_region* r);
+int aging_text(char* out, size_t n, const struct zsm_region_stats& s, unsigned stall_target_ppm);
 
 // maps.cpp: the anonymous mappings' allocator, set up when the library turns on.
 bool init_maps(const Layout& l, size_t page_size);

@@ -2,8 +2,14 @@
 // one with their change (the preload library, libzsm_region_preload.so, does the work: its
 // top comment says what it takes and what stays outside).
 //
-//   zsm-run [--budget=SIZE] [--cold-age=SECONDS] [--pool-budget=SIZE] [--backing-file=PATH|none]
-//           [--self-serve] [--region-size=SIZE] [--stats] [--quiet] -- PROGRAM ARGS...
+//   zsm-run [--budget=SIZE] [--cold-age=SECONDS] [--stall-target=PERCENT] [--pool-budget=SIZE]
+//           [--backing-file=PATH|none] [--self-serve] [--region-size=SIZE] [--stats]
+//           [--stats-interval=SECONDS] [--stats-file=PATH] [--quiet] -- PROGRAM ARGS...
+//
+// With neither --budget nor --cold-age it runs the automatic mode: pages left untouched for a
+// cold age (kAutoColdAge to start) are compressed, the age steered so that faults on
+// compressed pages take about kAutoStallTarget of the time, under a budget of half the
+// machine's memory as a cap. A --budget alone compresses only past it, as before.
 //
 // It sets the library's variables (ZSM_REGION_*; sizes as byte counts), puts the library first
 // in LD_PRELOAD and executes the program in its own place (its exit status is the program's,
@@ -31,13 +37,16 @@ namespace fs = std::filesystem;
 
 struct Options {
   std::string budget;  // byte counts, as the library reads them
-  std::string pool_budget, backing_file, region_size, library, cold_age;
+  std::string pool_budget, backing_file, region_size, library, cold_age, stall_target;
+  std::string stats_interval, stats_file;
   bool self_serve = false, stats = false, quiet = false;
   std::vector<std::string> program;
 };
 
 constexpr uint64_t kLeastBudget = uint64_t{1} << 20;       // the library's least (preload.cpp)
 constexpr uint64_t kLeastRegion = uint64_t{256} << 20;
+constexpr const char* kAutoColdAge = "10";       // seconds, the automatic mode's start
+constexpr const char* kAutoStallTarget = "0.2";  // percent of the time in faults on compressed pages
 
 // A size checked here (so that a mistake is an error of zsm-run's, not a line from the
 // library), handed on as bytes.
@@ -45,8 +54,9 @@ std::string size_flag(const std::string& v, const char* what, uint64_t least = 1
   return std::to_string(zsm_cli::parse_size(v, what, least));
 }
 
-// 0, or seconds within [least, most], handed on as the user wrote them.
-std::string seconds_flag(const std::string& v, const char* what, double least, double most) {
+// 0, or a number of `unit`s within [least, most], handed on as the user wrote it.
+std::string number_flag(const std::string& v, const char* what, double least, double most,
+                        const char* unit = "seconds") {
   size_t used = 0;
   double seconds = -1;
   try {
@@ -55,7 +65,7 @@ std::string seconds_flag(const std::string& v, const char* what, double least, d
   }
   if (used != v.size() || !(seconds == 0 || (seconds >= least && seconds <= most))) {
     char range[64];
-    std::snprintf(range, sizeof range, "0 or seconds from %g to %g", least, most);
+    std::snprintf(range, sizeof range, "0 or %s from %g to %g", unit, least, most);
     throw std::invalid_argument(std::string(what) + " '" + v + "' is not " + range);
   }
   return v;
@@ -64,8 +74,10 @@ std::string seconds_flag(const std::string& v, const char* what, double least, d
 const zsm_cli::Flag<Options> kFlags[] = {
     {"--budget", "SIZE", "all the region may cost: decompressed pages, pool, bookkeeping; at least 1M (default: half the machine's memory); each process the program starts has its own",
      [](Options& o, const std::string& v) { o.budget = size_flag(v, "--budget", kLeastBudget); }},
-    {"--cold-age", "SECONDS", "compress a page left untouched this long whatever the budget, 0.1 to 604800 (default 0: off, pages leave only past the budget); finding which are untouched costs up to 1 % of a CPU",
-     [](Options& o, const std::string& v) { o.cold_age = seconds_flag(v, "--cold-age", 0.1, 604800); }},
+    {"--cold-age", "SECONDS", "compress a page left untouched this long whatever the budget, 0.1 to 604800, 0: off (default: 10 to start, steered, without --budget; off with it); finding which are untouched costs up to 1 % of a CPU",
+     [](Options& o, const std::string& v) { o.cold_age = number_flag(v, "--cold-age", 0.1, 604800); }},
+    {"--stall-target", "PERCENT", "steer the cold age so that faults on compressed pages take about this share of the time, 0.0001 to 10, 0: a fixed cold age (default 0.2 without --budget and --cold-age, else 0)",
+     [](Options& o, const std::string& v) { o.stall_target = number_flag(v, "--stall-target", 0.0001, 10, "percent"); }},
     {"--pool-budget", "SIZE", "the compressed pool's most (default: half the budget); past it, pages go to the file",
      [](Options& o, const std::string& v) { o.pool_budget = size_flag(v, "--pool-budget"); }},
     {"--backing-file", "PATH", "a directory (an unnamed file there), a path that does not exist, or none (default $TMPDIR or /tmp)",
@@ -76,6 +88,10 @@ const zsm_cli::Flag<Options> kFlags[] = {
      [](Options& o, const std::string&) { o.self_serve = true; }},
     {"--stats", nullptr, "one line of the region's statistics on stderr at exit (or why there was none)",
      [](Options& o, const std::string&) { o.stats = true; }},
+    {"--stats-interval", "SECONDS", "a CSV line of the region's figures this often (RSS, memory saved, stall share, promotions a minute, cold age), 0.1 to 86400, on stderr or --stats-file",
+     [](Options& o, const std::string& v) { o.stats_interval = number_flag(v, "--stats-interval", 0.1, 86400); }},
+    {"--stats-file", "PATH", "where --stats-interval's lines go (default stderr)",
+     [](Options& o, const std::string& v) { o.stats_file = v; }},
     {"--quiet", nullptr, "no line at start saying the budget and the mode",
      [](Options& o, const std::string&) { o.quiet = true; }},
     {"--library", "PATH", "the preload library (default: found beside zsm-run or in ../lib)",
@@ -104,6 +120,19 @@ std::string find_library(const char* argv0) {
   return "";
 }
 
+bool is_zero(const std::string& number) { return !number.empty() && std::stod(number) == 0; }
+
+// The automatic mode without --budget and --cold-age: a cold age to start, steered. A stall
+// target alone steers from the same start.
+void choose_aging(Options& o) {
+  if (o.budget.empty() && o.cold_age.empty()) {
+    o.cold_age = kAutoColdAge;
+    if (o.stall_target.empty()) o.stall_target = kAutoStallTarget;
+  } else if (o.cold_age.empty() && !o.stall_target.empty() && !is_zero(o.stall_target)) {
+    o.cold_age = kAutoColdAge;
+  }
+}
+
 void set(const char* name, const std::string& value) {
   if (!value.empty()) setenv(name, value.c_str(), 1);
 }
@@ -117,6 +146,9 @@ int main(int argc, char** argv) {
     zsm_cli::parse<Options>(argc, argv, kSynopsis, kFlags, o,
                             [](Options& opt, const std::string& a) { opt.program.push_back(a); });
     if (o.program.empty()) throw std::invalid_argument("no program to run (zsm-run [flags] -- PROGRAM ARGS...)");
+    if (is_zero(o.cold_age) && !o.stall_target.empty() && !is_zero(o.stall_target)) {
+      throw std::invalid_argument("--stall-target steers the cold age: it cannot be used with --cold-age=0");
+    }
   } catch (const std::exception& e) {
     return zsm_cli::usage_error(me, e);
   }
@@ -128,7 +160,11 @@ int main(int argc, char** argv) {
   }
   set("ZSM_REGION_BUDGET", o.budget.empty() ? default_budget() : o.budget);
   set("ZSM_REGION_POOL_BUDGET", o.pool_budget);
+  choose_aging(o);
   set("ZSM_REGION_COLD_AGE", o.cold_age);
+  set("ZSM_REGION_STALL_TARGET", o.stall_target);
+  set("ZSM_REGION_STATS_INTERVAL", o.stats_interval);
+  set("ZSM_REGION_STATS_FILE", o.stats_file);
   set("ZSM_REGION_BACKING_FILE", o.backing_file);
   set("ZSM_REGION_SIZE", o.region_size);
   if (o.self_serve) setenv("ZSM_REGION_SELF_SERVE", "1", 1);

@@ -10,6 +10,8 @@
 # - aging: under zsm-run --cold-age=0.5 and a budget far above its use, python3's 32 MiB left
 #   untouched for 3 s is compressed, as fast as 1 % of a CPU finds it (the statistics' cold pages) and reads back whole; a bad
 #   ZSM_REGION_COLD_AGE is one line, a bad --cold-age zsm-run's exit 2;
+# - the automatic mode: zsm-run without --budget and --cold-age says so at start;
+#   --stats-interval writes its CSV lines; a stall target without a cold age is exit 2;
 # - tools/run-region-programs.sh's bad arguments: one line each, exit 2;
 # - sort, python3 (multiprocessing included), perl, sqlite3 and redis-server (BGSAVE's RDB
 #   compared) under zsm-run at half their plain peak RSS, both modes, at a small scale
@@ -91,9 +93,27 @@ time.sleep(3)
 print("intact" if a == pattern else "changed")' 2> "$dir/aging.err")" || true
 [ "$out" = intact ] || fail "aging: python3 said '$out': $(cat "$dir/aging.err")"
 stats="$(grep "python3.* at exit: " "$dir/aging.err")" || fail "aging: no statistics: $(cat "$dir/aging.err")"
-cold="$(sed -n 's/.*, cold \([0-9]*\),.*/\1/p' <<< "$stats")"
+cold="$(sed -n 's/.*, cold \([0-9]*\)[,;].*/\1/p' <<< "$stats")"
 [ "${cold:-0}" -gt 1024 ] || fail "aging: $cold pages compressed for their age, of 16384 left alone (the pattern and its copy): $stats"
 echo "aging: $cold pages left alone for 3 s compressed; --cold-age=0.01 refused: $(head -1 <<< "$err")"
+
+# The automatic mode (no --budget, no --cold-age): its line at start says so; the CSV lines
+# come every interval, from the launched process alone; a stall target without a cold age is
+# refused.
+start_line="$("$launcher" -- "$probe" 2>&1 >/dev/null)"
+[[ "$start_line" == "zsm-run: "*"automatic: pages untouched for a cold age (10.0 s to start) are compressed"* ]] ||
+  fail "zsm-run's automatic line at start: '$start_line'"
+"$launcher" --quiet --stats-interval=0.5 --stats-file="$dir/auto.csv" -- sh -c 'sleep 2; true' ||
+  fail "zsm-run --stats-interval: exit $?"
+lines="$(wc -l < "$dir/auto.csv")"
+header="$(head -1 "$dir/auto.csv")"
+[[ "$header" == seconds,rss_mib,*,cold_age_s ]] && [ "$lines" -ge 3 ] && [ "$lines" -le 6 ] &&
+  awk -F, 'NR > 1 && (NF != 11 || $11 != 10) { bad = 1 } END { exit bad }' "$dir/auto.csv" ||
+  fail "zsm-run --stats-interval=0.5 over 2 s: $(cat "$dir/auto.csv")"
+rc=0
+err="$("$launcher" --cold-age=0 --stall-target=1 -- true 2>&1)" || rc=$?
+[ "$rc" = 2 ] && grep -q "stall-target" <<< "$err" || fail "zsm-run --cold-age=0 --stall-target=1: exit $rc, '$err'"
+echo "automatic: '$start_line'; $((lines - 1)) CSV lines in 2 s; $(head -1 <<< "$err")"
 
 # The programs script's own bad arguments: one line, exit 2.
 for bad in --programs=emacs --zsm-run=/nonexistent --bogus; do

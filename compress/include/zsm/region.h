@@ -109,6 +109,20 @@ struct zsm_region_options {
 	                               region then as they do past the budget: a syscall on one
 	                               meets what the contract above says of evicted pages.
 	                               100..604800000 (a week); needs probation */
+	unsigned int stall_target_ppm; /* 0 = the cold age stays as set. Else the cold age is
+	                               steered (with cold_age_ms as its start) so that the time
+	                               faults spend decompressing pages aging compressed (its
+	                               promotions) stays near this share of wall time, in parts
+	                               per million: above it the age doubles, under half of it the
+	                               age shrinks by a fifth, every 4 s or a quarter of the age,
+	                               between min(cold_age_ms, 1 s) and an hour. At most 100000
+	                               (10 %); needs cold_age_ms */
+	/* Called every report_every_ms (0 = never; else 100..86400000) on the region's evictor
+	 * thread, outside every lock, with report_arg: it may call zsm_region_stats() and write
+	 * to a descriptor, and must not touch the region's memory (nor allocate from it). */
+	void (*report)(void *report_arg);
+	void *report_arg;
+	unsigned int report_every_ms;
 };
 
 /* Serve user-mode faults only (UFFD_USER_MODE_ONLY), as an unprivileged process gets: a
@@ -196,6 +210,16 @@ struct zsm_region_stats {
 	uint64_t stall_ns;           /* time faults spent bringing pages back (from probation, the
 	                                pool or the file, waits for room included): the program's
 	                                stall, summed over its threads */
+	uint64_t promotion_stall_ns; /* of stall_ns, faults that decompressed (from the pool or
+	                                the file): what the cold age's steering reads */
+	uint64_t cold_age_ms;        /* the cold age now (steered, with stall_target_ppm) */
+	uint64_t saved_byte_seconds; /* memory saved (stored pages' bytes less the pool's) summed
+	                                over time at aging's ticks (0 without aging) */
+	uint64_t held_byte_seconds;  /* the pages' bytes (resident, probation and stored), summed
+	                                the same way: saved over held is the time-averaged share
+	                                saved, saved over the time the average bytes */
+	uint64_t kept_incompressible; /* cold pages aging put back in the region rather than
+	                                store: they compressed to more than 73 % of a page */
 };
 
 /* Create a region of `size` bytes (rounded up to whole pages). NULL + errno on failure. */
