@@ -46,7 +46,7 @@ struct Options {
 constexpr uint64_t kLeastBudget = uint64_t{1} << 20;       // the library's least (preload.cpp)
 constexpr uint64_t kLeastRegion = uint64_t{256} << 20;
 constexpr const char* kAutoColdAge = "10";       // seconds, the automatic mode's start
-constexpr const char* kAutoStallTarget = "0.2";  // percent of the time in faults on compressed pages
+constexpr const char* kAutoStallTarget = "1";  // percent of the time in faults on compressed pages
 
 // A size checked here (so that a mistake is an error of zsm-run's, not a line from the
 // library), handed on as bytes.
@@ -76,7 +76,7 @@ const zsm_cli::Flag<Options> kFlags[] = {
      [](Options& o, const std::string& v) { o.budget = size_flag(v, "--budget", kLeastBudget); }},
     {"--cold-age", "SECONDS", "compress a page left untouched this long whatever the budget, 0.1 to 604800, 0: off (default: 10 to start, steered, without --budget; off with it); finding which are untouched costs up to 1 % of a CPU",
      [](Options& o, const std::string& v) { o.cold_age = number_flag(v, "--cold-age", 0.1, 604800); }},
-    {"--stall-target", "PERCENT", "steer the cold age so that faults on compressed pages take about this share of the time, 0.0001 to 10, 0: a fixed cold age (default 0.2 without --budget and --cold-age, else 0)",
+    {"--stall-target", "PERCENT", "steer the cold age so that faults on compressed pages take about this share of the time, 0.0001 to 10, 0: a fixed cold age (default 1 without --budget and --cold-age, else 0)",
      [](Options& o, const std::string& v) { o.stall_target = number_flag(v, "--stall-target", 0.0001, 10, "percent"); }},
     {"--pool-budget", "SIZE", "the compressed pool's most (default: half the budget); past it, pages go to the file",
      [](Options& o, const std::string& v) { o.pool_budget = size_flag(v, "--pool-budget"); }},
