@@ -5,7 +5,7 @@ set terminal @term size 1200,600 noenhanced
 set output out
 set title title
 set grid
-set key top left
+set key bottom right
 set datafile separator ","
 set xlabel "seconds since the service started (load, warm-up, then the measured phase)"
 set ylabel "RSS (MiB)"
