@@ -8,9 +8,11 @@
 // file in DIR, the pool's budget a 16th of the region's budget (most copies go to the file). The
 // line at the end also says how many range calls the evicting thread made, and its slowest:
 // range calls must not wait long behind faults. --cold-age MS: aging (cold_age_ms) at a budget
-// a quarter past the region, so that pages leave by their idle age and the range calls alone.
+// a quarter past the region, so that pages leave by their idle age and the range calls alone;
+// --stall-target PPM steers it (stall_target_ppm). --noise 1: every other page does not compress
+// (aging puts such pages back in the region rather than store them).
 //   region_stress [--gib N] [--threads T] [--mib REGION_MIB] [--seed S] [--sigbus 0|1] [--no-move 0|1]
-//                 [--file DIR] [--cold-age MS]
+//                 [--file DIR] [--cold-age MS] [--stall-target PPM] [--noise 0|1]
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -41,12 +43,15 @@ struct Options {
   bool sigbus = false;
   bool no_move = false;
   unsigned cold_age_ms = 0;
+  unsigned stall_target_ppm = 0;
+  bool noise = false;
   std::string file;  // "" = no backing file
 };
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr, "region_stress: %s\nusage: region_stress [--gib N] [--threads T] "
-               "[--mib REGION_MIB] [--seed S] [--sigbus 0|1] [--no-move 0|1] [--file DIR] [--cold-age MS]\n", why);
+               "[--mib REGION_MIB] [--seed S] [--sigbus 0|1] [--no-move 0|1] [--file DIR] [--cold-age MS] "
+               "[--stall-target PPM] [--noise 0|1]\n", why);
   std::exit(2);
 }
 
@@ -68,6 +73,8 @@ Options parse(int argc, char** argv) {
     else if (a == "--sigbus") o.sigbus = std::strtoul(v, &end, 10) != 0;
     else if (a == "--no-move") o.no_move = std::strtoul(v, &end, 10) != 0;
     else if (a == "--cold-age") o.cold_age_ms = static_cast<unsigned>(std::strtoul(v, &end, 10));
+    else if (a == "--stall-target") o.stall_target_ppm = static_cast<unsigned>(std::strtoul(v, &end, 10));
+    else if (a == "--noise") o.noise = std::strtoul(v, &end, 10) != 0;
     else usage(("unknown option " + a).c_str());
     if (end == v || *end != '\0') usage(("not a number: " + std::string(v)).c_str());
   }
@@ -77,8 +84,11 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
+bool noise_pages = false;  // --noise: the even pages
+bool noisy(uint64_t p) { return noise_pages && p % 2 == 0; }
+
 bool holds(const unsigned char* page, uint64_t p, uint64_t version) {
-  if (version != 0) return page_mismatch(page, p, version) == -1;
+  if (version != 0) return page_mismatch(page, p, version, noisy(p)) == -1;
   for (size_t i = 0; i < kPage; ++i) {
     if (page[i] != 0) return false;
   }
@@ -93,7 +103,7 @@ void report(const unsigned char* page, uint64_t p, uint64_t version, const char*
     std::memcpy(&a, page + off, 8);
     return a ^ (p * 0x9E3779B97F4A7C15ull);
   };
-  long at = version == 0 ? 0 : page_mismatch(page, p, version);
+  long at = version == 0 ? 0 : page_mismatch(page, p, version, noisy(p));
   std::fprintf(stderr, "region_stress: %s: page %llu should hold version %llu; first wrong 16 bytes at %ld; "
                "its first words are version %llu, its last %llu\n", when, (unsigned long long)p,
                (unsigned long long)version, at * 16, (unsigned long long)version_at(0),
@@ -108,6 +118,8 @@ int main(int argc, char** argv) {
   zsm_region_options ro{};
   ro.budget_bytes = std::max<size_t>(o.cold_age_ms != 0 ? pages + pages / 4 : pages / 8, 16) * kPage;
   ro.cold_age_ms = o.cold_age_ms;
+  ro.stall_target_ppm = o.stall_target_ppm;
+  noise_pages = o.noise;
   ro.flags = (o.sigbus ? ZSM_REGION_SELF_SERVE : 0) | (o.no_move ? ZSM_REGION_NO_MOVE : 0);
   if (!o.file.empty()) {
     ro.backing_file = o.file.c_str();
@@ -142,7 +154,7 @@ int main(int argc, char** argv) {
         local += kPage;
         reads.fetch_add(1, std::memory_order_relaxed);
         if (rng() % 4 != 0) {
-          write_page_wordwise(page, p, ++version[p]);
+          write_page_wordwise(page, p, ++version[p], noisy(p));
           local += kPage;
           writes.fetch_add(1, std::memory_order_relaxed);
         }
@@ -184,8 +196,8 @@ int main(int argc, char** argv) {
   }
   std::printf("region_stress: %.2f GiB of accesses (%llu page reads, %llu page writes) in %.1f s "
               "by %u threads%s, region %zu MiB, budget %zu MiB: %llu errors; faults %llu, "
-              "evictions %llu (clean %llu), wp faults %llu, resident %llu KiB%s; range calls %llu "
-              "(%.0f/s), the slowest %.1f ms\n",
+              "evictions %llu (clean %llu), wp faults %llu, resident %llu KiB%s; aged %llu, cold %llu, kept "
+              "incompressible %llu, cold age %llu ms; range calls %llu (%.0f/s), the slowest %.1f ms\n",
               bytes.load() / double(1ull << 30), (unsigned long long)reads.load(),
               (unsigned long long)writes.load(), secs, o.threads,
               o.sigbus ? " serving their own faults (SIGBUS mode)" : "", o.mib,
@@ -193,7 +205,9 @@ int main(int argc, char** argv) {
               (unsigned long long)s.faults, (unsigned long long)s.evictions,
               (unsigned long long)s.clean_evictions,
               (unsigned long long)s.wp_faults, (unsigned long long)(s.resident_bytes >> 10),
-              file_line.c_str(), (unsigned long long)range_calls,
+              file_line.c_str(), (unsigned long long)s.aged_pages, (unsigned long long)s.cold_evictions,
+              (unsigned long long)s.kept_incompressible, (unsigned long long)s.cold_age_ms,
+              (unsigned long long)range_calls,
               range_calls / secs, slowest_ms);
   zsm_region_destroy(r);
   return errors.load() == 0 ? 0 : 1;
