@@ -30,6 +30,7 @@ struct Counters {
   std::atomic<uint64_t> aged{0}, cold_evictions{0}, aging_turn_ms{0}, stall_ns{0};
   std::atomic<uint64_t> promotion_stall_ns{0}, cold_age_ms{0}, saved_kib_ms{0}, held_kib_ms{0};
   std::atomic<uint64_t> kept_incompressible{0};  // cold pages aging put back, incompressible
+  std::atomic<uint64_t> clean{0};  // mapped pages whose copy is still valid (PageMoves::set_kind)
   // The backing file.
   std::atomic<uint64_t> written_back{0}, read_back{0}, file_bytes{0};
 };

@@ -168,7 +168,7 @@ class Evictor {
     uint64_t last_turn_ns = 0;  // when the hand last began a turn
     // The steering (steer_cold_age): its target, the age's floor, its last step.
     uint32_t stall_target_ppm = 0;
-    uint32_t least_age_ms = 0;
+    uint32_t least_age_ms = 0, most_age_ms = 0;
     uint32_t last_steer_ms = 0;
     uint64_t last_promotion_ns = 0;
   } aging_;

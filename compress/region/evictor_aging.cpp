@@ -13,7 +13,7 @@
 // (promotions) is read every steering period; past the target the age doubles (pages stay
 // resident longer, fewer come back from the pool), under half of it the age shrinks by a
 // fifth (more pages are compressed). Backing off fast and probing slowly keeps the stall near
-// or under the target; the age stays between min(start, 1 s) and an hour.
+// or under the target; the age stays between min(start, 1 s) and max(start, an hour).
 #include "evictor.h"
 
 #include <time.h>
@@ -48,6 +48,7 @@ void Evictor::set_cold_age(uint32_t cold_age_ms) {
 void Evictor::set_stall_target(uint32_t ppm) {
   aging_.stall_target_ppm = ppm;
   aging_.least_age_ms = std::min(aging_.cold_age_ms, kLeastSteeredAgeMs);
+  aging_.most_age_ms = std::max(aging_.cold_age_ms, kMostSteeredAgeMs);
   aging_.last_steer_ms = Probation::now_ms();
 }
 
@@ -158,7 +159,7 @@ void Evictor::steer_cold_age() {
   aging_.last_promotion_ns = promotion;
   uint64_t age = aging_.cold_age_ms;
   if (share_ppm > aging_.stall_target_ppm) {
-    age = std::min<uint64_t>(2 * age, kMostSteeredAgeMs);
+    age = std::min<uint64_t>(2 * age, aging_.most_age_ms);
   } else if (share_ppm < aging_.stall_target_ppm / 2.0) {
     age = std::max<uint64_t>(age * 4 / 5, aging_.least_age_ms);
   }
@@ -168,13 +169,15 @@ void Evictor::steer_cold_age() {
   aging_.last_tick_ms = last_tick;
 }
 
-// What the compressed pages save (their bytes less the pool's), and all the pages' bytes,
-// summed over the tick's time (in KiB: a day of 64 GiB fits).
+// What the pages held only as copies save (their bytes less the pool's; a clean page, mapped
+// with its copy valid, is in memory twice), and all the pages' bytes, summed over the tick's
+// time (in KiB: a day of 64 GiB fits).
 void Evictor::sum_saved_bytes(uint32_t elapsed_ms) {
   const Counters& c = parts_.counters;
-  const uint64_t stored = get(c.stored) * kPageSize, pool = parts_.copies.pool_bytes();
-  if (stored > pool) bump(parts_.counters.saved_kib_ms, (stored - pool) / 1024 * elapsed_ms);
-  bump(parts_.counters.held_kib_ms, (stored + (get(c.resident) + get(c.probation)) * kPageSize) / 1024 * elapsed_ms);
+  const uint64_t copies_only = (get(c.stored) - std::min(get(c.stored), get(c.clean))) * kPageSize;
+  const uint64_t pool = parts_.copies.pool_bytes();
+  if (copies_only > pool) bump(parts_.counters.saved_kib_ms, (copies_only - pool) / 1024 * elapsed_ms);
+  bump(parts_.counters.held_kib_ms, (copies_only + (get(c.resident) + get(c.probation)) * kPageSize) / 1024 * elapsed_ms);
 }
 
 }  // namespace zsm::region

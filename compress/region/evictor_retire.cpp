@@ -15,6 +15,7 @@ namespace zsm::region {
 // the call's slots, kBatch pages at most, until they are dropped at its end. With
 // `in_for_ms`, only pages in probation at least that long (aging's cold ones): of those, an
 // incompressible page goes back into the region while the budget has room (keep_resident).
+// How many left probation: retired, or kept (only with `in_for_ms`).
 uint32_t Evictor::retire_oldest(uint32_t n, std::byte* work, uint32_t in_for_ms) {
   Probation::Entry oldest[kBatch];
   size_t k = parts_.probation.oldest(std::min(n, kBatch), oldest);
@@ -26,14 +27,17 @@ uint32_t Evictor::retire_oldest(uint32_t n, std::byte* work, uint32_t in_for_ms)
                             oldest);
   }
   uint32_t slots[kBatch];
-  uint32_t retired = 0;
+  uint32_t retired = 0, kept = 0;
   for (size_t i = 0; i < k; ++i) {
     PageLock l = PageLock::try_lock(parts_.pages, oldest[i].page);
     if (!l) continue;  // a fault is taking it back
     if (l.state().kind != Kind::probation || l.state().slot != oldest[i].slot) continue;  // it left its slot
     const Retired done = retire_page(l, true, work, in_for_ms != 0);
     if (done == Retired::pool_full) break;
-    if (done == Retired::kept) continue;  // back in the region, its slot left
+    if (done == Retired::kept) {  // back in the region, its slot left
+      ++kept;
+      continue;
+    }
     l.release();
     slots[retired++] = oldest[i].slot;
     if (retired % kRoomEvery != 0) continue;
@@ -41,7 +45,7 @@ uint32_t Evictor::retire_oldest(uint32_t n, std::byte* work, uint32_t in_for_ms)
     parts_.budget.room_made();
   }
   moves_.release_slots(slots, retired, false);
-  return retired;
+  return retired + kept;
 }
 
 // The slots faults copied their pages back from: dropped, many in one call. Whether any.
@@ -74,9 +78,12 @@ bool Evictor::incompressible(const CopyStore::Compressed& c) {
 }
 
 // A probation page copied back into the region, as a fault from probation does, with its mark
-// set (the hand's next pass spares it), when the budget has a page for it. Its slot is left.
+// set (the hand's next pass spares it), when the budget has a page for it below its high
+// watermark. Its slot is left (stale, dropped by the next drain, age_slice's first step).
 bool Evictor::keep_resident(PageLock& l) {
-  if (!parts_.budget.try_take(1)) return false;  // past the budget it is stored as any other
+  // Below the high watermark only: the slack past it is the faults', and past it the page is
+  // stored as any other.
+  if (parts_.budget.used() + 1 > parts_.budget.high_watermark() || !parts_.budget.try_take(1)) return false;
   const uint32_t slot = l.state().slot;
   moves_.map(l, Kind::resident, true);
   check(parts_.calls.copy(addr(l.page()), parts_.probation.slot_bytes(slot), kPageSize, false, nullptr),

@@ -5,10 +5,17 @@
 
 namespace zsm::region {
 
+// Every change of a page's kind, so that the clean count follows it.
+void PageMoves::set_kind(PageState& s, Kind k) {
+  if (s.kind == Kind::clean) drop(counters_.clean);
+  if (k == Kind::clean) bump(counters_.clean);
+  s.kind = k;
+}
+
 void PageMoves::map(PageLock& l, Kind k, bool referenced) {
   PageState& s = l.state_to_change();
   bump(counters_.resident);
-  s.kind = k;
+  set_kind(s, k);
   s.referenced = referenced;
   l.set_mapped(true);
 }
@@ -16,7 +23,7 @@ void PageMoves::map(PageLock& l, Kind k, bool referenced) {
 void PageMoves::unmap_untaken(PageLock& l, bool write_back_mark) {
   unmap(l);
   PageState& s = l.state_to_change();
-  s.kind = Kind::stored;
+  set_kind(s, Kind::stored);
   s.referenced = write_back_mark;
   budget_.give(1);
 }
@@ -28,7 +35,7 @@ void PageMoves::leave_slot(uint32_t slot) {
 void PageMoves::dirty(PageLock& l, bool may_allocate, bool mark) {
   copies_.free(l, may_allocate);
   PageState& s = l.state_to_change();
-  s.kind = Kind::resident;
+  set_kind(s, Kind::resident);
   if (mark) s.referenced = true;
 }
 
@@ -42,7 +49,7 @@ void PageMoves::unmap(PageLock& l) {
 void PageMoves::park(PageLock& l, uint32_t slot) {
   unmap(l);
   PageState& s = l.state_to_change();
-  s.kind = Kind::probation;
+  set_kind(s, Kind::probation);
   s.slot = slot;
   probation_.fill(slot, l.page());
 }
@@ -51,7 +58,7 @@ void PageMoves::drop_clean(PageLock& l, bool stamp) {
   unmap(l);
   budget_.give(1);
   PageState& s = l.state_to_change();
-  s.kind = Kind::stored;
+  set_kind(s, Kind::stored);
   s.slot = 0;
   s.referenced = true;  // the write-back hand passes over it once
   if (stamp) probation_.stamp_departure(&s);
@@ -60,7 +67,7 @@ void PageMoves::drop_clean(PageLock& l, bool stamp) {
 
 void PageMoves::retire(PageLock& l, bool compressed, bool stamp) {
   PageState& s = l.state_to_change();
-  s.kind = Kind::stored;
+  set_kind(s, Kind::stored);
   s.slot = 0;
   s.referenced = true;
   if (stamp) probation_.stamp_departure(&s);
@@ -80,7 +87,7 @@ void PageMoves::forget(PageLock& l, bool may_allocate) {
   }
   copies_.free(l, may_allocate);
   PageState& c = l.state_to_change();
-  c.kind = Kind::empty;
+  set_kind(c, Kind::empty);
   c.referenced = false;
 }
 

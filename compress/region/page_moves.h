@@ -73,6 +73,7 @@ class PageMoves {
 
  private:
   void unmap(PageLock& l);
+  void set_kind(PageState& s, Kind k);
 
   CopyStore& copies_;
   Probation& probation_;

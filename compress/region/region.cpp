@@ -220,7 +220,7 @@ uint64_t Region::others_bytes() const {
 // a pin of one page is counted before its page says so, outside the fork gate.)
 void Region::check_counts() {
 #ifndef NDEBUG
-  uint64_t mapped = 0, parked = 0, pinned = 0, copies = 0;
+  uint64_t mapped = 0, parked = 0, pinned = 0, copies = 0, clean = 0;
   for (uint32_t p = pages_.next_used(0); p != kNoPage && p < npages_; p = pages_.next_used(p + 1)) {
     PageState s = pages_.peek(p);
     if (s.mapped() != pages_.is_mapped(p)) {
@@ -231,6 +231,7 @@ void Region::check_counts() {
     parked += s.kind == Kind::probation;
     pinned += s.pins > 0;
     copies += s.has_copy();
+    clean += s.kind == Kind::clean;
   }
   const struct {
     const char* what;
@@ -240,6 +241,7 @@ void Region::check_counts() {
                 {"probation", parked, get(counters_.probation), false},
                 {"pinned", pinned, get(counters_.pinned), forked_child_},
                 {"stored", copies, get(counters_.stored), false},
+                {"clean", clean, get(counters_.clean), false},
                 {"budget used", mapped + parked + probation_.stale_slots(), budget_.used(), false}};
   for (const auto& c : counts) {
     if (c.table != c.counted && !(c.may_count_more && c.counted > c.table)) {
@@ -481,8 +483,9 @@ void Region::stats(struct zsm_region_stats* out) const {
   out->stall_ns = get(counters_.stall_ns);
   out->promotion_stall_ns = get(counters_.promotion_stall_ns);
   out->cold_age_ms = get(counters_.cold_age_ms);
-  out->saved_byte_seconds = get(counters_.saved_kib_ms) * 1024 / 1000;
-  out->held_byte_seconds = get(counters_.held_kib_ms) * 1024 / 1000;
+  out->saved_byte_seconds = get(counters_.saved_kib_ms) / 1000 * 1024;
+  out->held_byte_seconds = get(counters_.held_kib_ms) / 1000 * 1024;
+  out->clean_pages = get(counters_.clean);
   out->kept_incompressible = get(counters_.kept_incompressible);
 }
 

@@ -159,7 +159,8 @@ def status_kib(pid, field):
 
 class RssSeries:
     """The service's VmRSS every 0.2 s from its start to its end, written as CSV (seconds, MiB):
-    what tools/run-plots.sh services draws, plain against zsm-run."""
+    what tools/run-plots.sh services draws, plain against zsm-run (with --rounds, the last
+    round's)."""
 
     def __init__(self, pid, path):
         self.pid, self.path, self.start, self.rows = pid, path, time.monotonic(), []
@@ -286,6 +287,8 @@ def run_pair(a, name, round_, work, failures):
     if len(results) < 2:
         return None
     zsm, plain = results[True], results[False]
+    if not plain["p99_us"]:
+        return None
     if order[0]:  # zsm-run ran first: its row had no plain run to divide by
         print(f"| {name} | zsm-run {round_} over plain {round_} | | | | {zsm['rss'] / plain['rss']:.2f} | | "
               f"{zsm['ops_s'] / plain['ops_s']:.2f} | | {zsm['p99_us'] / plain['p99_us']:.2f} | | | | |", flush=True)

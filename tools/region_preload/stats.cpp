@@ -6,6 +6,7 @@
 // The evictor runs on a descriptor table of its own (descriptors.h): it reaches the program's
 // descriptor for the lines through /proc/self/fd, the process's table.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,6 +33,7 @@ double now_s() {
 double started_s = 0;                  // when the region was made
 std::atomic<zsm_region*> reported{nullptr};
 int csv_fd = -1;
+struct stat csv_file {};                // what csv_fd is, so that a number the program reused is not written
 pid_t csv_pid = 0;                     // the process the lines are of (not a child of fork())
 struct zsm_region_stats last {};               // the report's previous figures, and when
 double last_s = 0;
@@ -64,14 +66,19 @@ void write_line(int fd, const char* line, int n, size_t room) {
   if (n > 0) (void)!::write(fd, line, std::min(static_cast<size_t>(n), room - 1));
 }
 
-// From the evictor's own table: the program's descriptor opened anew (appending, as a file
-// written from the start would be overwritten).
+// From the evictor's own table: the program's descriptor opened anew, appending (a file
+// written from its start would be overwritten) and never blocking (a full pipe must not stop
+// the evictor: the line is lost instead), and only while it is the same file (the program
+// may have closed the number and reused it). A socket cannot be opened so: no lines there.
 void write_to_program_fd(int fd, const char* line, int n, size_t room) {
   char path[48];
   std::snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-  int own = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+  int own = open(path, O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC);
   if (own < 0) return;
-  write_line(own, line, n, room);
+  struct stat now {};
+  if (fstat(own, &now) == 0 && now.st_dev == csv_file.st_dev && now.st_ino == csv_file.st_ino) {
+    write_line(own, line, n, room);
+  }
   ::close(own);
 }
 
@@ -111,9 +118,9 @@ bool stats_interval_from_env(zsm_region_options* o) {
   }
   csv_pid = getpid();
   const char* path = std::getenv("ZSM_REGION_STATS_FILE");
-  csv_fd = path != nullptr && *path != '\0' ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)
+  csv_fd = path != nullptr && *path != '\0' ? open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)
                                             : fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
-  if (csv_fd < 0) {
+  if (csv_fd < 0 || fstat(csv_fd, &csv_file) != 0) {
     say("zsm_region_preload: ZSM_REGION_STATS_FILE='%s' cannot be written (%s); the library is off\n",
         path == nullptr ? "" : path, std::strerror(errno));
     return false;
@@ -121,7 +128,8 @@ bool stats_interval_from_env(zsm_region_options* o) {
   const char header[] =
       "seconds,rss_mib,decompressed_mib,pool_mib,stored_mib,saved_mib,saved_percent,saved_average_mib,"
       "stall_percent,promotions_per_minute,cold_age_s\n";
-  write_line(csv_fd, header, sizeof header - 1, sizeof header);
+  // One header a file: an exec of the launched process opens it again (zsm-run truncates it).
+  if (!S_ISREG(csv_file.st_mode) || csv_file.st_size == 0) write_line(csv_fd, header, sizeof header - 1, sizeof header);
   o->report = report;
   o->report_every_ms = static_cast<unsigned>(seconds * 1000 + 0.5);
   return true;

@@ -18,6 +18,7 @@
 // own. The library is found beside zsm-run (the build tree), in ../lib/ (an install), or where
 // --library says. A program that cannot be run is exit status 127, with the reason; a bad
 // flag, 2.
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -58,12 +59,12 @@ std::string size_flag(const std::string& v, const char* what, uint64_t least = 1
 std::string number_flag(const std::string& v, const char* what, double least, double most,
                         const char* unit = "seconds") {
   size_t used = 0;
-  double seconds = -1;
+  double value = -1;
   try {
-    seconds = std::stod(v, &used);
+    value = std::stod(v, &used);
   } catch (const std::exception&) {
   }
-  if (used != v.size() || !(seconds == 0 || (seconds >= least && seconds <= most))) {
+  if (used != v.size() || !(value == 0 || (value >= least && value <= most))) {
     char range[64];
     std::snprintf(range, sizeof range, "0 or %s from %g to %g", unit, least, most);
     throw std::invalid_argument(std::string(what) + " '" + v + "' is not " + range);
@@ -88,9 +89,9 @@ const zsm_cli::Flag<Options> kFlags[] = {
      [](Options& o, const std::string&) { o.self_serve = true; }},
     {"--stats", nullptr, "one line of the region's statistics on stderr at exit (or why there was none)",
      [](Options& o, const std::string&) { o.stats = true; }},
-    {"--stats-interval", "SECONDS", "a CSV line of the region's figures this often (RSS, memory saved, stall share, promotions a minute, cold age), 0.1 to 86400, on stderr or --stats-file",
+    {"--stats-interval", "SECONDS", "a CSV line of the region's figures this often (RSS, memory saved, stall share, promotions a minute, cold age), 0.1 to 86400 (0: none), on stderr or --stats-file",
      [](Options& o, const std::string& v) { o.stats_interval = number_flag(v, "--stats-interval", 0.1, 86400); }},
-    {"--stats-file", "PATH", "where --stats-interval's lines go (default stderr)",
+    {"--stats-file", "PATH", "where --stats-interval's lines go (default stderr); made empty at start",
      [](Options& o, const std::string& v) { o.stats_file = v; }},
     {"--quiet", nullptr, "no line at start saying the budget and the mode",
      [](Options& o, const std::string&) { o.quiet = true; }},
@@ -118,6 +119,14 @@ std::string find_library(const char* argv0) {
     if (fs::exists(candidate, ec)) return fs::canonical(candidate, ec).string();
   }
   return "";
+}
+
+// The stats file, made (or emptied) now: the library appends to it, through the program's execs.
+bool make_empty(const std::string& path) {
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  close(fd);
+  return true;
 }
 
 bool is_zero(const std::string& number) { return !number.empty() && std::stod(number) == 0; }
@@ -149,6 +158,10 @@ int main(int argc, char** argv) {
     if (is_zero(o.cold_age) && !o.stall_target.empty() && !is_zero(o.stall_target)) {
       throw std::invalid_argument("--stall-target steers the cold age: it cannot be used with --cold-age=0");
     }
+    if (is_zero(o.stats_interval)) o.stats_interval.clear();
+    if (!o.stats_file.empty() && o.stats_interval.empty()) {
+      throw std::invalid_argument("--stats-file is where --stats-interval's lines go: give --stats-interval too");
+    }
   } catch (const std::exception& e) {
     return zsm_cli::usage_error(me, e);
   }
@@ -163,6 +176,11 @@ int main(int argc, char** argv) {
   choose_aging(o);
   set("ZSM_REGION_COLD_AGE", o.cold_age);
   set("ZSM_REGION_STALL_TARGET", o.stall_target);
+  if (!o.stats_file.empty() && !make_empty(o.stats_file)) {
+    std::fprintf(stderr, "%s: --stats-file '%s' cannot be written: %s\n", me.c_str(), o.stats_file.c_str(),
+                 std::strerror(errno));
+    return 2;
+  }
   set("ZSM_REGION_STATS_INTERVAL", o.stats_interval);
   set("ZSM_REGION_STATS_FILE", o.stats_file);
   set("ZSM_REGION_BACKING_FILE", o.backing_file);

@@ -118,8 +118,10 @@ struct zsm_region_options {
 	                               between min(cold_age_ms, 1 s) and an hour. At most 100000
 	                               (10 %); needs cold_age_ms */
 	/* Called every report_every_ms (0 = never; else 100..86400000) on the region's evictor
-	 * thread, outside every lock, with report_arg: it may call zsm_region_stats() and write
-	 * to a descriptor, and must not touch the region's memory (nor allocate from it). */
+	 * thread, outside every lock, with report_arg: it may call zsm_region_stats(), and must
+	 * not touch the region's memory (nor allocate from it). The thread runs on a descriptor
+	 * table of its own: the caller's descriptor numbers are not open there (reach a file by
+	 * its path, or /proc/self/fd/N, the process's table). */
 	void (*report)(void *report_arg);
 	void *report_arg;
 	unsigned int report_every_ms;
@@ -213,13 +215,18 @@ struct zsm_region_stats {
 	uint64_t promotion_stall_ns; /* of stall_ns, faults that decompressed (from the pool or
 	                                the file): what the cold age's steering reads */
 	uint64_t cold_age_ms;        /* the cold age now (steered, with stall_target_ppm) */
-	uint64_t saved_byte_seconds; /* memory saved (stored pages' bytes less the pool's) summed
-	                                over time at aging's ticks (0 without aging) */
-	uint64_t held_byte_seconds;  /* the pages' bytes (resident, probation and stored), summed
+	uint64_t saved_byte_seconds; /* memory saved (the bytes of the pages held only as copies,
+	                                less the pool's) summed over time at aging's ticks (0
+	                                without aging) */
+	uint64_t held_byte_seconds;  /* the pages' bytes (resident, probation, held as copies), summed
 	                                the same way: saved over held is the time-averaged share
 	                                saved, saved over the time the average bytes */
 	uint64_t kept_incompressible; /* cold pages aging put back in the region rather than
 	                                store: they compressed to more than 73 % of a page */
+	uint64_t clean_pages;        /* mapped pages whose copy is still valid (read back, not
+	                                written since): counted in stored_pages and in
+	                                resident_bytes both; stored_pages less these are the pages
+	                                held only as copies */
 };
 
 /* Create a region of `size` bytes (rounded up to whole pages). NULL + errno on failure. */
