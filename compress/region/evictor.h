@@ -157,7 +157,9 @@ class Evictor {
   std::atomic<pid_t> tid_{0};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> asleep_{false};  // in its wait for work, every batch done
-  bool aging() const { return aging_.cold_age_ms != 0; }
+  bool aging() const { return aging_on_; }
+  void set_age(uint32_t cold_age_ms);
+  bool aging_on_ = false;  // set before the start: other threads read it (idle())
   struct Aging {
     uint32_t cold_age_ms = 0;  // 0: off
     uint32_t tick_ms = 0;      // the period of age_tick()

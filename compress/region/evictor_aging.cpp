@@ -39,9 +39,16 @@ uint64_t thread_cpu_ns() {
 
 // A tick is a 16th of the cold age, from 50 ms to 1 s: a page's idle age is known to a tick.
 void Evictor::set_cold_age(uint32_t cold_age_ms) {
+  aging_on_ = cold_age_ms != 0;
+  set_age(cold_age_ms);
+  aging_.last_tick_ms = Probation::now_ms();
+}
+
+// The age and its tick (the steering changes them on the evictor's thread; whether aging is
+// on, which other threads read, stays as set before the start).
+void Evictor::set_age(uint32_t cold_age_ms) {
   aging_.cold_age_ms = cold_age_ms;
   aging_.tick_ms = std::clamp<uint32_t>(cold_age_ms / 16, 50, 1000);
-  aging_.last_tick_ms = Probation::now_ms();
   parts_.counters.cold_age_ms.store(cold_age_ms, std::memory_order_relaxed);
 }
 
@@ -163,10 +170,7 @@ void Evictor::steer_cold_age() {
   } else if (share_ppm < aging_.stall_target_ppm / 2.0) {
     age = std::max<uint64_t>(age * 4 / 5, aging_.least_age_ms);
   }
-  if (age == aging_.cold_age_ms) return;
-  const uint32_t last_tick = aging_.last_tick_ms;
-  set_cold_age(static_cast<uint32_t>(age));
-  aging_.last_tick_ms = last_tick;
+  set_age(static_cast<uint32_t>(age));
 }
 
 // What the pages held only as copies save (their bytes less the pool's; a clean page, mapped
