@@ -38,13 +38,18 @@ pid_t csv_pid = 0;                     // the process the lines are of (not a ch
 struct zsm_region_stats last {};               // the report's previous figures, and when
 double last_s = 0;
 
-// Memory the compressed pages save: their bytes less the pool's, and its share of the bytes
-// the pages would hold decompressed.
+// Memory the pages held only as copies save: their bytes less the pool's (a clean page, mapped
+// with its copy valid, saves nothing: the region's own sum_saved_bytes counts the same), and its
+// share of the bytes the pages would hold.
+uint64_t copies_only_bytes(const struct zsm_region_stats& s) {
+  return (s.stored_pages - std::min(s.stored_pages, s.clean_pages)) * 4096;
+}
 uint64_t saved_now(const struct zsm_region_stats& s) {
-  return s.orig_data_size > s.mem_used_total ? s.orig_data_size - s.mem_used_total : 0;
+  const uint64_t copies = copies_only_bytes(s);
+  return copies > s.mem_used_total ? copies - s.mem_used_total : 0;
 }
 double percent_of_held(uint64_t saved, const struct zsm_region_stats& s) {
-  const uint64_t held = s.resident_bytes + s.probation_bytes + s.orig_data_size;
+  const uint64_t held = s.resident_bytes + s.probation_bytes + copies_only_bytes(s);
   return held == 0 ? 0 : 100.0 * static_cast<double>(saved) / static_cast<double>(held);
 }
 double average_saved_percent(const struct zsm_region_stats& s) {
