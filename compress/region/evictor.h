@@ -165,7 +165,7 @@ class Evictor {
     uint32_t tick_ms = 0;      // the period of age_tick()
     uint32_t last_tick_ms = 0;
     uint32_t slice = 64;       // pages moved out per tick: what the CPU share pays for
-    uint64_t last_stall_ns = 0;
+    int64_t last_stall_ns = 0;  // faults from probation's stall, to the last tick
     double spent = 0, moved = 0;  // time and pages moved out, smoothed over ticks
     uint64_t last_turn_ns = 0;  // when the hand last began a turn
     // The steering (steer_cold_age): its target, the age's floor, its last step.

@@ -5,8 +5,11 @@
 // clean one dropped. A touch brings a page back by a fault that marks it, so the hand's next
 // pass spares it; a page left alone for the cold age is retired. This is the kernel's accessed-
 // bit scan (kstaled, MGLRU's aging) done by unmapping, so every page the scan finds hot costs
-// a fault: the slice is sized each tick so that the tick's own CPU time and the time faults
-// spent bringing pages back since the last tick stay within kCpuShare of one CPU.
+// a fault: the slice is sized each tick so that the hand's own CPU time and the time faults
+// spent bringing its pages back from probation since the last tick stay within kCpuShare of
+// one CPU. Compressing the cold pages is not the hand's cost but the saving's, paid once a
+// page (as kswapd's is, apart from kstaled's scan), and promotions are the steering's: were
+// they charged to the hand, it would slow to a few MiB a second while it finds cold data.
 //
 // The cold age itself may be steered (set_stall_target), as TMO's Senpai steers a container's
 // memory limit by its pressure stall: the share of wall time faults spent decompressing pages
@@ -87,12 +90,12 @@ void Evictor::report_if_due() {
 // Each step runs inside the fork gate on its own (a batch of retires, a batch of pages moved
 // out): a fork() or a stop waits for one batch, not a tick.
 void Evictor::age_tick() {
-  const uint64_t cpu_start = thread_cpu_ns();
   const uint32_t now = Probation::now_ms();
   sum_saved_bytes(now - aging_.last_tick_ms);
   aging_.last_tick_ms = now;
   if (aging_.stall_target_ppm != 0) steer_cold_age();
   bump(parts_.counters.cold_evictions, retire_cold());
+  const uint64_t cpu_start = thread_cpu_ns();
   const uint32_t out = age_slice();
   bump(parts_.counters.aged, out);
   learn_slice_cost(thread_cpu_ns() - cpu_start, out);
@@ -141,15 +144,17 @@ uint32_t Evictor::age_slice() {
   return out;
 }
 
-// What a page moved out costs (the tick's CPU time and the faults' stall since the last),
-// smoothed over the last few ticks, for a slice's faults land in the ticks after it. The next
-// slice is what the CPU share pays for at that cost; it grows at most twofold, and only after
-// a slice that found its pages.
+// What a page moved out costs (the slice's CPU time and the stall of faults from probation
+// since the last tick), smoothed over the last few ticks, for a slice's faults land in the
+// ticks after it. The next slice is what the CPU share pays for at that cost; it grows at most
+// twofold, and only after a slice that found its pages.
 void Evictor::learn_slice_cost(uint64_t cpu_ns, uint32_t out) {
-  const uint64_t stall = get(parts_.counters.stall_ns);
-  aging_.spent = aging_.spent * kSmoothing + static_cast<double>(cpu_ns + (stall - aging_.last_stall_ns));
+  // The two counters are read apart, so their difference may step back a fault's worth.
+  const int64_t stall = static_cast<int64_t>(get(parts_.counters.stall_ns) - get(parts_.counters.promotion_stall_ns));
+  const int64_t new_stall = std::max<int64_t>(stall - aging_.last_stall_ns, 0);
+  aging_.spent = aging_.spent * kSmoothing + static_cast<double>(cpu_ns + static_cast<uint64_t>(new_stall));
   aging_.moved = aging_.moved * kSmoothing + out;
-  aging_.last_stall_ns = stall;
+  aging_.last_stall_ns = std::max(stall, aging_.last_stall_ns);
   const double per_page = aging_.moved > 0 && aging_.spent > 0 ? aging_.spent / aging_.moved : 0;
   const double most = out >= aging_.slice ? 2.0 * aging_.slice : aging_.slice;
   const double fits = per_page > 0 ? kCpuShare * aging_.tick_ms * 1e6 / per_page : most;
