@@ -150,8 +150,11 @@ Evictor::Batch Evictor::run_batch() {
 // most_clean-th clean one (victims past the batch's need refill probation, and a clean victim
 // would only be dropped). A marked page loses its mark and is passed over. The hand wraps at
 // most `most_wraps` times: twice, for eviction (a second turn takes the pages the first
-// spared); once, for aging (a page spared is not taken in the same tick).
+// spared); once, for aging (a page spared is not taken in the same tick), which also passes
+// over a page on all but one turn in 2^heat (page_table.h): a page that keeps coming back is
+// probed less and less often, so the hand's faults go to pages not yet known to be in use.
 uint32_t Evictor::pick_victims(uint32_t n, uint32_t most_clean, PageLock* victims, int most_wraps) {
+  const bool spare_hot = most_wraps == 1;
   uint32_t found = 0, clean = 0;
   int wraps = 0;
   uint64_t t0 = now_ns();
@@ -178,6 +181,7 @@ uint32_t Evictor::pick_victims(uint32_t n, uint32_t most_clean, PageLock* victim
       moves_.set_mark(l, false);
       continue;
     }
+    if (spare_hot && ((wraps_ + p) & ((uint64_t{1} << l.heat()) - 1)) != 0) continue;
     clean += l.state().kind == Kind::clean;
     victims[found++] = std::move(l);
   }

@@ -1,6 +1,8 @@
 // The page transitions (page_moves.h).
 #include "page_moves.h"
 
+#include <algorithm>
+
 #include "page_calls.h"
 
 namespace zsm::region {
@@ -14,6 +16,9 @@ void PageMoves::set_kind(PageState& s, Kind k) {
 
 void PageMoves::map(PageLock& l, Kind k, bool referenced) {
   PageState& s = l.state_to_change();
+  if (s.kind == Kind::probation || s.kind == Kind::stored) {  // back after the hand took it out
+    l.set_heat(std::min<uint8_t>(l.heat() + 1, kMostHeat));
+  }
   bump(counters_.resident);
   set_kind(s, k);
   s.referenced = referenced;
@@ -70,6 +75,7 @@ void PageMoves::retire(PageLock& l, bool compressed, bool stamp) {
   set_kind(s, Kind::stored);
   s.slot = 0;
   s.referenced = true;
+  l.set_heat(0);  // it stayed out: cold
   if (stamp) probation_.stamp_departure(&s);
   bump(compressed ? counters_.evictions : counters_.clean_evictions);
   budget_.give(1);
@@ -89,6 +95,7 @@ void PageMoves::forget(PageLock& l, bool may_allocate) {
   PageState& c = l.state_to_change();
   set_kind(c, Kind::empty);
   c.referenced = false;
+  l.set_heat(0);
 }
 
 void PageMoves::release_slots(const uint32_t* slots, uint32_t n, bool stale) {

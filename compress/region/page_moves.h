@@ -1,5 +1,5 @@
-// The page transitions: the only writers of a page's kind, mark, slot and pins, of its mapped
-// bit, and of what follows them: the resident, probation and pinned counts, and the budget's
+// The page transitions: the only writers of a page's kind, mark, slot, pins and heat, of its
+// mapped bit, and of what follows them: the resident, probation and pinned counts, and the budget's
 // pages in use. Each takes the page's lock as the proof that its caller holds it (PageLock);
 // the copy's fields are the copy store's (copy_store.h). The kernel calls that change what is
 // mapped stay with the callers, which make them under the same lock; each transition says
@@ -30,6 +30,7 @@ class PageMoves {
 
   // Mapped as k (resident or clean), the caller having taken its page of budget. Called before
   // the kernel call that wakes the faulting thread: what it reads next counts its own page.
+  // A page back from probation or its copy is one step hotter; retire() and forget() cool it.
   void map(PageLock& l, Kind k, bool referenced);
   // A stored page map()ped ahead of the kernel's call (fault-around) that the call did not
   // install: stored again, with the write-back hand's mark it had, its budget given back.

@@ -52,7 +52,7 @@ size_t mapped_words(uint32_t pages) { return (size_t{pages} + 63) / 64; }
 size_t used_words(uint32_t pages) { return (size_t{pages} / PageTable::kChunkPages + 64) / 64; }
 
 size_t table_bytes(uint32_t pages) {
-  return size_t{pages} * 16 + (mapped_words(pages) + used_words(pages)) * 8;
+  return size_t{pages} * 17 + (mapped_words(pages) + used_words(pages)) * 8;
 }
 
 }  // namespace
@@ -72,6 +72,7 @@ bool PageTable::allocate(uint32_t pages) {
   copies_ = reinterpret_cast<uint64_t*>(base + size_t{pages} * 8);
   mapped_ = reinterpret_cast<std::atomic<uint64_t>*>(base + size_t{pages} * 16);
   used_ = mapped_ + mapped_words(pages);
+  heat_ = reinterpret_cast<uint8_t*>(used_ + used_words(pages));
   return true;
 }
 

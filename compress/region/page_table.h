@@ -45,6 +45,7 @@ inline bool in_a_pool(CopyKind k) {
 inline bool kept_whole(CopyKind k) { return k == CopyKind::whole || k == CopyKind::overflow_whole; }
 
 inline constexpr uint32_t kMaxPins = (1u << 11) - 1;
+inline constexpr uint8_t kMostHeat = 6;  // a page found in use is passed over up to 63 turns
 inline constexpr uint32_t kNoPage = UINT32_MAX;
 
 // A page's state, unpacked. comp_len: a pool or file copy's compressed bytes (0 for a whole
@@ -118,6 +119,7 @@ class PageTable {
   uint64_t* copies_ = nullptr;
   std::atomic<uint64_t>* mapped_ = nullptr;  // 64 pages a word
   std::atomic<uint64_t>* used_ = nullptr;    // 64 chunks a word
+  uint8_t* heat_ = nullptr;                  // a byte a page, under its lock (PageLock::heat)
   uint32_t pages_ = 0;
   size_t bytes_ = 0;
 };
@@ -160,6 +162,9 @@ class PageLock {
   uint32_t page() const { return p_; }
   const PageState& state() const { return s_; }
   uint64_t copy_word() const { return t_->copies_[p_]; }
+  // How many times in a row the page came back after the hand took it out (0 to kMostHeat):
+  // the aging hand passes it over on all but one turn in 2^heat (evictor_aging.cpp).
+  uint8_t heat() const { return t_->heat_[p_]; }
 
  private:
   friend class PageMoves;
@@ -168,6 +173,7 @@ class PageLock {
   PageState& state_to_change() { return s_; }
   uint64_t& copy_word_to_change() { return t_->copies_[p_]; }
   void set_mapped(bool on) { t_->set_mapped(p_, on); }
+  void set_heat(uint8_t h) { t_->heat_[p_] = h; }
 
   PageTable* t_ = nullptr;
   uint32_t p_ = 0;

@@ -204,7 +204,7 @@ void Region::before_batch() {
 }
 
 size_t Region::bookkeeping_bytes() const {
-  return copies_.bookkeeping_bytes() + (get(counters_.resident) + get(counters_.probation) + get(counters_.stored)) * 16;
+  return copies_.bookkeeping_bytes() + (get(counters_.resident) + get(counters_.probation) + get(counters_.stored)) * 17;
 }
 
 // What the region costs besides its decompressed pages: the pool, and the bookkeeping as the

@@ -403,6 +403,34 @@ TEST_P(RegionModes, PagesLeftUntouchedForTheColdAgeAreCompressedWithinTheBudget)
   EXPECT_GT(region_stats(r).stall_ns, stalled) << "bringing the cold pages back is the program's stall";
 }
 
+// Aging's hand takes a page that keeps coming back out less and less often (on one turn in
+// 2^heat): over a steady hot set, its faults in the second half of a run are a fraction of
+// the first half's (without the heat, each hot page would come back every other turn), while
+// the pages left alone are still found cold.
+TEST_P(RegionModes, PagesThatKeepComingBackAreTakenOutLessAndLessOften) {
+  zsm_region_options o{};
+  o.cold_age_ms = 800;
+  make(256, 256, o);
+  constexpr size_t kHot = 32, kWritten = 128;
+  for (size_t p = 0; p < kWritten; ++p) fill_page(at(p), p, 24);
+  auto touch_hot_for = [&](std::chrono::milliseconds d) {
+    const auto end = std::chrono::steady_clock::now() + d;
+    while (std::chrono::steady_clock::now() < end) {
+      for (size_t p = 0; p < kHot; ++p) ASSERT_EQ(page_mismatch(at(p), p, 24), -1) << "hot page " << p;
+      usleep(2000);
+    }
+  };
+  touch_hot_for(std::chrono::seconds(3));
+  const struct zsm_region_stats half = region_stats(r);
+  touch_hot_for(std::chrono::seconds(3));
+  const struct zsm_region_stats end = region_stats(r);
+  const uint64_t first = half.probation_faults, second = end.probation_faults - half.probation_faults;
+  EXPECT_GT(first, kHot) << "each hot page was taken out and came back";
+  EXPECT_LE(2 * second, first) << "aged " << end.aged_pages << " pages";
+  EXPECT_GE(end.cold_evictions, kWritten - kHot) << "the pages left alone are cold";
+  for (size_t p = 0; p < kWritten; ++p) ASSERT_EQ(page_mismatch(at(p), p, 24), -1) << "page " << p;
+}
+
 // The steering: with the program reading its cold pages back again and again, promotions pass
 // any target, and the cold age doubles away from them; left alone, the age shrinks toward
 // its floor (min(start, 1 s)). The report runs on its own at its interval meanwhile.
