@@ -1,7 +1,7 @@
 // The page transitions: the only writers of a page's kind, mark, slot, pins and heat, of its
-// mapped bit, and of what follows them: the resident, probation and pinned counts, and the budget's
-// pages in use. Each takes the page's lock as the proof that its caller holds it (PageLock);
-// the copy's fields are the copy store's (copy_store.h). The kernel calls that change what is
+// mapped bit, and of what follows them: the resident, probation and pinned counts, and the
+// budget's pages in use. Each takes the page's lock as the proof that its caller holds it
+// (PageLock); the copy's fields are the copy store's (copy_store.h). The kernel calls that change what is
 // mapped stay with the callers, which make them under the same lock; each transition says
 // whether it comes before or after its call.
 //

@@ -1,5 +1,6 @@
-// The region's page table: one 8-byte state word and one 8-byte copy word per page, and one
-// bit per page saying it is mapped (the evictor's CLOCK hand walks those bits). Vocabulary: a
+// The region's page table: one 8-byte state word and one 8-byte copy word per page, one bit per
+// page saying it is mapped (the evictor's CLOCK hand walks those bits), and a byte of heat
+// (how often the page came back after the hand took it out: aging probes it less). Vocabulary: a
 // *page* is one 4 KiB page of the region; its *copy* is its contents kept compressed (a pool
 // object, one repeated word, the whole page, or an extent of the backing file).
 //
